@@ -1,0 +1,13 @@
+//! kiln's core: the pipeline config model and its DAG compiler, and the traits the stage crates
+//! meet through (container runtime, progress reporter), so that sibling crates never depend on
+//! each other.
+
+pub mod config;
+pub mod reporter;
+pub mod runtime;
+
+pub use reporter::{Event, NullReporter, Reporter};
+pub use runtime::{
+    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
+    Limits, NetworkMode, OutputSink, RuntimeError,
+};

@@ -1,0 +1,238 @@
+//! The container runtime trait: what launch and validate need from a container engine.
+//!
+//! `kiln-docker` implements it on the Docker Engine API. Stages hold an
+//! `Arc<dyn ContainerRuntime>` and never see the engine's own types.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// Label put on every container and image kiln creates, so that leftovers can be found.
+pub const LABEL_MANAGED: &str = "kiln.managed";
+/// Label naming the run (`<dataset>/<run-id>`) a container belongs to.
+pub const LABEL_RUN: &str = "kiln.run";
+
+/// Errors of a container runtime. Messages read well after "failed to".
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine cannot be reached at all.
+    #[error("reach the Docker engine at {endpoint}: {message}")]
+    Unreachable {
+        /// Where kiln looked for the engine.
+        endpoint: String,
+        /// What the connection attempt said.
+        message: String,
+    },
+    /// An image named in a container spec does not exist locally.
+    #[error("find image {0}")]
+    ImageNotFound(String),
+    /// Building an image failed.
+    #[error("build image {image}: {message}")]
+    Build {
+        /// Tag being built.
+        image: String,
+        /// Build output tail or engine error.
+        message: String,
+    },
+    /// Any other engine error.
+    #[error("{operation}: {message}")]
+    Engine {
+        /// What kiln was doing.
+        operation: String,
+        /// The engine's message.
+        message: String,
+    },
+}
+
+impl RuntimeError {
+    /// Shorthand for an [`RuntimeError::Engine`] error.
+    pub fn engine(operation: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self::Engine {
+            operation: operation.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Network of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NetworkMode {
+    /// The engine's default bridge network (registries reachable).
+    #[default]
+    Bridge,
+    /// No network but loopback.
+    None,
+}
+
+impl NetworkMode {
+    /// The engine's name for the mode.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bridge => "bridge",
+            Self::None => "none",
+        }
+    }
+}
+
+/// Resource limits of one container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Memory limit in bytes (swap included).
+    pub memory_bytes: i64,
+    /// CPU limit in CPUs (fractions allowed).
+    pub cpus: f64,
+    /// Maximum number of processes.
+    pub pids: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 4 << 30,
+            cpus: 2.0,
+            pids: 4096,
+        }
+    }
+}
+
+/// What container to create.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerSpec {
+    /// Image to start from.
+    pub image: String,
+    /// Environment variables.
+    pub env: Vec<(String, String)>,
+    /// Labels, on top of [`LABEL_MANAGED`], which the runtime always adds.
+    pub labels: BTreeMap<String, String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Network mode.
+    pub network: NetworkMode,
+    /// Working directory for commands.
+    pub workdir: Option<String>,
+    /// Upper bound on the container's life: its main process exits after this, so a container
+    /// orphaned by a killed kiln process stops by itself.
+    pub max_lifetime: Duration,
+}
+
+/// One command to run in a container.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    /// A bash script, run with `bash -c` (with `set -o pipefail`).
+    pub script: String,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Working directory (the container's default if `None`).
+    pub workdir: Option<String>,
+    /// Hard timeout: the command runs under the container's own `timeout -s KILL`, because the
+    /// engine cannot kill an exec and a client-side timeout leaves the process running.
+    pub timeout: Duration,
+    /// Bytes of output kept in [`ExecOutcome::output`]: the head and tail halves are kept and the
+    /// middle dropped. The full output goes to the sink.
+    pub output_cap: usize,
+}
+
+impl ExecSpec {
+    /// A script with the given timeout, a 1 MiB output cap and no extra environment.
+    #[must_use]
+    pub fn new(script: impl Into<String>, timeout: Duration) -> Self {
+        Self {
+            script: script.into(),
+            env: Vec::new(),
+            workdir: None,
+            timeout,
+            output_cap: 1 << 20,
+        }
+    }
+}
+
+/// Result of one command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecOutcome {
+    /// Exit code (137 when killed by the timeout or the OOM killer).
+    pub exit_code: i64,
+    /// Combined stdout and stderr, capped (see [`ExecSpec::output_cap`]).
+    pub output: String,
+    /// Whether the middle of the output was dropped.
+    pub truncated: bool,
+    /// Whether the command was killed by its timeout.
+    pub timed_out: bool,
+    /// Whether the container's OOM killer fired during the command.
+    pub oom_killed: bool,
+    /// Wall time of the command.
+    pub duration: Duration,
+}
+
+/// Receives a command's output as it streams.
+pub type OutputSink<'a> = &'a mut (dyn FnMut(&[u8]) + Send);
+
+/// Opaque id of a running container.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContainerId(pub String);
+
+/// An image to build from a Dockerfile and a small context.
+#[derive(Debug, Clone, Default)]
+pub struct ImageBuild {
+    /// Tag to give the image.
+    pub tag: String,
+    /// Dockerfile text.
+    pub dockerfile: String,
+    /// Extra files in the build context: (path inside the context, contents).
+    pub context: Vec<(String, Vec<u8>)>,
+    /// Labels for the image.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Engine identity, for logs and error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// Engine version string.
+    pub version: String,
+    /// Negotiated API version.
+    pub api_version: String,
+}
+
+/// A container engine.
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync {
+    /// Checks that the engine answers.
+    async fn ping(&self) -> Result<EngineInfo, RuntimeError>;
+    /// Whether an image exists locally.
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError>;
+    /// Builds an image; `on_output` receives the build log.
+    async fn build_image(
+        &self,
+        build: &ImageBuild,
+        on_output: OutputSink<'_>,
+    ) -> Result<(), RuntimeError>;
+    /// Creates and starts a container.
+    async fn create(&self, spec: &ContainerSpec) -> Result<ContainerId, RuntimeError>;
+    /// Runs a command to completion (or timeout), streaming its output to `on_output`.
+    async fn exec(
+        &self,
+        id: &ContainerId,
+        exec: &ExecSpec,
+        on_output: OutputSink<'_>,
+    ) -> Result<ExecOutcome, RuntimeError>;
+    /// Extracts a tar archive into a directory of the container.
+    async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError>;
+    /// Reads a file or directory of the container as a tar archive.
+    async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError>;
+    /// Commits the container's file system to an image tag; returns the image id.
+    async fn commit(
+        &self,
+        id: &ContainerId,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<String, RuntimeError>;
+    /// Stops and removes a container; removing a missing container is not an error.
+    async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError>;
+    /// Removes an image tag; removing a missing image is not an error.
+    async fn remove_image(&self, tag: &str) -> Result<(), RuntimeError>;
+    /// Removes every container carrying `label=value`; returns how many were removed.
+    async fn remove_labelled(&self, label: &str, value: &str) -> Result<usize, RuntimeError>;
+    /// Lists the ids of containers carrying `label=value`, running or not.
+    async fn list_labelled(&self, label: &str, value: &str) -> Result<Vec<ContainerId>, RuntimeError>;
+}

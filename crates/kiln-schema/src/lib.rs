@@ -1,0 +1,300 @@
+//! Row types of every table kiln writes, their column descriptions, and format versions.
+//!
+//! Each table is a plain serde struct declared with the [`table!`] macro, which also derives the
+//! column list ([`Row::columns`]). The column list is the single source from which `kiln-store`
+//! builds Arrow schemas and from which the JSON Schema files in `schemas/` are generated, so the
+//! three cannot drift apart. This crate does no IO.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+mod tables;
+
+pub use tables::*;
+
+/// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Logical type of one column, as stored in Parquet and described in JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnType {
+    /// UTF-8 string, never null.
+    Str,
+    /// UTF-8 string or null.
+    OptStr,
+    /// 64-bit signed integer, never null.
+    Int,
+    /// 64-bit signed integer or null.
+    OptInt,
+    /// 64-bit float, never null.
+    Float,
+    /// 64-bit float or null.
+    OptFloat,
+    /// Boolean, never null.
+    Bool,
+    /// List of UTF-8 strings (Arrow `list<string>`), never null.
+    StrList,
+    /// A nested value stored as a JSON document in a string column, so every Parquet reader can
+    /// read it without nested types.
+    Json,
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Column {
+    /// Column name, equal to the serde field name of the row type.
+    pub name: &'static str,
+    /// Logical type.
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    /// What the column holds.
+    pub doc: &'static str,
+}
+
+/// Maps a Rust field type to the column type it is stored as.
+pub trait ColumnKind {
+    /// The column type for this Rust type.
+    const TYPE: ColumnType;
+}
+
+macro_rules! column_kind {
+    ($($t:ty => $c:ident),* $(,)?) => { $(impl ColumnKind for $t { const TYPE: ColumnType = ColumnType::$c; })* };
+}
+
+column_kind! {
+    String => Str,
+    Option<String> => OptStr,
+    i64 => Int,
+    Option<i64> => OptInt,
+    f64 => Float,
+    Option<f64> => OptFloat,
+    bool => Bool,
+    Vec<String> => StrList,
+}
+
+impl<V: Serialize> ColumnKind for BTreeMap<String, V> {
+    const TYPE: ColumnType = ColumnType::Json;
+}
+
+/// A row of one table.
+pub trait Row: Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + 'static {
+    /// Table name, also the name of its JSON Schema file (`schemas/<table>.schema.json`).
+    const TABLE: &'static str;
+    /// What one row stands for.
+    const DOC: &'static str;
+    /// The columns, in storage order.
+    fn columns() -> Vec<Column>;
+    /// The item key of the row: every table is keyed by `instance_id`.
+    fn key(&self) -> &str;
+}
+
+/// Declares a table: the row struct, its serde derive and its [`Row`] implementation.
+///
+/// Every field needs a doc comment, which becomes the column documentation. Field names are the
+/// column names (SWE-bench's `FAIL_TO_PASS` included), so no serde renames are needed.
+#[macro_export]
+macro_rules! table {
+    (
+        $(#[doc = $tdoc:literal])*
+        pub struct $name:ident in $table:literal {
+            $( #[doc = $doc:literal] $(#[$attr:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[doc = $tdoc])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(non_snake_case)]
+        pub struct $name {
+            $( #[doc = $doc] $(#[$attr])* pub $field: $ty, )*
+        }
+
+        impl $crate::Row for $name {
+            const TABLE: &'static str = $table;
+            const DOC: &'static str = concat!($($tdoc, "\n"),*);
+            fn columns() -> Vec<$crate::Column> {
+                vec![$($crate::Column {
+                    name: stringify!($field),
+                    ty: <$ty as $crate::ColumnKind>::TYPE,
+                    doc: $doc.trim_ascii(),
+                }),*]
+            }
+            fn key(&self) -> &str {
+                &self.instance_id
+            }
+        }
+    };
+}
+
+/// Outcome of one test in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    /// The test ran and passed (pytest's XFAIL counts as a pass: the expected failure happened).
+    Pass,
+    /// The test ran and an assertion failed (pytest's XPASS under `strict` counts as a failure).
+    Fail,
+    /// The test was collected and skipped.
+    Skip,
+    /// The test could not run: a fixture, setup or collection error.
+    Error,
+}
+
+impl TestStatus {
+    /// Lowercase name, as stored.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Per-test statuses of one run, keyed by normalised test id.
+pub type TestStatuses = BTreeMap<String, TestStatus>;
+
+/// Why a repository or instance did not make it through a stage. Stored as its kebab-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureClass {
+    /// The task row itself is malformed (bad JSON, missing field).
+    InvalidInput,
+    /// The repository could not be cloned or the base commit is missing.
+    Clone,
+    /// No build plan matched the repository's files.
+    UnsupportedProject,
+    /// A dependency could not be resolved or downloaded.
+    DependencyResolution,
+    /// Installing or compiling the project failed.
+    Build,
+    /// The test command could not run or produced no parseable statuses.
+    TestRun,
+    /// The test run produced too few passing tests to count as a working environment.
+    TestsFailing,
+    /// A command ran past its timeout.
+    Timeout,
+    /// A command was killed for exceeding the memory limit.
+    Oom,
+    /// The test or gold patch applied nowhere.
+    PatchApply,
+    /// The test run found no tests.
+    NoTests,
+    /// Flaky tests left nothing to validate.
+    Flaky,
+    /// The gold patch did not make any test go from failing to passing.
+    NoFailToPass,
+    /// A test passed before the gold patch and fails after it.
+    PassToFail,
+    /// A run's exit code contradicts its parsed statuses.
+    InvalidRun,
+    /// Docker, disk or other infrastructure failed for this item.
+    Infra,
+}
+
+impl FailureClass {
+    /// The stored kebab-case name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "invalid-input",
+            Self::Clone => "clone",
+            Self::UnsupportedProject => "unsupported-project",
+            Self::DependencyResolution => "dependency-resolution",
+            Self::Build => "build",
+            Self::TestRun => "test-run",
+            Self::TestsFailing => "tests-failing",
+            Self::Timeout => "timeout",
+            Self::Oom => "oom",
+            Self::PatchApply => "patch-apply",
+            Self::NoTests => "no-tests",
+            Self::Flaky => "flaky",
+            Self::NoFailToPass => "no-fail-to-pass",
+            Self::PassToFail => "pass-to-fail",
+            Self::InvalidRun => "invalid-run",
+            Self::Infra => "infra",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every table kiln writes, as (name, doc, columns), in pipeline order.
+#[must_use]
+pub fn all_tables() -> Vec<(&'static str, &'static str, Vec<Column>)> {
+    fn entry<R: Row>() -> (&'static str, &'static str, Vec<Column>) {
+        (R::TABLE, R::DOC, R::columns())
+    }
+    vec![
+        entry::<Candidate>(),
+        entry::<Verdict>(),
+        entry::<PlatformLabel>(),
+        entry::<EnvironmentRecord>(),
+        entry::<ValidationRecord>(),
+        entry::<ReleaseInstance>(),
+    ]
+}
+
+/// The JSON Schema (draft 2020-12) of one table, generated from its columns.
+#[must_use]
+pub fn json_schema(table: &str, doc: &str, columns: &[Column]) -> serde_json::Value {
+    use serde_json::json;
+    let mut properties = serde_json::Map::new();
+    for column in columns {
+        let ty = match column.ty {
+            ColumnType::Str => json!({"type": "string"}),
+            ColumnType::OptStr => json!({"type": ["string", "null"]}),
+            ColumnType::Int => json!({"type": "integer"}),
+            ColumnType::OptInt => json!({"type": ["integer", "null"]}),
+            ColumnType::Float => json!({"type": "number"}),
+            ColumnType::OptFloat => json!({"type": ["number", "null"]}),
+            ColumnType::Bool => json!({"type": "boolean"}),
+            ColumnType::StrList => json!({"type": "array", "items": {"type": "string"}}),
+            ColumnType::Json => json!({}),
+        };
+        let mut ty = ty;
+        if let Some(object) = ty.as_object_mut() {
+            object.insert("description".into(), json!(column.doc));
+            if column.ty == ColumnType::Json {
+                object.insert("x-kiln-storage".into(), json!("json-string"));
+            }
+        }
+        properties.insert(column.name.to_string(), ty);
+    }
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": format!("https://kiln.dev/schemas/{table}.schema.json"),
+        "title": table,
+        "description": doc.trim(),
+        "x-kiln-schema-version": SCHEMA_VERSION,
+        "type": "object",
+        "additionalProperties": false,
+        "required": columns.iter().map(|c| c.name).collect::<Vec<_>>(),
+        "properties": properties,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_class_names_match_serde() {
+        for class in [
+            FailureClass::InvalidInput,
+            FailureClass::DependencyResolution,
+            FailureClass::PassToFail,
+            FailureClass::Oom,
+        ] {
+            let json = serde_json::to_value(class).unwrap_or_default();
+            assert_eq!(json, serde_json::json!(class.as_str()));
+        }
+    }
+}

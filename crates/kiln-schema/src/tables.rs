@@ -1,0 +1,304 @@
+//! The six tables of the pipeline, one per stage kind.
+
+use std::collections::BTreeMap;
+
+use crate::{TestStatus, table};
+
+table! {
+    /// A task candidate: a merged pull request with its linked issue, from a crawl or a task file.
+    pub struct Candidate in "candidate" {
+        /// `owner__repo-PR`, unique within a run.
+        pub instance_id: String,
+        /// Row status: `ok`, or `error` when the source line could not be read (see `error`).
+        pub status: String,
+        /// For `error` rows: what was wrong, with the source file and line.
+        pub error: Option<String>,
+        /// `owner/name` of the GitHub repository.
+        pub repo: String,
+        /// Pull request number, when known.
+        pub pull_number: Option<i64>,
+        /// Commit the task starts from (the PR's base SHA).
+        pub base_commit: String,
+        /// The gold patch: the PR's diff of non-test files.
+        pub patch: String,
+        /// The PR's diff of test files.
+        pub test_patch: String,
+        /// Title and body of the linked issues.
+        pub problem_statement: String,
+        /// Issue comments written before the PR's first commit.
+        pub hints_text: String,
+        /// Creation time of the PR (RFC 3339), used as the dependency cut-off date.
+        pub created_at: String,
+        /// Project version label, when the source gives one.
+        pub version: Option<String>,
+        /// Main language of the repository, when the source gives one.
+        pub language: Option<String>,
+        /// FAIL_TO_PASS as given by the source (empty for crawled candidates), kept for comparison.
+        pub given_fail_to_pass: Vec<String>,
+        /// PASS_TO_PASS as given by the source (empty for crawled candidates).
+        pub given_pass_to_pass: Vec<String>,
+        /// Where the row came from: `file:line` of a task file, or the GitHub API.
+        pub origin: String,
+    }
+}
+
+table! {
+    /// The filter's verdict on one candidate.
+    pub struct Verdict in "verdict" {
+        /// The candidate's id.
+        pub instance_id: String,
+        /// Whether the candidate goes on to the next stages.
+        pub keep: bool,
+        /// Short label of the verdict (`ok`, `no-test-patch`, `vague`, ...).
+        pub label: String,
+        /// Why, in a sentence.
+        pub reason: String,
+        /// The judge: `heuristic`, or the model name of an LM judge.
+        pub judge: String,
+        /// LM prompt tokens spent, if an LM judged.
+        pub prompt_tokens: Option<i64>,
+        /// LM completion tokens spent, if an LM judged.
+        pub completion_tokens: Option<i64>,
+    }
+}
+
+table! {
+    /// The operating system a candidate needs.
+    pub struct PlatformLabel in "platform_label" {
+        /// The candidate's id.
+        pub instance_id: String,
+        /// `linux`, `windows` or `macos`.
+        pub platform: String,
+        /// Keywords or LM output that decided the label.
+        pub evidence: Vec<String>,
+        /// `keyword` or the model name of an LM.
+        pub labeller: String,
+    }
+}
+
+table! {
+    /// An executable environment built for one candidate at its base commit, or why none was built.
+    pub struct EnvironmentRecord in "environment" {
+        /// The candidate's id.
+        pub instance_id: String,
+        /// `owner/name`.
+        pub repo: String,
+        /// The commit the environment holds.
+        pub base_commit: String,
+        /// `built` or `failed`.
+        pub status: String,
+        /// When `failed`: the failure class (`dependency-resolution`, `build`, `timeout`, ...).
+        pub failure_class: Option<String>,
+        /// When `failed`: the command that decided the failure.
+        pub failure_command: Option<String>,
+        /// When `failed`: the last lines of that command's output.
+        pub log_tail: Option<String>,
+        /// Detected ecosystem (`python`, ...).
+        pub language: String,
+        /// Name of the plan that built it (`python-pyproject`, ...).
+        pub plan: String,
+        /// The base image the container started from.
+        pub base_image: String,
+        /// Tag of the committed environment image (null when failed).
+        pub image: Option<String>,
+        /// Shell commands that set the environment up, in order.
+        pub setup_commands: Vec<String>,
+        /// Commands to re-run after the source changes (before running tests).
+        pub rebuild_commands: Vec<String>,
+        /// The test command, run from the repository root.
+        pub test_command: String,
+        /// Name of the test-log parser that reads the test command's output.
+        pub parser: String,
+        /// Dependency cut-off used for unpinned dependencies (RFC 3339), if any.
+        pub dependency_cutoff: Option<String>,
+        /// Why this interpreter/toolchain version was chosen.
+        pub version_reason: String,
+        /// Per-test statuses of the baseline test run at the base commit.
+        pub baseline: BTreeMap<String, TestStatus>,
+        /// Number of baseline tests that passed.
+        pub baseline_passed: i64,
+        /// Number of baseline tests that did not pass (fail, error).
+        pub baseline_failed: i64,
+        /// Seconds spent in setup commands.
+        pub setup_seconds: f64,
+        /// Seconds spent in the baseline test run.
+        pub test_seconds: f64,
+        /// Wall seconds for the whole launch of this instance.
+        pub total_seconds: f64,
+        /// A Dockerfile replaying the successful commands.
+        pub dockerfile: Option<String>,
+        /// Where the raw logs of this launch are, relative to the run directory.
+        pub log_dir: String,
+    }
+}
+
+table! {
+    /// The verdict of validation: which tests the gold patch fixes, or why the instance was rejected.
+    pub struct ValidationRecord in "validation" {
+        /// The candidate's id.
+        pub instance_id: String,
+        /// `validated`, `rejected` (the instance is not a valid task) or `failed` (could not run).
+        pub status: String,
+        /// When not validated: the failure class (`no-fail-to-pass`, `pass-to-fail`, `invalid-run`, ...).
+        pub failure_class: Option<String>,
+        /// When not validated: the reason in words.
+        pub reason: Option<String>,
+        /// Tests that fail (or are absent) with the test patch alone and pass with the gold patch.
+        pub FAIL_TO_PASS: Vec<String>,
+        /// Tests that pass on both sides.
+        pub PASS_TO_PASS: Vec<String>,
+        /// Class of each FAIL_TO_PASS test: `f2p`, `e2p`, `s2p` or `n2p` (absent before).
+        pub fail_to_pass_classes: BTreeMap<String, String>,
+        /// Tests dropped as flaky, with their statuses per run (`before:1` ...).
+        pub flaky: BTreeMap<String, BTreeMap<String, String>>,
+        /// Tests that went from pass to fail.
+        pub pass_to_fail: Vec<String>,
+        /// Runs per side.
+        pub repeats: i64,
+        /// Network mode of the test containers (`none` or `bridge`).
+        pub network: String,
+        /// Per run: side, repeat, exit code, counts, patch method and seconds.
+        pub runs: BTreeMap<String, BTreeMap<String, String>>,
+        /// Per run: the statuses of every test, kept for audit.
+        pub run_statuses: BTreeMap<String, BTreeMap<String, TestStatus>>,
+        /// Sum of the seconds of the test commands alone.
+        pub test_seconds: f64,
+        /// Wall seconds for validating this instance.
+        pub total_seconds: f64,
+        /// Where the raw logs are, relative to the run directory.
+        pub log_dir: String,
+    }
+}
+
+table! {
+    /// One task instance of a release, compatible with SWE-bench and SWE-bench-Live rows.
+    pub struct ReleaseInstance in "release_instance" {
+        /// `owner__repo-PR`.
+        pub instance_id: String,
+        /// `owner/name`.
+        pub repo: String,
+        /// Pull request number as a string, when known (SWE-bench-Live uses a string).
+        pub pull_number: Option<String>,
+        /// The commit to check out.
+        pub base_commit: String,
+        /// The gold patch.
+        pub patch: String,
+        /// The test patch.
+        pub test_patch: String,
+        /// The issue text.
+        pub problem_statement: String,
+        /// Issue comments before the fix.
+        pub hints_text: String,
+        /// PR creation time (RFC 3339).
+        pub created_at: String,
+        /// Project version label, when known.
+        pub version: Option<String>,
+        /// Tests that the gold patch makes pass.
+        pub FAIL_TO_PASS: Vec<String>,
+        /// Tests that pass before and after.
+        pub PASS_TO_PASS: Vec<String>,
+        /// Environment image tag.
+        pub image: String,
+        /// Setup commands that built the image.
+        pub setup_commands: Vec<String>,
+        /// Commands to run after applying a patch, before the tests.
+        pub rebuild_commands: Vec<String>,
+        /// Test command.
+        pub test_command: String,
+        /// Name of the test-log parser.
+        pub parser: String,
+        /// Ecosystem of the repository.
+        pub language: String,
+        /// `linux`, `windows` or `macos`.
+        pub platform: String,
+        /// Dockerfile that rebuilds the environment image.
+        pub dockerfile: Option<String>,
+        /// Seconds the launch took.
+        pub launch_seconds: f64,
+        /// Seconds the validation took.
+        pub validate_seconds: f64,
+        /// The kiln run that produced this row.
+        pub run_id: String,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Row;
+
+    /// A serialised row must have exactly the declared columns, in order: the column list is
+    /// derived from the struct, and this catches a field added without going through `table!`.
+    fn check_columns<R: Row>(row: &R) {
+        let value = serde_json::to_value(row).unwrap_or_default();
+        let keys: Vec<&str> = value
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut names: Vec<&str> = R::columns().iter().map(|c| c.name).collect();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(sorted_keys, names, "table {}", R::TABLE);
+        let back: R = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(serde_json::to_value(back).ok(), serde_json::to_value(row).ok());
+    }
+
+    #[test]
+    fn verdict_columns_match_struct() {
+        check_columns(&Verdict {
+            instance_id: "a__b-1".into(),
+            keep: true,
+            label: "ok".into(),
+            reason: "has tests".into(),
+            judge: "heuristic".into(),
+            prompt_tokens: None,
+            completion_tokens: Some(3),
+        });
+    }
+
+    #[test]
+    fn release_has_swe_bench_field_names() {
+        let names: Vec<&str> = ReleaseInstance::columns().iter().map(|c| c.name).collect();
+        for field in [
+            "instance_id",
+            "repo",
+            "base_commit",
+            "patch",
+            "test_patch",
+            "problem_statement",
+            "hints_text",
+            "created_at",
+            "FAIL_TO_PASS",
+            "PASS_TO_PASS",
+        ] {
+            assert!(names.contains(&field), "{field} missing");
+        }
+    }
+
+    #[test]
+    fn validation_round_trips() {
+        let mut statuses = BTreeMap::new();
+        statuses.insert("t::a".to_string(), TestStatus::Pass);
+        let mut run_statuses = BTreeMap::new();
+        run_statuses.insert("after:1".to_string(), statuses);
+        check_columns(&ValidationRecord {
+            instance_id: "a__b-1".into(),
+            status: "validated".into(),
+            failure_class: None,
+            reason: None,
+            FAIL_TO_PASS: vec!["t::a".into()],
+            PASS_TO_PASS: vec![],
+            fail_to_pass_classes: BTreeMap::new(),
+            flaky: BTreeMap::new(),
+            pass_to_fail: vec![],
+            repeats: 1,
+            network: "none".into(),
+            runs: BTreeMap::new(),
+            run_statuses,
+            test_seconds: 1.5,
+            total_seconds: 2.0,
+            log_dir: "logs/a__b-1/validate".into(),
+        });
+    }
+}
