@@ -5,8 +5,10 @@
 pub mod config;
 pub mod reporter;
 pub mod runtime;
+pub mod session;
 
 pub use reporter::{Event, NullReporter, Reporter};
+pub use session::Session;
 pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
     Limits, NetworkMode, OutputSink, RuntimeError,

@@ -1,1 +1,382 @@
-//! kiln-launch.
+//! The launch stage: build an executable environment for one candidate at its base commit.
+//!
+//! Rules first: the repository's own files choose a deterministic plan (for now Python:
+//! `pyproject.toml` / `setup.py` / `setup.cfg` / requirements files), whose commands run in a
+//! container from the plan's base image. Unpinned dependencies are resolved as of the base
+//! commit's date. The build counts when the test command's output parses into statuses and
+//! enough of them pass; the container is then committed to a tagged image. Any failure is a
+//! row with a failure class, the deciding command and its log tail, never an error that stops
+//! the stage: only an unreachable engine does that.
+
+pub mod python;
+pub mod repo;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kiln_core::config::{DockerSettings, LaunchSettings};
+use kiln_core::runtime::{LABEL_RUN, Limits};
+use kiln_core::session::tail;
+use kiln_core::{ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Reporter, RuntimeError, Session};
+use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
+
+/// Where the repository sits inside every container.
+pub const WORKDIR: &str = "/testbed";
+
+/// Everything launch needs for one candidate.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Clone URL (or local path) of its repository.
+    pub clone_url: String,
+    /// Directory of repository mirrors.
+    pub cache_dir: PathBuf,
+    /// Directory for this instance's launch logs.
+    pub log_dir: PathBuf,
+    /// Log directory as recorded in the row (relative to the run directory).
+    pub log_dir_label: String,
+    /// Base image for Python projects (ensured by the caller).
+    pub python_image: String,
+    /// Tag to commit a successful environment to.
+    pub image_tag: String,
+    /// Labels for containers and images (run label included).
+    pub labels: BTreeMap<String, String>,
+    /// Stage settings.
+    pub settings: LaunchSettings,
+    /// Container limits.
+    pub docker: DockerSettings,
+    /// Stage name, for progress events.
+    pub stage: String,
+}
+
+/// An infrastructure failure that stops the stage.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The engine went away.
+    #[error(transparent)]
+    Engine(#[from] RuntimeError),
+}
+
+/// How a launch attempt ended, before it is written as a row.
+struct Failure {
+    class: FailureClass,
+    command: Option<String>,
+    log_tail: String,
+}
+
+impl Failure {
+    fn new(class: FailureClass, command: Option<&str>, log: &str) -> Self {
+        Self {
+            class,
+            command: command.map(str::to_string),
+            log_tail: tail(log, 40),
+        }
+    }
+}
+
+/// Builds the environment for one candidate. Failures of the repository are returned as a
+/// `failed` row; only an unreachable engine is an error.
+///
+/// # Errors
+/// [`LaunchError::Engine`] when the engine cannot be reached.
+pub async fn launch(
+    runtime: Arc<dyn ContainerRuntime>,
+    request: &LaunchRequest,
+    reporter: &dyn Reporter,
+) -> Result<EnvironmentRecord, LaunchError> {
+    let started = Instant::now();
+    let candidate = &request.candidate;
+    let mut record = EnvironmentRecord {
+        instance_id: candidate.instance_id.clone(),
+        repo: candidate.repo.clone(),
+        base_commit: candidate.base_commit.clone(),
+        status: "failed".into(),
+        failure_class: None,
+        failure_command: None,
+        log_tail: None,
+        language: "unknown".into(),
+        plan: "none".into(),
+        base_image: String::new(),
+        image: None,
+        setup_commands: Vec::new(),
+        rebuild_commands: Vec::new(),
+        test_command: String::new(),
+        parser: String::new(),
+        dependency_cutoff: None,
+        version_reason: String::new(),
+        baseline: BTreeMap::new(),
+        baseline_passed: 0,
+        baseline_failed: 0,
+        setup_seconds: 0.0,
+        test_seconds: 0.0,
+        total_seconds: 0.0,
+        dockerfile: None,
+        log_dir: request.log_dir_label.clone(),
+    };
+    let step = |text: &str| {
+        reporter.report(Event::ItemStep {
+            stage: request.stage.clone(),
+            item: candidate.instance_id.clone(),
+            step: text.to_string(),
+        });
+    };
+    let outcome = build(Arc::clone(&runtime), request, &mut record, &step).await;
+    record.total_seconds = started.elapsed().as_secs_f64();
+    match outcome {
+        Ok(None) => record.status = "built".into(),
+        Ok(Some(failure)) => {
+            record.failure_class = Some(failure.class.as_str().to_string());
+            record.failure_command = failure.command;
+            record.log_tail = Some(failure.log_tail);
+        }
+        Err(RuntimeError::Unreachable { endpoint, message }) => {
+            return Err(LaunchError::Engine(RuntimeError::Unreachable { endpoint, message }));
+        }
+        Err(other) => {
+            record.failure_class = Some(FailureClass::Infra.as_str().to_string());
+            record.log_tail = Some(other.to_string());
+        }
+    }
+    Ok(record)
+}
+
+/// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine.
+async fn build(
+    runtime: Arc<dyn ContainerRuntime>,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    step: &dyn Fn(&str),
+) -> Result<Option<Failure>, RuntimeError> {
+    let candidate = &request.candidate;
+    let _ = std::fs::create_dir_all(&request.log_dir);
+
+    step("clone");
+    let checkout = match tempfile::Builder::new().prefix("kiln-checkout-").tempdir() {
+        Ok(dir) => dir,
+        Err(e) => return Ok(Some(Failure::new(FailureClass::Infra, None, &format!("temporary directory: {e}")))),
+    };
+    let workdir = checkout.path().join("repo");
+    let cloned = repo::ensure_mirror(&request.cache_dir, &candidate.repo, &request.clone_url, &candidate.base_commit)
+        .and_then(|mirror| repo::checkout_at(&mirror, &candidate.base_commit, &workdir).map(|()| mirror));
+    if let Err(e) = cloned {
+        return Ok(Some(Failure::new(FailureClass::Clone, Some(&e.command), &e.message)));
+    }
+    let cutoff = if request.settings.date_cutoff {
+        repo::commit_date(&workdir, &candidate.base_commit).ok()
+    } else {
+        None
+    };
+    record.dependency_cutoff.clone_from(&cutoff);
+
+    let Some(project) = python::detect(&workdir) else {
+        return Ok(Some(Failure::new(
+            FailureClass::UnsupportedProject,
+            None,
+            "no build plan matched: no pyproject.toml, setup.py, setup.cfg or requirements file",
+        )));
+    };
+    record.language = "python".into();
+    record.plan = format!("python-{}", project.manifest);
+    record.base_image.clone_from(&request.python_image);
+    record.version_reason = match &project.requires_python {
+        Some(spec) if python::admits(spec, 3, 11) => {
+            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`")
+        }
+        Some(spec) => format!("Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"),
+        None => "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
+    };
+    record.parser = "pytest".into();
+    record.test_command = python::test_command();
+
+    let tar = match repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/')) {
+        Ok(tar) => tar,
+        Err(e) => return Ok(Some(Failure::new(FailureClass::Infra, None, &format!("pack the checkout: {e}")))),
+    };
+    drop(checkout);
+
+    step("start container");
+    let spec = ContainerSpec {
+        image: request.python_image.clone(),
+        env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
+        labels: request.labels.clone(),
+        limits: Limits {
+            memory_bytes: request.docker.memory_bytes,
+            cpus: request.docker.cpus,
+            pids: request.docker.pids,
+        },
+        network: NetworkMode::Bridge,
+        workdir: Some(WORKDIR.into()),
+        max_lifetime: request.settings.command_timeout * 4 + request.settings.test_timeout + Duration::from_secs(600),
+    };
+    let mut session = Session::start(runtime, &spec, &request.log_dir.join("launch.log")).await?;
+    let result = run_plan(&mut session, request, record, &project, cutoff.as_deref(), tar, step).await;
+    let closed = session.close().await;
+    let failure = result?;
+    closed?;
+    Ok(failure)
+}
+
+async fn run_plan(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    project: &python::PythonProject,
+    cutoff: Option<&str>,
+    tar: Vec<u8>,
+    step: &dyn Fn(&str),
+) -> Result<Option<Failure>, RuntimeError> {
+    let runtime = Arc::clone(session.runtime());
+    runtime.copy_in(session.id(), "/", tar).await?;
+
+    let setup = vec![
+        // The repository was copied in as root-owned files of another uid; git refuses to work
+        // in it without this.
+        "git config --global --add safe.directory '*' && git config --global user.email kiln@localhost && git config --global user.name kiln".to_string(),
+        format!("python3 -m venv {}", python::VENV),
+        python::install_command(project, cutoff),
+    ];
+    let setup_started = Instant::now();
+    for command in &setup {
+        step(short(command));
+        let outcome = session.run(command, request.settings.command_timeout).await?;
+        if outcome.exit_code != 0 {
+            record.setup_seconds = setup_started.elapsed().as_secs_f64();
+            return Ok(Some(Failure::new(classify_setup(&outcome), Some(command), &outcome.output)));
+        }
+        record.setup_commands.push(command.clone());
+    }
+    record.setup_seconds = setup_started.elapsed().as_secs_f64();
+
+    step("baseline tests");
+    let outcome = session.run(&record.test_command, request.settings.test_timeout).await?;
+    record.test_seconds = outcome.duration.as_secs_f64();
+    if let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) {
+        return Ok(Some(failure));
+    }
+
+    step("commit image");
+    let mut labels = request.labels.clone();
+    labels.remove(LABEL_RUN);
+    labels.insert("kiln.instance".into(), record.instance_id.clone());
+    session.commit(&request.image_tag, &labels).await?;
+    record.image = Some(request.image_tag.clone());
+    record.dockerfile = Some(dockerfile(record, &request.clone_url));
+    Ok(None)
+}
+
+/// Reads the baseline run into the record; `Some` when it does not count as a working build.
+fn judge_tests(outcome: &ExecOutcome, record: &mut EnvironmentRecord, min_pass_ratio: f64) -> Option<Failure> {
+    let command = Some(record.test_command.as_str());
+    if outcome.timed_out {
+        return Some(Failure::new(FailureClass::Timeout, command, &outcome.output));
+    }
+    if outcome.oom_killed {
+        return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
+    }
+    let parsed = match kiln_testlog::parse(&record.parser, &outcome.output) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(Failure::new(FailureClass::TestRun, command, &e.to_string())),
+    };
+    record.baseline = parsed.statuses.clone();
+    let passed = parsed.count(TestStatus::Pass);
+    let failed = parsed.count(TestStatus::Fail) + parsed.count(TestStatus::Error);
+    record.baseline_passed = i64::try_from(passed).unwrap_or(i64::MAX);
+    record.baseline_failed = i64::try_from(failed).unwrap_or(i64::MAX);
+    if parsed.statuses.is_empty() {
+        // pytest exits 5 when it collected nothing.
+        let class = if outcome.exit_code == 5 { FailureClass::NoTests } else { FailureClass::TestRun };
+        return Some(Failure::new(class, command, &outcome.output));
+    }
+    let ran = passed + failed;
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = if ran == 0 { 0.0 } else { passed as f64 / ran as f64 };
+    if ratio < min_pass_ratio {
+        let mut log = outcome.output.clone();
+        log.push_str(&format!(
+            "\n[kiln] {passed} of {ran} tests passed, below the required share of {min_pass_ratio}"
+        ));
+        return Some(Failure::new(FailureClass::TestsFailing, command, &log));
+    }
+    None
+}
+
+/// Classifies a failed setup command from its outcome and output.
+#[must_use]
+fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
+    if outcome.timed_out {
+        return FailureClass::Timeout;
+    }
+    if outcome.oom_killed {
+        return FailureClass::Oom;
+    }
+    const RESOLUTION: &[&str] = &[
+        "No solution found when resolving",
+        "not found in the package registry",
+        "Could not find a version that satisfies",
+        "No matching distribution found",
+        "was not found in the package registry",
+        "Failed to fetch",
+        "Failed to download",
+        "certificate verify failed",
+        "self-signed certificate",
+    ];
+    if RESOLUTION.iter().any(|needle| outcome.output.contains(needle)) {
+        FailureClass::DependencyResolution
+    } else {
+        FailureClass::Build
+    }
+}
+
+fn short(command: &str) -> &str {
+    let end = command.char_indices().nth(60).map_or(command.len(), |(i, _)| i);
+    &command[..end]
+}
+
+/// A Dockerfile that replays the successful setup on the same base image.
+fn dockerfile(record: &EnvironmentRecord, clone_url: &str) -> String {
+    let mut out = format!(
+        "# Rebuilds the environment of {} (generated by kiln).\nFROM {}\n",
+        record.instance_id, record.base_image
+    );
+    out.push_str(&format!(
+        "RUN git clone --no-checkout {clone_url} {WORKDIR} \\\n && cd {WORKDIR} && git fetch --no-tags origin {commit} \\\n && git reset --hard {commit} && git remote remove origin\n",
+        commit = record.base_commit
+    ));
+    out.push_str(&format!("WORKDIR {WORKDIR}\n"));
+    for command in &record.setup_commands {
+        out.push_str(&format!("RUN {command}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(exit_code: i64, output: &str) -> ExecOutcome {
+        ExecOutcome {
+            exit_code,
+            output: output.into(),
+            truncated: false,
+            timed_out: false,
+            oom_killed: false,
+            duration: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn setup_failures_are_classified() {
+        let missing = outcome(
+            1,
+            "  × No solution found when resolving dependencies:\n  ╰─▶ Because kiln-nonexistent was not found in the package registry",
+        );
+        assert_eq!(classify_setup(&missing), FailureClass::DependencyResolution);
+        assert_eq!(classify_setup(&outcome(1, "error: command 'gcc' failed")), FailureClass::Build);
+        let mut slow = outcome(137, "");
+        slow.timed_out = true;
+        assert_eq!(classify_setup(&slow), FailureClass::Timeout);
+    }
+}

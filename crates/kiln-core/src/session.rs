@@ -1,0 +1,195 @@
+//! A container session: one container, its command log on disk, and the promise that the
+//! container is removed however the work ends.
+//!
+//! Launch and validate both drive containers the same way: start one, run commands with a
+//! timeout each, keep every command's full output in a log file (the returned output is capped),
+//! and remove the container at the end. [`Session`] is that, once.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::runtime::{ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError};
+
+/// One running container with a log file.
+pub struct Session {
+    runtime: Arc<dyn ContainerRuntime>,
+    id: ContainerId,
+    /// Set once the container is removed, so the drop guard does nothing.
+    removed: bool,
+    log_path: PathBuf,
+    log: Option<File>,
+    env: Vec<(String, String)>,
+    workdir: Option<String>,
+}
+
+impl Session {
+    /// Creates and starts a container from `spec`, logging to `log_path` (created, parents too).
+    ///
+    /// # Errors
+    /// When the engine cannot create the container.
+    pub async fn start(
+        runtime: Arc<dyn ContainerRuntime>,
+        spec: &ContainerSpec,
+        log_path: &Path,
+    ) -> Result<Self, RuntimeError> {
+        // A log that cannot be written is a loss of evidence, not a reason to fail the item.
+        let log = log_path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| File::create(log_path))
+            .ok();
+        let id = runtime.create(spec).await?;
+        let mut session = Self {
+            runtime,
+            id,
+            removed: false,
+            log_path: log_path.to_path_buf(),
+            log,
+            env: Vec::new(),
+            workdir: spec.workdir.clone(),
+        };
+        session.note(&format!("# container from image {}", spec.image));
+        Ok(session)
+    }
+
+    /// The container id.
+    #[must_use]
+    pub fn id(&self) -> &ContainerId {
+        &self.id
+    }
+
+    /// Where the log is written.
+    #[must_use]
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Environment variables passed to every later command.
+    pub fn set_env(&mut self, env: Vec<(String, String)>) {
+        self.env = env;
+    }
+
+    /// Writes a line to the log.
+    pub fn note(&mut self, line: &str) {
+        if let Some(log) = &mut self.log {
+            let _ = writeln!(log, "{line}");
+        }
+    }
+
+    /// Runs a script with a timeout; the full output goes to the log, a capped copy is returned.
+    ///
+    /// # Errors
+    /// Only engine failures; a failing command is an `Ok` outcome with its exit code.
+    pub async fn run(&mut self, script: &str, timeout: Duration) -> Result<ExecOutcome, RuntimeError> {
+        let mut exec = ExecSpec::new(script, timeout);
+        exec.env = self.env.clone();
+        exec.workdir = self.workdir.clone();
+        self.note(&format!("$ {script}"));
+        let id = self.id.clone();
+        let mut log = self.log.take();
+        let result = {
+            let mut sink = |bytes: &[u8]| {
+                if let Some(log) = &mut log {
+                    let _ = log.write_all(bytes);
+                }
+            };
+            self.runtime.exec(&id, &exec, &mut sink).await
+        };
+        self.log = log;
+        match &result {
+            Ok(outcome) => self.note(&format!(
+                "# exit {} after {:.1}s{}{}",
+                outcome.exit_code,
+                outcome.duration.as_secs_f64(),
+                if outcome.timed_out { " (timed out)" } else { "" },
+                if outcome.oom_killed { " (out of memory)" } else { "" },
+            )),
+            Err(e) => self.note(&format!("# engine error: {e}")),
+        }
+        result
+    }
+
+    /// Copies one file into the container.
+    ///
+    /// # Errors
+    /// When the engine refuses the upload.
+    pub async fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<(), RuntimeError> {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("/", path));
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let tar = tar_one_file(name, contents).map_err(|e| RuntimeError::engine("pack a file", e))?;
+        self.run(&format!("mkdir -p '{dir}'"), Duration::from_secs(60)).await?;
+        self.runtime.copy_in(&self.id, dir, tar).await
+    }
+
+    /// The runtime this session runs on.
+    #[must_use]
+    pub fn runtime(&self) -> &Arc<dyn ContainerRuntime> {
+        &self.runtime
+    }
+
+    /// Commits the container to an image tag.
+    ///
+    /// # Errors
+    /// When the engine cannot commit.
+    pub async fn commit(
+        &mut self,
+        tag: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, RuntimeError> {
+        self.note(&format!("# commit to {tag}"));
+        let id = self.id.clone();
+        self.runtime.commit(&id, tag, labels).await
+    }
+
+    /// Removes the container.
+    ///
+    /// # Errors
+    /// When the engine cannot remove it (the drop guard then tries once more).
+    pub async fn close(mut self) -> Result<(), RuntimeError> {
+        self.runtime.remove(&self.id).await?;
+        self.removed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Session {
+    /// A session dropped without `close` (an error path, or a cancelled future on Ctrl-C) still
+    /// removes its container: the removal is handed to the async runtime if one is running.
+    fn drop(&mut self) {
+        if !self.removed {
+            let id = self.id.clone();
+            let runtime = Arc::clone(&self.runtime);
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = runtime.remove(&id).await;
+                });
+            }
+        }
+    }
+}
+
+/// A tar archive holding one regular file.
+///
+/// # Errors
+/// Only when the name is unusable in a tar header.
+pub fn tar_one_file(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(contents.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_cksum();
+    builder.append_data(&mut header, name, contents)?;
+    builder.into_inner()
+}
+
+/// The last `lines` lines of a text, for failure records.
+#[must_use]
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    all[start..].join("\n")
+}
