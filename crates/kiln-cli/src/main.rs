@@ -1,1 +1,446 @@
-fn main() {}
+//! `kiln`: turns merged pull requests into verified, executable task instances.
+//!
+//! This binary only parses arguments, draws progress, maps errors to exit codes and calls the
+//! libraries; see ARCHITECTURE.md for where the work happens.
+
+mod exit;
+mod progress;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use kiln_core::config::{NodeKind, Pipeline};
+use kiln_core::runtime::LABEL_RUN;
+use kiln_core::{ContainerRuntime, Reporter, RuntimeError};
+use kiln_pipeline::{PipelineError, RunOptions, RunSelection, Runner};
+
+use progress::{Mode, Progress};
+
+#[derive(Parser)]
+#[command(
+    name = "kiln",
+    version,
+    about = "Build verified, executable software-engineering task instances from merged pull requests",
+    long_about = "kiln reads task candidates (a SWE-bench or Multi-SWE-bench task file), filters them, \
+builds each repository at its base commit inside Docker, validates FAIL_TO_PASS and PASS_TO_PASS by \
+running the tests with the test patch and with the gold patch, and writes Parquet release shards.\n\n\
+Stages and their settings are declared in the pipeline config (default: ./pipeline.toml). A run \
+lives under <root>/<dataset>/runs/<run-id>/; every finished item is written at once, so an \
+interrupted run resumes where it stopped.",
+    after_help = exit::TABLE
+)]
+struct Cli {
+    /// Pipeline config file.
+    #[arg(long, short, global = true, default_value = "pipeline.toml", env = "KILN_CONFIG")]
+    config: PathBuf,
+    /// Print data (status, summaries) as JSON on stdout and progress as JSON lines on stderr.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Show no progress.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// More log output on stderr (-v: debug, -vv: trace); RUST_LOG overrides.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every stage of the pipeline, resuming the latest run if it is unfinished.
+    Run {
+        /// Start a new run even if the latest one is unfinished.
+        #[arg(long, conflicts_with = "run")]
+        new: bool,
+        /// Resume this run id instead of the latest.
+        #[arg(long)]
+        run: Option<String>,
+        /// Items built or validated at once (overrides the config).
+        #[arg(long)]
+        concurrency: Option<usize>,
+    },
+    /// Run one stage of the latest run (or --run), reading its inputs from disk.
+    Stage {
+        /// Stage name, as declared in the config.
+        name: String,
+        /// Only these instance ids (repeatable).
+        #[arg(long = "only", value_name = "INSTANCE_ID")]
+        only: Vec<String>,
+        /// Redo items that already have rows: with --only just those, otherwise the whole stage.
+        #[arg(long)]
+        force: bool,
+        /// Run id (default: the latest run).
+        #[arg(long)]
+        run: Option<String>,
+        /// Items processed at once (overrides the config).
+        #[arg(long)]
+        concurrency: Option<usize>,
+    },
+    /// Show the stages of the latest run (or --run): status, rows, outcomes.
+    Status {
+        /// Run id (default: the latest run).
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Validate the pipeline config and report every problem at once.
+    Check,
+    /// Print the stage graph in Graphviz DOT.
+    Graph,
+    /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
+    Demo {
+        /// Directory for the fixtures, the config and the datasets (replaced if it holds an earlier demo).
+        #[arg(long, default_value = "kiln-demo")]
+        dir: PathBuf,
+        /// Runs per side in validation.
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
+        /// CA bundle to install in the images (default: the host's bundle, if present).
+        #[arg(long)]
+        ca_bundle: Option<PathBuf>,
+    },
+}
+
+/// An error with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<PipelineError> for Failure {
+    fn from(e: PipelineError) -> Self {
+        let code = match &e {
+            PipelineError::Store(_) => exit::STORE,
+            PipelineError::Engine(RuntimeError::Unreachable { .. }) | PipelineError::NoEngine(_) => exit::ENGINE,
+            PipelineError::Engine(_) | PipelineError::Internal(_) => exit::INTERNAL,
+            PipelineError::Ingest(_) | PipelineError::MissingInput { .. } | PipelineError::UnknownStage { .. } | PipelineError::NoRun(_) => exit::INPUT,
+        };
+        let mut message = format!("failed to {e}");
+        if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
+            message.push_str(ENGINE_HINT);
+        }
+        Self { code, message }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::new(exit::INTERNAL, format!("{e:#}"))
+    }
+}
+
+const ENGINE_HINT: &str = "\nhint: start a Docker engine (on Debian: `sudo bash scripts/docker-engine.sh start`, which installs docker.io and starts dockerd), or point DOCKER_HOST at one";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "kiln=debug,info",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let reporter: Arc<dyn Reporter> = Arc::new(Progress::new(Mode::detect(cli.json, cli.quiet)));
+    match cli.command {
+        Command::Check => {
+            let pipeline = load(&cli.config)?;
+            if cli.json {
+                print_json(&serde_json::json!({"config": pipeline.path, "ok": true, "nodes": pipeline.nodes}))?;
+            } else {
+                println!("{}: ok ({} sources and stages)", pipeline.path.display(), pipeline.nodes.len());
+            }
+            Ok(exit::OK)
+        }
+        Command::Graph => {
+            print!("{}", load(&cli.config)?.to_dot());
+            Ok(exit::OK)
+        }
+        Command::Status { run } => {
+            let pipeline = load(&cli.config)?;
+            let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
+            status(pipeline, &selection, cli.json)
+        }
+        Command::Run { new, run, concurrency } => {
+            let pipeline = load(&cli.config)?;
+            let selection = match (new, run) {
+                (_, Some(id)) => RunSelection::Id(id),
+                (true, None) => RunSelection::New,
+                (false, None) => RunSelection::ResumeOrNew,
+            };
+            let engine = connect_if_needed(&pipeline, None).await?;
+            let options = RunOptions { concurrency, ..RunOptions::default() };
+            let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
+            run_interruptibly(&mut runner, engine.as_ref(), |r| Box::pin(async move { r.run_all(&options).await.map(|_| ()) })).await?;
+            print_summary(&runner, cli.json)?;
+            Ok(exit::OK)
+        }
+        Command::Stage { name, only, force, run, concurrency } => {
+            let pipeline = load(&cli.config)?;
+            let engine = connect_if_needed(&pipeline, Some(&name)).await?;
+            let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
+            let options = RunOptions {
+                only: (!only.is_empty()).then(|| only.into_iter().collect::<BTreeSet<_>>()),
+                force,
+                concurrency,
+            };
+            let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
+            let stage = name.clone();
+            run_interruptibly(&mut runner, engine.as_ref(), |r| {
+                Box::pin(async move { r.run_stage(&stage, &options).await.map(|_| ()) })
+            })
+            .await?;
+            print_summary(&runner, cli.json)?;
+            Ok(exit::OK)
+        }
+        Command::Demo { dir, repeats, ca_bundle } => demo(&dir, repeats, ca_bundle, reporter, cli.json).await,
+    }
+}
+
+fn load(path: &Path) -> Result<Pipeline, Failure> {
+    Pipeline::load(path).map_err(|errors| {
+        let count = errors.0.len();
+        Failure::new(
+            exit::CONFIG,
+            format!("{count} problem(s) in the pipeline config:\n{errors}"),
+        )
+    })
+}
+
+/// Connects to the engine when the pipeline (or the one stage asked for) runs containers.
+async fn connect_if_needed(pipeline: &Pipeline, stage: Option<&str>) -> Result<Option<Arc<dyn ContainerRuntime>>, Failure> {
+    let needs = pipeline
+        .nodes
+        .iter()
+        .filter(|n| stage.is_none_or(|s| n.name == s))
+        .any(|n| matches!(n.kind, NodeKind::Launch | NodeKind::Validate));
+    if !needs {
+        return Ok(None);
+    }
+    connect().await.map(Some)
+}
+
+async fn connect() -> Result<Arc<dyn ContainerRuntime>, Failure> {
+    match kiln_docker::DockerRuntime::connect().await {
+        Ok(runtime) => Ok(Arc::new(runtime)),
+        Err(e) => Err(Failure::new(exit::ENGINE, format!("failed to {e}{ENGINE_HINT}"))),
+    }
+}
+
+type Work<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), PipelineError>> + 'a>>;
+
+/// Runs `work`, stopping it on Ctrl-C or SIGTERM: the in-flight items are dropped (their
+/// sessions remove their containers), every container of the run is removed, and the run is
+/// left `incomplete` so the next `kiln run` resumes it.
+async fn run_interruptibly<'r>(
+    runner: &'r mut Runner,
+    engine: Option<&Arc<dyn ContainerRuntime>>,
+    work: impl FnOnce(&'r mut Runner) -> Work<'r>,
+) -> Result<(), Failure> {
+    let label = runner.run_label();
+    let run_dir = runner.run_dir();
+    let interrupted = {
+        let future = work(runner);
+        tokio::select! {
+            result = future => { result?; false }
+            () = shutdown_signal() => true,
+        }
+    };
+    if !interrupted {
+        return Ok(());
+    }
+    let removed = match engine {
+        Some(engine) => engine.remove_labelled(LABEL_RUN, &label).await.unwrap_or(0),
+        None => 0,
+    };
+    Err(Failure::new(
+        exit::INTERRUPTED,
+        format!(
+            "interrupted; removed {removed} container(s); finished items are kept in {} and `kiln run` resumes the rest",
+            run_dir.display()
+        ),
+    ))
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+fn print_json(value: &serde_json::Value) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)
+        .map_err(|e| Failure::new(exit::INTERNAL, format!("failed to write JSON: {e}")))?;
+    let _ = writeln!(out);
+    Ok(())
+}
+
+fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8, Failure> {
+    let root = pipeline.dataset.root.clone();
+    let name = pipeline.dataset.name.clone();
+    let run_id = match selection {
+        RunSelection::Id(id) => id.clone(),
+        _ => kiln_store::latest(&root, &name)
+            .map_err(|e| Failure::from(PipelineError::from(e)))?
+            .ok_or_else(|| Failure::from(PipelineError::NoRun(name.clone())))?,
+    };
+    let run = kiln_store::RunStore::open(&root, &name, &run_id).map_err(|e| Failure::from(PipelineError::from(e)))?;
+    let stages = kiln_pipeline::stage_manifests(&pipeline, &run);
+    if json {
+        let stages: Vec<serde_json::Value> = stages
+            .iter()
+            .map(|(stage, manifest)| serde_json::json!({"stage": stage, "manifest": manifest}))
+            .collect();
+        print_json(&serde_json::json!({"run_id": run_id, "run_dir": run.dir(), "status": run.info().status, "stages": stages}))?;
+        return Ok(exit::OK);
+    }
+    println!("run {run_id} ({:?}) in {}", run.info().status, run.dir().display());
+    for (stage, manifest) in stages {
+        match manifest {
+            Some(m) => println!(
+                "  {stage:<10} {:<10} {:>5} rows  {}",
+                format!("{:?}", m.status).to_lowercase(),
+                m.rows,
+                kiln_pipeline::counts_line(&m.counts)
+            ),
+            None => println!("  {stage:<10} not started"),
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
+    let summaries = kiln_pipeline::instance_summaries(runner.pipeline(), &kiln_store::RunStore::open_dir(&runner.run_dir()).map_err(|e| Failure::from(PipelineError::from(e)))?)?;
+    if json {
+        return print_json(&serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries}));
+    }
+    println!("run {} in {}", runner.run_id(), runner.run_dir().display());
+    for s in &summaries {
+        let detail = match s.state.as_str() {
+            "validated" => format!("{} FAIL_TO_PASS, {} PASS_TO_PASS", s.fail_to_pass.len(), s.pass_to_pass.len()),
+            _ => [s.failure_class.clone(), s.reason.clone()].into_iter().flatten().collect::<Vec<_>>().join(": "),
+        };
+        println!("  {:<28} {:<15} {detail}", s.instance_id, s.state);
+    }
+    Ok(())
+}
+
+async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Arc<dyn Reporter>, json: bool) -> Result<u8, Failure> {
+    let started = std::time::Instant::now();
+    // The host's bundle is what its own tools trust; installing it in the images makes a
+    // TLS-inspecting proxy work and changes nothing elsewhere.
+    let host_bundle = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
+    let ca_bundle = ca_bundle.or_else(|| host_bundle.exists().then_some(host_bundle));
+    let engine = connect().await?;
+    let dir = std::path::absolute(dir).context("resolve the demo directory")?;
+    let demo = kiln_pipeline::demo::prepare(&dir, ca_bundle.as_deref(), repeats)
+        .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
+    let pipeline = load(&demo.config_path)?;
+    let mut runner = Runner::open(pipeline, &RunSelection::New, reporter, Some(Arc::clone(&engine)))?;
+    let options = RunOptions::default();
+    run_interruptibly(&mut runner, Some(&engine), |r| Box::pin(async move { r.run_all(&options).await.map(|_| ()) })).await?;
+
+    let run = kiln_store::RunStore::open_dir(&runner.run_dir()).map_err(|e| Failure::from(PipelineError::from(e)))?;
+    let summaries = kiln_pipeline::instance_summaries(runner.pipeline(), &run)?;
+    let release = runner.pipeline().dataset.root.join("demo").join("releases");
+    let mut mismatches = Vec::new();
+    let mut report = Vec::new();
+    for expected in &demo.layout.instances {
+        let summary = summaries.iter().find(|s| s.instance_id == expected.instance_id);
+        let verdict = match summary {
+            Some(s) => kiln_pipeline::demo::check(&expected.expect, s),
+            None => Err("no row in any stage".to_string()),
+        };
+        if let Err(why) = &verdict {
+            mismatches.push(format!("{}: {why}", expected.instance_id));
+        }
+        report.push((expected.instance_id.clone(), summary.cloned(), verdict));
+    }
+    let count = |state: &str| summaries.iter().filter(|s| s.state == state).count();
+    let built = summaries.iter().filter(|s| matches!(s.state.as_str(), "validated" | "rejected" | "validate-failed")).count();
+    if json {
+        let instances: Vec<serde_json::Value> = report
+            .iter()
+            .map(|(id, s, v)| serde_json::json!({"instance_id": id, "summary": s, "as_expected": v.is_ok(), "mismatch": v.as_ref().err()}))
+            .collect();
+        print_json(&serde_json::json!({
+            "run_dir": runner.run_dir(), "release_dir": release, "seconds": started.elapsed().as_secs_f64(),
+            "instances_in": summaries.len(), "built": built, "validated": count("validated"), "instances": instances,
+        }))?;
+    } else {
+        println!("\nkiln demo: {} instances in, {built} built, {} validated, {} rejected, {} failed to launch ({:.0}s)",
+            summaries.len(), count("validated"), count("rejected"), count("launch-failed"), started.elapsed().as_secs_f64());
+        for (id, summary, verdict) in &report {
+            let mark = if verdict.is_ok() { "ok  " } else { "FAIL" };
+            let detail = match summary {
+                Some(s) if s.state == "validated" => format!(
+                    "validated: FAIL_TO_PASS {:?}; {} PASS_TO_PASS",
+                    s.fail_to_pass, s.pass_to_pass.len()
+                ),
+                Some(s) => format!(
+                    "{}: {}{}",
+                    s.state,
+                    s.failure_class.as_deref().unwrap_or("-"),
+                    s.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+                ),
+                None => "no row".into(),
+            };
+            println!("  [{mark}] {id:<24} {detail}");
+            if let Err(why) = verdict {
+                println!("         expected otherwise: {why}");
+            }
+        }
+        println!("release: {}", release.display());
+        println!("run:     {} (logs under logs/)", runner.run_dir().display());
+    }
+    if mismatches.is_empty() {
+        Ok(exit::OK)
+    } else {
+        Err(Failure::new(exit::DEMO_MISMATCH, format!("{} instance(s) did not end as expected:\n{}", mismatches.len(), mismatches.join("\n"))))
+    }
+}

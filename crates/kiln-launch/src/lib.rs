@@ -8,6 +8,7 @@
 //! row with a failure class, the deciding command and its log tail, never an error that stops
 //! the stage: only an unreachable engine does that.
 
+pub mod images;
 pub mod python;
 pub mod repo;
 
@@ -148,7 +149,7 @@ async fn build(
     runtime: Arc<dyn ContainerRuntime>,
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
-    step: &dyn Fn(&str),
+    step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<Failure>, RuntimeError> {
     let candidate = &request.candidate;
     let _ = std::fs::create_dir_all(&request.log_dir);
@@ -226,7 +227,7 @@ async fn run_plan(
     project: &python::PythonProject,
     cutoff: Option<&str>,
     tar: Vec<u8>,
-    step: &dyn Fn(&str),
+    step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<Failure>, RuntimeError> {
     let runtime = Arc::clone(session.runtime());
     runtime.copy_in(session.id(), "/", tar).await?;

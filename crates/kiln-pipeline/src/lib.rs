@@ -1,1 +1,264 @@
-//! kiln-pipeline.
+//! Runs the DAG: opens or resumes a run, executes stages in order, bounds concurrency, and
+//! writes each finished item as soon as it finishes so that a crash loses at most the items in
+//! flight.
+//!
+//! Stage crates never see each other: this crate reads a stage's inputs from the run store,
+//! calls the stage crate for each item, and appends the rows it returns.
+
+pub mod demo;
+mod stages;
+pub mod summary;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kiln_core::config::{NodeKind, Pipeline};
+use kiln_core::runtime::LABEL_RUN;
+use kiln_core::{ContainerRuntime, Event, Reporter, RuntimeError};
+use kiln_store::{Manifest, RunLock, RunStore, Status, StoreError};
+
+pub use stages::StageOutcome;
+pub use summary::{InstanceSummary, instance_summaries};
+
+/// Errors that stop a stage or a run (a failing repository is a row, never one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The run store failed (disk full, permissions, corrupt manifest).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The container engine failed or cannot be reached.
+    #[error(transparent)]
+    Engine(#[from] RuntimeError),
+    /// The task file could not be read.
+    #[error("read the task file: {0}")]
+    Ingest(String),
+    /// No stage of that name is declared.
+    #[error("find stage `{name}`; the config declares: {known}")]
+    UnknownStage {
+        /// The name asked for.
+        name: String,
+        /// Declared names.
+        known: String,
+    },
+    /// A stage needs its inputs to have run first.
+    #[error("run stage `{stage}`: its input `{input}` has no rows yet; run `kiln run` or `kiln stage {input}` first")]
+    MissingInput {
+        /// The stage.
+        stage: String,
+        /// The input without rows.
+        input: String,
+    },
+    /// No run exists yet.
+    #[error("find a run of dataset `{0}`; start one with `kiln run`")]
+    NoRun(String),
+    /// A stage needs a container engine but none was given.
+    #[error("run stage `{0}`: it needs a Docker engine")]
+    NoEngine(String),
+    /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Which run to work on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunSelection {
+    /// The latest run if it is incomplete and made with the same config, else a new one.
+    ResumeOrNew,
+    /// Always a new run.
+    New,
+    /// The latest run, which must exist.
+    Latest,
+    /// A run by id.
+    Id(String),
+}
+
+/// Per-invocation options (runtime knobs, not config).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Only these instance ids.
+    pub only: Option<BTreeSet<String>>,
+    /// Redo items that already have rows (with `only`: just those; without: the whole stage).
+    pub force: bool,
+    /// Override the concurrency of launch and validate.
+    pub concurrency: Option<usize>,
+}
+
+/// An opened run, locked for this process.
+pub struct Runner {
+    pipeline: Pipeline,
+    run: RunStore,
+    reporter: Arc<dyn Reporter>,
+    runtime: Option<Arc<dyn ContainerRuntime>>,
+    _lock: RunLock,
+}
+
+impl Runner {
+    /// Opens (or creates) a run of the pipeline's dataset and takes its lock.
+    ///
+    /// # Errors
+    /// When the run store cannot be read or written, the run is locked by a live process, or
+    /// no run exists for [`RunSelection::Latest`].
+    pub fn open(
+        pipeline: Pipeline,
+        selection: &RunSelection,
+        reporter: Arc<dyn Reporter>,
+        runtime: Option<Arc<dyn ContainerRuntime>>,
+    ) -> Result<Self, PipelineError> {
+        let root = pipeline.dataset.root.clone();
+        let name = pipeline.dataset.name.clone();
+        let latest = kiln_store::latest(&root, &name)?;
+        let run = match (selection, latest) {
+            (RunSelection::Id(id), _) => RunStore::open(&root, &name, id)?,
+            (RunSelection::Latest, Some(id)) => RunStore::open(&root, &name, &id)?,
+            (RunSelection::Latest, None) => return Err(PipelineError::NoRun(name)),
+            (RunSelection::ResumeOrNew, Some(id)) => {
+                let run = RunStore::open(&root, &name, &id)?;
+                if run.info().status == Status::Incomplete && run.info().config_hash == pipeline.hash {
+                    reporter.report(Event::Note {
+                        message: format!("resuming run {id}"),
+                    });
+                    run
+                } else {
+                    RunStore::create(&root, &name, None, &pipeline.text, &pipeline.hash)?
+                }
+            }
+            (RunSelection::ResumeOrNew | RunSelection::New, _) => {
+                RunStore::create(&root, &name, None, &pipeline.text, &pipeline.hash)?
+            }
+        };
+        let lock = run.lock()?;
+        Ok(Self {
+            pipeline,
+            run,
+            reporter,
+            runtime,
+            _lock: lock,
+        })
+    }
+
+    /// The run directory.
+    #[must_use]
+    pub fn run_dir(&self) -> PathBuf {
+        self.run.dir().to_path_buf()
+    }
+
+    /// The run id.
+    #[must_use]
+    pub fn run_id(&self) -> &str {
+        self.run.run_id()
+    }
+
+    /// The label value that marks this run's containers (`<dataset>/<run-id>`).
+    #[must_use]
+    pub fn run_label(&self) -> String {
+        format!("{}/{}", self.pipeline.dataset.name, self.run.run_id())
+    }
+
+    /// Removes containers a crashed earlier process of this run left behind. Only this process
+    /// can own the run's containers now (it holds the run lock), so all of them are leftovers.
+    ///
+    /// # Errors
+    /// When the engine fails.
+    pub async fn remove_leftover_containers(&self) -> Result<usize, PipelineError> {
+        match &self.runtime {
+            Some(runtime) => Ok(runtime.remove_labelled(LABEL_RUN, &self.run_label()).await?),
+            None => Ok(0),
+        }
+    }
+
+    /// Runs every stage in order; marks the run complete when every stage is.
+    ///
+    /// # Errors
+    /// The first stage-stopping error.
+    pub async fn run_all(&mut self, options: &RunOptions) -> Result<Vec<StageOutcome>, PipelineError> {
+        self.remove_leftover_containers().await?;
+        let names: Vec<String> = self.pipeline.nodes.iter().map(|n| n.name.clone()).collect();
+        let mut outcomes = Vec::new();
+        for name in names {
+            outcomes.push(self.stage(&name, options).await?);
+        }
+        if outcomes.iter().all(|o| o.complete) {
+            self.run.set_status(Status::Complete)?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Runs one stage, reading its inputs from the run store.
+    ///
+    /// # Errors
+    /// Unknown stage, missing inputs, store or engine failures.
+    pub async fn run_stage(&mut self, name: &str, options: &RunOptions) -> Result<StageOutcome, PipelineError> {
+        self.remove_leftover_containers().await?;
+        let outcome = self.stage(name, options).await?;
+        // A single-stage re-run can leave the run incomplete again (e.g. `--force` reopened it).
+        let all_complete = self.stage_manifests().iter().all(|(_, m)| m.as_ref().is_some_and(|m| m.status == Status::Complete));
+        self.run.set_status(if all_complete { Status::Complete } else { Status::Incomplete })?;
+        Ok(outcome)
+    }
+
+    async fn stage(&mut self, name: &str, options: &RunOptions) -> Result<StageOutcome, PipelineError> {
+        let Some(node) = self.pipeline.node(name).cloned() else {
+            return Err(PipelineError::UnknownStage {
+                name: name.to_string(),
+                known: self.pipeline.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        };
+        let started = Instant::now();
+        let cx = stages::StageContext {
+            pipeline: &self.pipeline,
+            run: &self.run,
+            node: &node,
+            reporter: Arc::clone(&self.reporter),
+            runtime: self.runtime.clone(),
+            options,
+            run_label: self.run_label(),
+        };
+        let outcome = match node.kind {
+            NodeKind::Ingest => stages::ingest(&cx)?,
+            NodeKind::Filter => stages::filter(&cx)?,
+            NodeKind::Split => stages::split(&cx)?,
+            NodeKind::Launch => stages::launch(&cx).await?,
+            NodeKind::Validate => stages::validate(&cx).await?,
+            NodeKind::Export => stages::export(&cx)?,
+        };
+        self.reporter.report(Event::StageFinished {
+            stage: name.to_string(),
+            rows: outcome.rows,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+        Ok(outcome)
+    }
+
+    /// The manifest of every stage of this run (`None` where the stage has not started).
+    #[must_use]
+    pub fn stage_manifests(&self) -> Vec<(String, Option<Manifest>)> {
+        stage_manifests(&self.pipeline, &self.run)
+    }
+
+    /// The pipeline.
+    #[must_use]
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+}
+
+/// The manifest of every stage of a run (`None` where the stage has not started).
+#[must_use]
+pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Option<Manifest>)> {
+    pipeline
+        .nodes
+        .iter()
+        .map(|n| {
+            let manifest = run.stage_dir(&n.name).ok().and_then(|dir| Manifest::read(&dir).ok());
+            (n.name.clone(), manifest)
+        })
+        .collect()
+}
+
+/// Counts of one stage's rows by outcome, for summaries.
+#[must_use]
+pub fn counts_line(counts: &BTreeMap<String, u64>) -> String {
+    counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,34 @@
+//! Exit codes of `kiln`, in one place. `kiln --help` and README.md print this table.
+
+/// Success.
+pub const OK: u8 = 0;
+/// An unexpected failure inside kiln (a bug: please report it).
+pub const INTERNAL: u8 = 1;
+/// The command line is wrong (clap's own code for usage errors).
+pub const USAGE: u8 = 2;
+/// The pipeline config is invalid; every problem is printed with file, line and key.
+pub const CONFIG: u8 = 3;
+/// No Docker engine answers; the message says how to start one.
+pub const ENGINE: u8 = 4;
+/// The run store failed: disk full, permissions, a corrupt manifest, or a run locked by
+/// another live kiln process.
+pub const STORE: u8 = 5;
+/// Input is missing or unreadable: the task file, or a stage's input stage has not run.
+pub const INPUT: u8 = 6;
+/// `kiln demo` ran, but an instance did not end as its fixture says it must.
+pub const DEMO_MISMATCH: u8 = 7;
+/// Interrupted by Ctrl-C (after removing this run's containers); re-run to resume.
+pub const INTERRUPTED: u8 = 130;
+
+/// The table shown in `--help`.
+pub const TABLE: &str = "\
+Exit codes:
+  0    success
+  1    internal error (a bug in kiln)
+  2    usage error
+  3    invalid pipeline config (each problem printed with file:line:column and key)
+  4    no Docker engine reachable
+  5    run store error (disk, permissions, corrupt manifest, run locked by another kiln)
+  6    missing or unreadable input (task file, or an input stage that has not run)
+  7    demo: an instance did not end as its fixture expects
+  130  interrupted by Ctrl-C (containers removed; re-run to resume)";

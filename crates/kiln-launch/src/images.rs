@@ -1,0 +1,175 @@
+//! kiln's base images: Dockerfiles kept in this crate, and the CA bundle of a site behind a
+//! TLS-inspecting proxy.
+
+use std::fmt::Write as _;
+
+use kiln_core::{ContainerRuntime, ImageBuild, OutputSink, RuntimeError};
+use sha2::{Digest, Sha256};
+
+/// Dockerfile of the Python image (Debian bookworm's Python 3.11, plus uv).
+pub const PYTHON_DOCKERFILE: &str = include_str!("../images/python.Dockerfile");
+
+/// Line of a Dockerfile that [`with_ca_bundle`] replaces: after the apt step that installs
+/// `ca-certificates`, before the first HTTPS download.
+pub const CA_BUNDLE_MARKER: &str = "# kiln:ca-bundle";
+
+/// Where the extra CA bundle goes, in the build context and in the image.
+const CA_CONTEXT_PATH: &str = "kiln-extra.crt";
+const CA_IMAGE_PATH: &str = "/usr/local/share/ca-certificates/kiln-extra.crt";
+
+/// The system bundle that `update-ca-certificates` writes, extra CAs included.
+pub const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Variables pointing tools at [`SYSTEM_CA_FILE`] instead of their own bundles.
+pub const CA_ENV_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "PIP_CERT",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "CARGO_HTTP_CAINFO",
+    "GIT_SSL_CAINFO",
+];
+
+/// The Python image (`kiln/python:3.11-<hash>`), with `ca_bundle` (PEM) installed if given.
+#[must_use]
+pub fn python_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let build = ImageBuild {
+        tag: String::new(),
+        dockerfile: PYTHON_DOCKERFILE.to_string(),
+        context: Vec::new(),
+        labels: [("kiln.image".to_string(), "python".to_string())].into(),
+    };
+    tagged(with_ca_bundle(build, ca_bundle), "kiln/python", "3.11")
+}
+
+/// Installs a PEM CA bundle into the image: copied under `/usr/local/share/ca-certificates/`
+/// and merged by `update-ca-certificates`, with the usual variables pointing at the merged
+/// system bundle.
+///
+/// The instructions replace the [`CA_BUNDLE_MARKER`] line, which must come after apt installs
+/// `ca-certificates` (installing or upgrading that package regenerates the system bundle; CAs
+/// under `/usr/local/share/ca-certificates/` survive that, a bundle copied over the file does
+/// not) and before anything downloads over HTTPS. Without the marker they are appended. `None`
+/// leaves the build unchanged. The tag is not changed: call [`tagged`] after this.
+#[must_use]
+pub fn with_ca_bundle(mut build: ImageBuild, bundle: Option<&[u8]>) -> ImageBuild {
+    let Some(bundle) = bundle else {
+        return build;
+    };
+    let mut block = format!(
+        "COPY {CA_CONTEXT_PATH} {CA_IMAGE_PATH}\nRUN update-ca-certificates\nENV UV_NATIVE_TLS=1"
+    );
+    for var in CA_ENV_VARS {
+        let _ = write!(block, " \\\n    {var}={SYSTEM_CA_FILE}");
+    }
+    block.push('\n');
+    let lines: Vec<&str> = build.dockerfile.lines().collect();
+    build.dockerfile = if lines.iter().any(|l| l.trim() == CA_BUNDLE_MARKER) {
+        let mut out = String::new();
+        for line in lines {
+            if line.trim() == CA_BUNDLE_MARKER {
+                out.push_str(&block);
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    } else {
+        format!("{}\n{block}", build.dockerfile.trim_end())
+    };
+    build
+        .context
+        .push((CA_CONTEXT_PATH.to_string(), bundle.to_vec()));
+    build
+}
+
+/// Sets the build's tag to `<repo>:<version>-<hash8>`, the hash covering the Dockerfile, the
+/// context and the labels, so that any change gives a new tag and [`ensure_image`] rebuilds.
+#[must_use]
+pub fn tagged(mut build: ImageBuild, repo: &str, version: &str) -> ImageBuild {
+    let mut hash = Sha256::new();
+    // Lengths are hashed too, so that moving bytes between fields changes the hash.
+    let mut field = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    field(build.dockerfile.as_bytes());
+    let mut context: Vec<_> = build.context.iter().collect();
+    context.sort();
+    for (path, contents) in context {
+        field(path.as_bytes());
+        field(contents);
+    }
+    for (key, value) in &build.labels {
+        field(key.as_bytes());
+        field(value.as_bytes());
+    }
+    let digest = hash.finalize();
+    let mut short = String::new();
+    for byte in &digest[..4] {
+        let _ = write!(short, "{byte:02x}");
+    }
+    build.tag = format!("{repo}:{version}-{short}");
+    build
+}
+
+/// Builds `build` unless its tag exists already. Returns whether it built.
+///
+/// # Errors
+/// The runtime's errors; [`RuntimeError::Build`] when the build fails.
+pub async fn ensure_image(
+    runtime: &dyn ContainerRuntime,
+    build: &ImageBuild,
+    on_output: OutputSink<'_>,
+) -> Result<bool, RuntimeError> {
+    if runtime.image_exists(&build.tag).await? {
+        return Ok(false);
+    }
+    tracing::info!(image = %build.tag, "building image");
+    runtime.build_image(build, on_output).await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CA_BUNDLE_MARKER, PYTHON_DOCKERFILE, python_image, with_ca_bundle};
+    use kiln_core::ImageBuild;
+
+    #[test]
+    fn the_bundle_is_installed_after_apt_and_before_uv() {
+        let build = python_image(Some(b"PEM"));
+        let file = &build.dockerfile;
+        let apt = file.find("ca-certificates procps").unwrap_or(usize::MAX);
+        let update = file.find("RUN update-ca-certificates").unwrap_or(0);
+        let uv = file.find("pip install --no-cache-dir uv==").unwrap_or(0);
+        assert!(apt < update && update < uv, "{file}");
+        assert!(!file.contains(CA_BUNDLE_MARKER));
+        assert!(file.contains("PIP_CERT=/etc/ssl/certs/ca-certificates.crt"));
+        assert!(file.contains("UV_NATIVE_TLS=1"));
+        assert_eq!(build.context, vec![("kiln-extra.crt".to_string(), b"PEM".to_vec())]);
+    }
+
+    #[test]
+    fn tags_change_with_the_bundle_and_not_otherwise() {
+        let plain = python_image(None);
+        assert!(plain.tag.starts_with("kiln/python:3.11-"), "{}", plain.tag);
+        assert_eq!(plain.tag.len(), "kiln/python:3.11-".len() + 8);
+        assert_eq!(plain.tag, python_image(None).tag);
+        assert_eq!(plain.dockerfile, PYTHON_DOCKERFILE);
+        let a = python_image(Some(b"A"));
+        assert_ne!(a.tag, plain.tag);
+        assert_ne!(a.tag, python_image(Some(b"B")).tag);
+        assert_eq!(a.tag, python_image(Some(b"A")).tag);
+    }
+
+    #[test]
+    fn without_a_marker_the_bundle_is_appended() {
+        let build = ImageBuild {
+            dockerfile: "FROM x\nRUN true\n".to_string(),
+            ..ImageBuild::default()
+        };
+        let build = with_ca_bundle(build, Some(b"PEM"));
+        assert!(build.dockerfile.starts_with("FROM x\nRUN true\nCOPY kiln-extra.crt"));
+    }
+}

@@ -1,0 +1,129 @@
+//! What became of each instance in a run, read back from the stage tables.
+
+use std::collections::BTreeMap;
+
+use kiln_core::config::{NodeKind, Pipeline};
+use kiln_schema::{Candidate, EnvironmentRecord, PlatformLabel, ValidationRecord, Verdict};
+use kiln_store::RunStore;
+use serde::Serialize;
+
+use crate::PipelineError;
+
+/// The furthest stage an instance reached and how it ended there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstanceSummary {
+    /// Instance id.
+    pub instance_id: String,
+    /// `validated`, `rejected`, `launch-failed`, `validate-failed`, `filtered`, `other-platform`,
+    /// `invalid-input` or `pending`.
+    pub state: String,
+    /// Failure class, when the instance did not validate.
+    pub failure_class: Option<String>,
+    /// Reason in words, when there is one.
+    pub reason: Option<String>,
+    /// FAIL_TO_PASS of a validated instance.
+    pub fail_to_pass: Vec<String>,
+    /// PASS_TO_PASS of a validated instance.
+    pub pass_to_pass: Vec<String>,
+    /// Launch wall seconds.
+    pub launch_seconds: Option<f64>,
+    /// Validate wall seconds.
+    pub validate_seconds: Option<f64>,
+    /// Sum of the seconds of the validation test commands alone.
+    pub validate_test_seconds: Option<f64>,
+    /// Seconds of the launch setup commands alone.
+    pub setup_seconds: Option<f64>,
+    /// Seconds of the baseline test command alone.
+    pub baseline_test_seconds: Option<f64>,
+}
+
+fn rows<R: kiln_schema::Row>(pipeline: &Pipeline, run: &RunStore, kind: NodeKind) -> Result<Vec<R>, PipelineError> {
+    let mut out = Vec::new();
+    for node in pipeline.nodes.iter().filter(|n| n.kind == kind) {
+        let dir = run.stage_dir(&node.name)?;
+        if dir.join(kiln_store::MANIFEST).exists() {
+            out.extend(kiln_store::read_rows::<R>(&dir)?);
+        }
+    }
+    Ok(out)
+}
+
+/// One summary per candidate of the run, in id order.
+///
+/// # Errors
+/// When a stage table cannot be read.
+pub fn instance_summaries(pipeline: &Pipeline, run: &RunStore) -> Result<Vec<InstanceSummary>, PipelineError> {
+    let by_id = |v: Vec<(String, String)>| v.into_iter().collect::<BTreeMap<_, _>>();
+    let candidates = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?;
+    let verdicts: BTreeMap<String, Verdict> = rows::<Verdict>(pipeline, run, NodeKind::Filter)?
+        .into_iter()
+        .map(|v| (v.instance_id.clone(), v))
+        .collect();
+    let platforms = by_id(
+        rows::<PlatformLabel>(pipeline, run, NodeKind::Split)?
+            .into_iter()
+            .map(|p| (p.instance_id, p.platform))
+            .collect(),
+    );
+    let environments: BTreeMap<String, EnvironmentRecord> = rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
+        .into_iter()
+        .map(|e| (e.instance_id.clone(), e))
+        .collect();
+    let validations: BTreeMap<String, ValidationRecord> = rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?
+        .into_iter()
+        .map(|v| (v.instance_id.clone(), v))
+        .collect();
+    let mut out = Vec::new();
+    for candidate in candidates {
+        let id = candidate.instance_id.clone();
+        let mut summary = InstanceSummary {
+            instance_id: id.clone(),
+            state: "pending".into(),
+            failure_class: None,
+            reason: None,
+            fail_to_pass: Vec::new(),
+            pass_to_pass: Vec::new(),
+            launch_seconds: None,
+            validate_seconds: None,
+            validate_test_seconds: None,
+            setup_seconds: None,
+            baseline_test_seconds: None,
+        };
+        if candidate.status != "ok" {
+            summary.state = "invalid-input".into();
+            summary.failure_class = Some("invalid-input".into());
+            summary.reason = candidate.error.clone();
+        } else if let Some(verdict) = verdicts.get(&id).filter(|v| !v.keep) {
+            summary.state = "filtered".into();
+            summary.reason = Some(verdict.reason.clone());
+        } else if let Some(platform) = platforms.get(&id).filter(|p| *p != "linux") {
+            summary.state = "other-platform".into();
+            summary.reason = Some(format!("labelled {platform}"));
+        }
+        if let Some(env) = environments.get(&id) {
+            summary.launch_seconds = Some(env.total_seconds);
+            summary.setup_seconds = Some(env.setup_seconds);
+            summary.baseline_test_seconds = Some(env.test_seconds);
+            if env.status != "built" {
+                summary.state = "launch-failed".into();
+                summary.failure_class.clone_from(&env.failure_class);
+                summary.reason = env.failure_command.as_ref().map(|c| format!("`{c}` failed"));
+            }
+        }
+        if let Some(validation) = validations.get(&id) {
+            summary.validate_seconds = Some(validation.total_seconds);
+            summary.validate_test_seconds = Some(validation.test_seconds);
+            summary.state = match validation.status.as_str() {
+                "validated" => "validated".into(),
+                "rejected" => "rejected".into(),
+                _ => "validate-failed".into(),
+            };
+            summary.failure_class.clone_from(&validation.failure_class);
+            summary.reason.clone_from(&validation.reason);
+            summary.fail_to_pass.clone_from(&validation.FAIL_TO_PASS);
+            summary.pass_to_pass.clone_from(&validation.PASS_TO_PASS);
+        }
+        out.push(summary);
+    }
+    Ok(out)
+}
