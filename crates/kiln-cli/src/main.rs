@@ -3,6 +3,9 @@
 //! This binary only parses arguments, draws progress, maps errors to exit codes and calls the
 //! libraries; see ARCHITECTURE.md for where the work happens.
 
+// Printing is this binary's job; the workspace lints keep it out of the libraries.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 mod exit;
 mod progress;
 
@@ -36,7 +39,13 @@ interrupted run resumes where it stopped.",
 )]
 struct Cli {
     /// Pipeline config file.
-    #[arg(long, short, global = true, default_value = "pipeline.toml", env = "KILN_CONFIG")]
+    #[arg(
+        long,
+        short,
+        global = true,
+        default_value = "pipeline.toml",
+        env = "KILN_CONFIG"
+    )]
     config: PathBuf,
     /// Print data (status, summaries) as JSON on stdout and progress as JSON lines on stderr.
     #[arg(long, global = true)]
@@ -125,9 +134,13 @@ impl From<PipelineError> for Failure {
     fn from(e: PipelineError) -> Self {
         let code = match &e {
             PipelineError::Store(_) => exit::STORE,
-            PipelineError::Engine(RuntimeError::Unreachable { .. }) | PipelineError::NoEngine(_) => exit::ENGINE,
+            PipelineError::Engine(RuntimeError::Unreachable { .. })
+            | PipelineError::NoEngine(_) => exit::ENGINE,
             PipelineError::Engine(_) | PipelineError::Internal(_) => exit::INTERNAL,
-            PipelineError::Ingest(_) | PipelineError::MissingInput { .. } | PipelineError::UnknownStage { .. } | PipelineError::NoRun(_) => exit::INPUT,
+            PipelineError::Ingest(_)
+            | PipelineError::MissingInput { .. }
+            | PipelineError::UnknownStage { .. }
+            | PipelineError::NoRun(_) => exit::INPUT,
         };
         let mut message = format!("failed to {e}");
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
@@ -148,7 +161,10 @@ const ENGINE_HINT: &str = "\nhint: start a Docker engine (on Debian: `sudo bash 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");
@@ -172,7 +188,10 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
@@ -181,9 +200,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Check => {
             let pipeline = load(&cli.config)?;
             if cli.json {
-                print_json(&serde_json::json!({"config": pipeline.path, "ok": true, "nodes": pipeline.nodes}))?;
+                print_json(
+                    &serde_json::json!({"config": pipeline.path, "ok": true, "nodes": pipeline.nodes}),
+                )?;
             } else {
-                println!("{}: ok ({} sources and stages)", pipeline.path.display(), pipeline.nodes.len());
+                println!(
+                    "{}: ok ({} sources and stages)",
+                    pipeline.path.display(),
+                    pipeline.nodes.len()
+                );
             }
             Ok(exit::OK)
         }
@@ -196,7 +221,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
             status(pipeline, &selection, cli.json)
         }
-        Command::Run { new, run, concurrency } => {
+        Command::Run {
+            new,
+            run,
+            concurrency,
+        } => {
             let pipeline = load(&cli.config)?;
             let selection = match (new, run) {
                 (_, Some(id)) => RunSelection::Id(id),
@@ -204,13 +233,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 (false, None) => RunSelection::ResumeOrNew,
             };
             let engine = connect_if_needed(&pipeline, None).await?;
-            let options = RunOptions { concurrency, ..RunOptions::default() };
+            let options = RunOptions {
+                concurrency,
+                ..RunOptions::default()
+            };
             let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
-            run_interruptibly(&mut runner, engine.as_ref(), |r| Box::pin(async move { r.run_all(&options).await.map(|_| ()) })).await?;
+            run_interruptibly(&mut runner, engine.as_ref(), |r| {
+                Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
+            })
+            .await?;
             print_summary(&runner, cli.json)?;
             Ok(exit::OK)
         }
-        Command::Stage { name, only, force, run, concurrency } => {
+        Command::Stage {
+            name,
+            only,
+            force,
+            run,
+            concurrency,
+        } => {
             let pipeline = load(&cli.config)?;
             let engine = connect_if_needed(&pipeline, Some(&name)).await?;
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
@@ -228,7 +269,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             print_summary(&runner, cli.json)?;
             Ok(exit::OK)
         }
-        Command::Demo { dir, repeats, ca_bundle } => demo(&dir, repeats, ca_bundle, reporter, cli.json).await,
+        Command::Demo {
+            dir,
+            repeats,
+            ca_bundle,
+        } => demo(&dir, repeats, ca_bundle, reporter, cli.json).await,
     }
 }
 
@@ -243,7 +288,10 @@ fn load(path: &Path) -> Result<Pipeline, Failure> {
 }
 
 /// Connects to the engine when the pipeline (or the one stage asked for) runs containers.
-async fn connect_if_needed(pipeline: &Pipeline, stage: Option<&str>) -> Result<Option<Arc<dyn ContainerRuntime>>, Failure> {
+async fn connect_if_needed(
+    pipeline: &Pipeline,
+    stage: Option<&str>,
+) -> Result<Option<Arc<dyn ContainerRuntime>>, Failure> {
     let needs = pipeline
         .nodes
         .iter()
@@ -258,11 +306,15 @@ async fn connect_if_needed(pipeline: &Pipeline, stage: Option<&str>) -> Result<O
 async fn connect() -> Result<Arc<dyn ContainerRuntime>, Failure> {
     match kiln_docker::DockerRuntime::connect().await {
         Ok(runtime) => Ok(Arc::new(runtime)),
-        Err(e) => Err(Failure::new(exit::ENGINE, format!("failed to {e}{ENGINE_HINT}"))),
+        Err(e) => Err(Failure::new(
+            exit::ENGINE,
+            format!("failed to {e}{ENGINE_HINT}"),
+        )),
     }
 }
 
-type Work<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), PipelineError>> + 'a>>;
+type Work<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), PipelineError>> + 'a>>;
 
 /// Runs `work`, stopping it on Ctrl-C or SIGTERM: the in-flight items are dropped (their
 /// sessions remove their containers), every container of the run is removed, and the run is
@@ -329,17 +381,24 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
             .map_err(|e| Failure::from(PipelineError::from(e)))?
             .ok_or_else(|| Failure::from(PipelineError::NoRun(name.clone())))?,
     };
-    let run = kiln_store::RunStore::open(&root, &name, &run_id).map_err(|e| Failure::from(PipelineError::from(e)))?;
+    let run = kiln_store::RunStore::open(&root, &name, &run_id)
+        .map_err(|e| Failure::from(PipelineError::from(e)))?;
     let stages = kiln_pipeline::stage_manifests(&pipeline, &run);
     if json {
         let stages: Vec<serde_json::Value> = stages
             .iter()
             .map(|(stage, manifest)| serde_json::json!({"stage": stage, "manifest": manifest}))
             .collect();
-        print_json(&serde_json::json!({"run_id": run_id, "run_dir": run.dir(), "status": run.info().status, "stages": stages}))?;
+        print_json(
+            &serde_json::json!({"run_id": run_id, "run_dir": run.dir(), "status": run.info().status, "stages": stages}),
+        )?;
         return Ok(exit::OK);
     }
-    println!("run {run_id} ({:?}) in {}", run.info().status, run.dir().display());
+    println!(
+        "run {run_id} ({:?}) in {}",
+        run.info().status,
+        run.dir().display()
+    );
     for (stage, manifest) in stages {
         match manifest {
             Some(m) => println!(
@@ -355,22 +414,42 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
 }
 
 fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
-    let summaries = kiln_pipeline::instance_summaries(runner.pipeline(), &kiln_store::RunStore::open_dir(&runner.run_dir()).map_err(|e| Failure::from(PipelineError::from(e)))?)?;
+    let summaries = kiln_pipeline::instance_summaries(
+        runner.pipeline(),
+        &kiln_store::RunStore::open_dir(&runner.run_dir())
+            .map_err(|e| Failure::from(PipelineError::from(e)))?,
+    )?;
     if json {
-        return print_json(&serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries}));
+        return print_json(
+            &serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries}),
+        );
     }
     println!("run {} in {}", runner.run_id(), runner.run_dir().display());
     for s in &summaries {
         let detail = match s.state.as_str() {
-            "validated" => format!("{} FAIL_TO_PASS, {} PASS_TO_PASS", s.fail_to_pass.len(), s.pass_to_pass.len()),
-            _ => [s.failure_class.clone(), s.reason.clone()].into_iter().flatten().collect::<Vec<_>>().join(": "),
+            "validated" => format!(
+                "{} FAIL_TO_PASS, {} PASS_TO_PASS",
+                s.fail_to_pass.len(),
+                s.pass_to_pass.len()
+            ),
+            _ => [s.failure_class.clone(), s.reason.clone()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(": "),
         };
         println!("  {:<28} {:<15} {detail}", s.instance_id, s.state);
     }
     Ok(())
 }
 
-async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Arc<dyn Reporter>, json: bool) -> Result<u8, Failure> {
+async fn demo(
+    dir: &Path,
+    repeats: u32,
+    ca_bundle: Option<PathBuf>,
+    reporter: Arc<dyn Reporter>,
+    json: bool,
+) -> Result<u8, Failure> {
     let started = std::time::Instant::now();
     // The host's bundle is what its own tools trust; installing it in the images makes a
     // TLS-inspecting proxy work and changes nothing elsewhere.
@@ -381,17 +460,28 @@ async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Ar
     let demo = kiln_pipeline::demo::prepare(&dir, ca_bundle.as_deref(), repeats)
         .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
     let pipeline = load(&demo.config_path)?;
-    let mut runner = Runner::open(pipeline, &RunSelection::New, reporter, Some(Arc::clone(&engine)))?;
+    let mut runner = Runner::open(
+        pipeline,
+        &RunSelection::New,
+        reporter,
+        Some(Arc::clone(&engine)),
+    )?;
     let options = RunOptions::default();
-    run_interruptibly(&mut runner, Some(&engine), |r| Box::pin(async move { r.run_all(&options).await.map(|_| ()) })).await?;
+    run_interruptibly(&mut runner, Some(&engine), |r| {
+        Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
+    })
+    .await?;
 
-    let run = kiln_store::RunStore::open_dir(&runner.run_dir()).map_err(|e| Failure::from(PipelineError::from(e)))?;
+    let run = kiln_store::RunStore::open_dir(&runner.run_dir())
+        .map_err(|e| Failure::from(PipelineError::from(e)))?;
     let summaries = kiln_pipeline::instance_summaries(runner.pipeline(), &run)?;
     let release = runner.pipeline().dataset.root.join("demo").join("releases");
     let mut mismatches = Vec::new();
     let mut report = Vec::new();
     for expected in &demo.layout.instances {
-        let summary = summaries.iter().find(|s| s.instance_id == expected.instance_id);
+        let summary = summaries
+            .iter()
+            .find(|s| s.instance_id == expected.instance_id);
         let verdict = match summary {
             Some(s) => kiln_pipeline::demo::check(&expected.expect, s),
             None => Err("no row in any stage".to_string()),
@@ -402,7 +492,15 @@ async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Ar
         report.push((expected.instance_id.clone(), summary.cloned(), verdict));
     }
     let count = |state: &str| summaries.iter().filter(|s| s.state == state).count();
-    let built = summaries.iter().filter(|s| matches!(s.state.as_str(), "validated" | "rejected" | "validate-failed")).count();
+    let built = summaries
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.state.as_str(),
+                "validated" | "rejected" | "validate-failed"
+            )
+        })
+        .count();
     if json {
         let instances: Vec<serde_json::Value> = report
             .iter()
@@ -413,20 +511,30 @@ async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Ar
             "instances_in": summaries.len(), "built": built, "validated": count("validated"), "instances": instances,
         }))?;
     } else {
-        println!("\nkiln demo: {} instances in, {built} built, {} validated, {} rejected, {} failed to launch ({:.0}s)",
-            summaries.len(), count("validated"), count("rejected"), count("launch-failed"), started.elapsed().as_secs_f64());
+        println!(
+            "\nkiln demo: {} instances in, {built} built, {} validated, {} rejected, {} failed to launch ({:.0}s)",
+            summaries.len(),
+            count("validated"),
+            count("rejected"),
+            count("launch-failed"),
+            started.elapsed().as_secs_f64()
+        );
         for (id, summary, verdict) in &report {
             let mark = if verdict.is_ok() { "ok  " } else { "FAIL" };
             let detail = match summary {
                 Some(s) if s.state == "validated" => format!(
                     "validated: FAIL_TO_PASS {:?}; {} PASS_TO_PASS",
-                    s.fail_to_pass, s.pass_to_pass.len()
+                    s.fail_to_pass,
+                    s.pass_to_pass.len()
                 ),
                 Some(s) => format!(
                     "{}: {}{}",
                     s.state,
                     s.failure_class.as_deref().unwrap_or("-"),
-                    s.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+                    s.reason
+                        .as_ref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
                 ),
                 None => "no row".into(),
             };
@@ -441,6 +549,36 @@ async fn demo(dir: &Path, repeats: u32, ca_bundle: Option<PathBuf>, reporter: Ar
     if mismatches.is_empty() {
         Ok(exit::OK)
     } else {
-        Err(Failure::new(exit::DEMO_MISMATCH, format!("{} instance(s) did not end as expected:\n{}", mismatches.len(), mismatches.join("\n"))))
+        Err(Failure::new(
+            exit::DEMO_MISMATCH,
+            format!(
+                "{} instance(s) did not end as expected:\n{}",
+                mismatches.len(),
+                mismatches.join("\n")
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::{Cli, exit};
+
+    #[test]
+    fn usage_errors_exit_with_the_documented_code() {
+        let error = Cli::try_parse_from(["kiln", "stage"]).err();
+        assert_eq!(error.map(|e| e.exit_code()), Some(i32::from(exit::USAGE)));
+    }
+
+    #[test]
+    fn help_lists_the_exit_codes() {
+        let help = Cli::try_parse_from(["kiln", "--help"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(help.contains("130  interrupted by Ctrl-C"), "{help}");
+        assert!(help.contains("demo"), "{help}");
     }
 }

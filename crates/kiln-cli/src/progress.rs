@@ -70,20 +70,38 @@ impl Progress {
     }
 
     fn bar(&self, stage: &str) -> Option<ProgressBar> {
-        self.bars.lock().ok().and_then(|bars| bars.get(stage).cloned())
+        self.bars
+            .lock()
+            .ok()
+            .and_then(|bars| bars.get(stage).cloned())
     }
 }
 
 fn json(event: &Event) -> serde_json::Value {
     use serde_json::json;
     match event {
-        Event::StageStarted { stage, total, done } => json!({"event": "stage-started", "stage": stage, "total": total, "done": done}),
-        Event::ItemStarted { stage, item } => json!({"event": "item-started", "stage": stage, "item": item}),
-        Event::ItemStep { stage, item, step } => json!({"event": "item-step", "stage": stage, "item": item, "step": step}),
-        Event::ItemFinished { stage, item, outcome, seconds } => {
+        Event::StageStarted { stage, total, done } => {
+            json!({"event": "stage-started", "stage": stage, "total": total, "done": done})
+        }
+        Event::ItemStarted { stage, item } => {
+            json!({"event": "item-started", "stage": stage, "item": item})
+        }
+        Event::ItemStep { stage, item, step } => {
+            json!({"event": "item-step", "stage": stage, "item": item, "step": step})
+        }
+        Event::ItemFinished {
+            stage,
+            item,
+            outcome,
+            seconds,
+        } => {
             json!({"event": "item-finished", "stage": stage, "item": item, "outcome": outcome, "seconds": seconds})
         }
-        Event::StageFinished { stage, rows, seconds } => json!({"event": "stage-finished", "stage": stage, "rows": rows, "seconds": seconds}),
+        Event::StageFinished {
+            stage,
+            rows,
+            seconds,
+        } => json!({"event": "stage-finished", "stage": stage, "rows": rows, "seconds": seconds}),
         Event::Note { message } => json!({"event": "note", "message": message}),
     }
 }
@@ -104,9 +122,11 @@ impl Reporter for Progress {
                 if self.mode == Mode::Bars {
                     let bar = self.multi.add(ProgressBar::new(total));
                     bar.set_style(
-                        ProgressStyle::with_template("{prefix:>9.bold} [{bar:30}] {pos}/{len} {elapsed:>4} {wide_msg}")
-                            .unwrap_or_else(|_| ProgressStyle::default_bar())
-                            .progress_chars("=> "),
+                        ProgressStyle::with_template(
+                            "{prefix:>9.bold} [{bar:30}] {pos}/{len} {elapsed:>4} {wide_msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
                     );
                     bar.set_prefix(stage.clone());
                     bar.set_position(done);
@@ -128,13 +148,22 @@ impl Reporter for Progress {
                     bar.set_message(format!("{item}: {step}"));
                 }
             }
-            Event::ItemFinished { stage, item, outcome, seconds } => {
+            Event::ItemFinished {
+                stage,
+                item,
+                outcome,
+                seconds,
+            } => {
                 if let Some(bar) = self.bar(&stage) {
                     bar.inc(1);
                 }
                 self.line(&format!("[{stage}] {item}: {outcome} ({seconds:.1}s)"));
             }
-            Event::StageFinished { stage, rows, seconds } => {
+            Event::StageFinished {
+                stage,
+                rows,
+                seconds,
+            } => {
                 if let Some(bar) = self.bar(&stage) {
                     bar.finish_and_clear();
                 }

@@ -532,7 +532,12 @@ impl Compiler<'_> {
     }
 
     /// A string key with a default; `Err(())` when present but wrong (already reported).
-    fn string_or(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: &str) -> Result<String, ()> {
+    fn string_or(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: &str,
+    ) -> Result<String, ()> {
         match self.string(keys, key) {
             None => Ok(default.to_string()),
             Some(Some(s)) => Ok(s),
@@ -561,7 +566,10 @@ impl Compiler<'_> {
             self.error_at(
                 value.span().start,
                 &path,
-                format!("expected an array of strings, found {}", value.get_ref().type_str()),
+                format!(
+                    "expected an array of strings, found {}",
+                    value.get_ref().type_str()
+                ),
             );
             return Err(());
         };
@@ -583,7 +591,14 @@ impl Compiler<'_> {
     }
 
     /// An integer in `min..=max`, with a default.
-    fn int(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: i64, min: i64, max: i64) -> Result<i64, ()> {
+    fn int(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ()> {
         let Some(value) = keys.get(key) else {
             return Ok(default);
         };
@@ -595,7 +610,11 @@ impl Compiler<'_> {
         match parsed {
             Some(n) if (min..=max).contains(&n) => Ok(n),
             Some(n) => {
-                self.error_at(value.span().start, &path, format!("{n} is out of range {min}..={max}"));
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("{n} is out of range {min}..={max}"),
+                );
                 Err(())
             }
             None => {
@@ -610,7 +629,14 @@ impl Compiler<'_> {
     }
 
     /// A number (integer or float) in `min..=max`, with a default.
-    fn float(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: f64, min: f64, max: f64) -> Result<f64, ()> {
+    fn float(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: f64,
+        min: f64,
+        max: f64,
+    ) -> Result<f64, ()> {
         let Some(value) = keys.get(key) else {
             return Ok(default);
         };
@@ -623,7 +649,11 @@ impl Compiler<'_> {
         match parsed {
             Some(n) if n >= min && n <= max => Ok(n),
             Some(n) => {
-                self.error_at(value.span().start, &path, format!("{n} is out of range {min}..={max}"));
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("{n} is out of range {min}..={max}"),
+                );
                 Err(())
             }
             None => {
@@ -648,13 +678,21 @@ impl Compiler<'_> {
             self.error_at(
                 value.span().start,
                 &path,
-                format!("expected true or false, found {}", value.get_ref().type_str()),
+                format!(
+                    "expected true or false, found {}",
+                    value.get_ref().type_str()
+                ),
             );
             Err(())
         }
     }
 
-    fn duration(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: Duration) -> Result<Duration, ()> {
+    fn duration(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ()> {
         let Some(value) = keys.get(key) else {
             return Ok(default);
         };
@@ -676,7 +714,13 @@ impl Compiler<'_> {
         }
     }
 
-    fn one_of(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: &str, allowed: &[&str]) -> Result<String, ()> {
+    fn one_of(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: &str,
+        allowed: &[&str],
+    ) -> Result<String, ()> {
         let value = keys.get(key);
         let s = self.string_or(keys, key, default)?;
         if allowed.contains(&s.as_str()) {
@@ -684,29 +728,51 @@ impl Compiler<'_> {
         } else {
             let at = value.map_or(keys.at, |v| v.span().start);
             let path = keys.path(key);
-            self.error_at(at, &path, format!("unknown value \"{s}\"; expected one of: {}", allowed.join(", ")));
+            self.error_at(
+                at,
+                &path,
+                format!(
+                    "unknown value \"{s}\"; expected one of: {}",
+                    allowed.join(", ")
+                ),
+            );
             Err(())
         }
     }
 
     fn path_value(&self, raw: &str) -> PathBuf {
         let path = PathBuf::from(raw);
-        if path.is_absolute() { path } else { self.base.join(path) }
+        if path.is_absolute() {
+            path
+        } else {
+            self.base.join(path)
+        }
     }
 
     fn dataset(&mut self, value: Option<&Value<'_>>) -> Option<DatasetSettings> {
         let Some(value) = value else {
-            self.error_at(0, "dataset", "missing required table [dataset] with `name`".into());
+            self.error_at(
+                0,
+                "dataset",
+                "missing required table [dataset] with `name`".into(),
+            );
             return None;
         };
         let table = self.table(value, "dataset")?;
         let mut keys = Keys::new(table, "dataset", value.span().start);
         let name = self.required_string(&mut keys, "name");
         if let Ok(name) = &name
-            && (name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+            && (name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
         {
             let at = keys.get("name").map_or(0, |v| v.span().start);
-            self.error_at(at, "dataset.name", "must be non-empty and use only letters, digits, `-`, `_` and `.`".into());
+            self.error_at(
+                at,
+                "dataset.name",
+                "must be non-empty and use only letters, digits, `-`, `_` and `.`".into(),
+            );
         }
         let root = self.string_or(&mut keys, "root", "datasets");
         keys.finish(self, &["name", "root"]);
@@ -739,7 +805,11 @@ impl Compiler<'_> {
             Ok(s) => match parse_size(&s) {
                 Ok(n) => Ok(n),
                 Err(message) => {
-                    self.error_at(memory_value.map_or(0, |v| v.span().start), "docker.memory", message);
+                    self.error_at(
+                        memory_value.map_or(0, |v| v.span().start),
+                        "docker.memory",
+                        message,
+                    );
                     Err(())
                 }
             },
@@ -748,7 +818,10 @@ impl Compiler<'_> {
         let cpus = self.float(&mut keys, "cpus", defaults.cpus, 0.1, 1024.0);
         let pids = self.int(&mut keys, "pids", defaults.pids, 64, 1 << 22);
         let image_prefix = self.string_or(&mut keys, "image_prefix", &defaults.image_prefix);
-        keys.finish(self, &["ca_bundle", "memory", "cpus", "pids", "image_prefix"]);
+        keys.finish(
+            self,
+            &["ca_bundle", "memory", "cpus", "pids", "image_prefix"],
+        );
         Some(DockerSettings {
             ca_bundle: ca_bundle.ok()?,
             memory_bytes: memory.ok()?,
@@ -771,14 +844,19 @@ impl Compiler<'_> {
                     self.error_at(
                         kind_value.map_or(0, |v| v.span().start),
                         &format!("{key}.kind"),
-                        format!("unknown kind \"{k}\"; expected one of: {}", names.join(", ")),
+                        format!(
+                            "unknown kind \"{k}\"; expected one of: {}",
+                            names.join(", ")
+                        ),
                     );
                     None
                 }
             },
             Err(()) => None,
         };
-        let inputs_at = keys.get("inputs").map_or(value.span().start, |v| v.span().start);
+        let inputs_at = keys
+            .get("inputs")
+            .map_or(value.span().start, |v| v.span().start);
         let inputs = self.strings(&mut keys, "inputs");
         let Some(kind) = kind else {
             // Without a kind the other keys cannot be checked; mark them seen.
@@ -789,7 +867,11 @@ impl Compiler<'_> {
         };
         let wrong_section = (section == "sources") != kind.is_source();
         if wrong_section {
-            let place = if kind.is_source() { "[sources]" } else { "[stages]" };
+            let place = if kind.is_source() {
+                "[sources]"
+            } else {
+                "[stages]"
+            };
             self.error_at(
                 kind_value.map_or(0, |v| v.span().start),
                 &format!("{key}.kind"),
@@ -797,26 +879,60 @@ impl Compiler<'_> {
             );
         }
         let (settings, allowed): (Result<NodeSettings, ()>, &[&str]) = match kind {
-            NodeKind::Ingest => (self.ingest(&mut keys), &["kind", "path", "clone_url", "instances"]),
-            NodeKind::Filter => (self.filter(&mut keys), &["kind", "inputs", "judge", "min_problem_chars"]),
+            NodeKind::Ingest => (
+                self.ingest(&mut keys),
+                &["kind", "path", "clone_url", "instances"],
+            ),
+            NodeKind::Filter => (
+                self.filter(&mut keys),
+                &["kind", "inputs", "judge", "min_problem_chars"],
+            ),
             NodeKind::Split => (self.split(&mut keys), &["kind", "inputs", "keep"]),
             NodeKind::Launch => (
                 self.launch(&mut keys),
-                &["kind", "inputs", "concurrency", "command_timeout", "test_timeout", "min_pass_ratio", "date_cutoff"],
+                &[
+                    "kind",
+                    "inputs",
+                    "concurrency",
+                    "command_timeout",
+                    "test_timeout",
+                    "min_pass_ratio",
+                    "date_cutoff",
+                ],
             ),
             NodeKind::Validate => (
                 self.validate(&mut keys),
-                &["kind", "inputs", "repeats", "concurrency", "test_timeout", "network", "network_repos"],
+                &[
+                    "kind",
+                    "inputs",
+                    "repeats",
+                    "concurrency",
+                    "test_timeout",
+                    "network",
+                    "network_repos",
+                ],
             ),
-            NodeKind::Export => (self.export(&mut keys), &["kind", "inputs", "split", "tag", "rows_per_shard"]),
+            NodeKind::Export => (
+                self.export(&mut keys),
+                &["kind", "inputs", "split", "tag", "rows_per_shard"],
+            ),
         };
-        if kind.is_source() && keys.table.iter().any(|(k, _)| k.get_ref().as_ref() == "inputs") {
+        if kind.is_source()
+            && keys
+                .table
+                .iter()
+                .any(|(k, _)| k.get_ref().as_ref() == "inputs")
+        {
             let at = keys
                 .table
                 .iter()
                 .find(|(k, _)| k.get_ref().as_ref() == "inputs")
                 .map_or(0, |(k, _)| k.span().start);
-            self.error_at(at, &format!("{key}.inputs"), "a source takes no inputs".into());
+            self.error_at(
+                at,
+                &format!("{key}.inputs"),
+                "a source takes no inputs".into(),
+            );
         }
         keys.finish(self, allowed);
         Some(Draft {
@@ -838,7 +954,11 @@ impl Compiler<'_> {
         {
             let at = keys.get("clone_url").map_or(keys.at, |v| v.span().start);
             let path = keys.path("clone_url");
-            self.error_at(at, &path, "must contain {repo}, or {owner} and {name}".into());
+            self.error_at(
+                at,
+                &path,
+                "must contain {repo}, or {owner} and {name}".into(),
+            );
         }
         let instances = self.strings(keys, "instances");
         Ok(NodeSettings::Ingest(IngestSettings {
@@ -865,12 +985,20 @@ impl Compiler<'_> {
     fn split(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
         let keep_value = keys.get("keep");
         let keep = self.strings(keys, "keep")?;
-        let keep = if keep.is_empty() && keep_value.is_none() { vec!["linux".to_string()] } else { keep };
+        let keep = if keep.is_empty() && keep_value.is_none() {
+            vec!["linux".to_string()]
+        } else {
+            keep
+        };
         for platform in &keep {
             if !["linux", "windows", "macos"].contains(&platform.as_str()) {
                 let at = keep_value.map_or(keys.at, |v| v.span().start);
                 let path = keys.path("keep");
-                self.error_at(at, &path, format!("unknown platform \"{platform}\"; expected linux, windows or macos"));
+                self.error_at(
+                    at,
+                    &path,
+                    format!("unknown platform \"{platform}\"; expected linux, windows or macos"),
+                );
                 return Err(());
             }
         }
@@ -920,7 +1048,8 @@ impl Compiler<'_> {
 
     /// Checks inputs and kinds, and orders the nodes so each comes after its inputs.
     fn check_graph(&mut self, nodes: Vec<Draft>) -> Vec<Node> {
-        let by_name: BTreeMap<&str, &Draft> = nodes.iter().map(|n| (n.node_name.as_str(), n)).collect();
+        let by_name: BTreeMap<&str, &Draft> =
+            nodes.iter().map(|n| (n.node_name.as_str(), n)).collect();
         for node in &nodes {
             let key = format!("{}.inputs", node.key);
             let at = &node.inputs_at;
@@ -929,28 +1058,44 @@ impl Compiler<'_> {
             for input in &node.inputs {
                 let Some(target) = by_name.get(input.as_str()) else {
                     let names: Vec<&str> = by_name.keys().copied().collect();
-                    let hint = closest(input, &names).map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-                    self.error_at(*at, &key, format!("input \"{input}\" is not a declared source or stage{hint}"));
+                    let hint = closest(input, &names)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!("input \"{input}\" is not a declared source or stage{hint}"),
+                    );
                     continue;
                 };
                 if !required.contains(&target.kind) && !optional.contains(&target.kind) {
                     self.error_at(
                         *at,
                         &key,
-                        format!("a {} stage cannot read \"{input}\", a {} node", node.kind, target.kind),
+                        format!(
+                            "a {} stage cannot read \"{input}\", a {} node",
+                            node.kind, target.kind
+                        ),
                     );
                 }
                 if let Some(other) = kinds_seen.insert(target.kind, input) {
                     self.error_at(
                         *at,
                         &key,
-                        format!("inputs \"{other}\" and \"{input}\" are both {} nodes; name one", target.kind),
+                        format!(
+                            "inputs \"{other}\" and \"{input}\" are both {} nodes; name one",
+                            target.kind
+                        ),
                     );
                 }
             }
             for kind in required {
                 if !kinds_seen.contains_key(kind) {
-                    self.error_at(*at, &key, format!("a {} stage needs an input of kind {kind}", node.kind));
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!("a {} stage needs an input of kind {kind}", node.kind),
+                    );
                 }
             }
         }
@@ -985,7 +1130,11 @@ impl Compiler<'_> {
         if !remaining.is_empty() {
             let names: Vec<&str> = remaining.iter().map(|n| n.node_name.as_str()).collect();
             let at = remaining.iter().map(|n| n.inputs_at).min().unwrap_or(0);
-            self.error_at(at, "stages", format!("the inputs form a cycle through: {}", names.join(" -> ")));
+            self.error_at(
+                at,
+                "stages",
+                format!("the inputs form a cycle through: {}", names.join(" -> ")),
+            );
         }
         order
     }
@@ -996,7 +1145,11 @@ impl Compiler<'_> {
 /// # Errors
 /// A message saying what form is expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("\"{text}\" is not a duration; use a number with s, m or h, such as \"90s\" or \"30m\"");
+    let bad = || {
+        format!(
+            "\"{text}\" is not a duration; use a number with s, m or h, such as \"90s\" or \"30m\""
+        )
+    };
     let mut total = 0u64;
     let mut number = String::new();
     let mut any = false;
@@ -1037,7 +1190,9 @@ pub fn parse_size(text: &str) -> Result<i64, String> {
     };
     match digits.parse::<i64>() {
         Ok(n) if n > 0 => Ok(n << shift),
-        _ => Err(format!("\"{text}\" is not a size; use a number with k, m or g, such as \"4g\"")),
+        _ => Err(format!(
+            "\"{text}\" is not a size; use a number with k, m or g, such as \"4g\""
+        )),
     }
 }
 
@@ -1058,7 +1213,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
         let mut current = vec![i + 1];
         for (j, cb) in b.iter().enumerate() {
             let cost = usize::from(ca != *cb);
-            current.push((previous[j] + cost).min(previous[j + 1] + 1).min(current[j] + 1));
+            current.push(
+                (previous[j] + cost)
+                    .min(previous[j + 1] + 1)
+                    .min(current[j] + 1),
+            );
         }
         previous = current;
     }
@@ -1167,7 +1326,10 @@ kind = "split"
 inputs = ["tasks", "a"]
 "#;
         let message = errors(text);
-        assert!(message.contains("form a cycle through: a -> b"), "{message}");
+        assert!(
+            message.contains("form a cycle through: a -> b"),
+            "{message}"
+        );
         let message = errors("[dataset]\nname = \n");
         assert!(message.starts_with("/cfg/pipeline.toml:2:"), "{message}");
     }

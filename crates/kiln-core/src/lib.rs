@@ -8,8 +8,8 @@ pub mod runtime;
 pub mod session;
 
 pub use reporter::{Event, NullReporter, Reporter};
-pub use session::Session;
 pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
     Limits, NetworkMode, OutputSink, RuntimeError,
 };
+pub use session::Session;

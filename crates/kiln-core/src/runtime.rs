@@ -234,5 +234,9 @@ pub trait ContainerRuntime: Send + Sync {
     /// Removes every container carrying `label=value`; returns how many were removed.
     async fn remove_labelled(&self, label: &str, value: &str) -> Result<usize, RuntimeError>;
     /// Lists the ids of containers carrying `label=value`, running or not.
-    async fn list_labelled(&self, label: &str, value: &str) -> Result<Vec<ContainerId>, RuntimeError>;
+    async fn list_labelled(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<Vec<ContainerId>, RuntimeError>;
 }

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::{ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError};
+use crate::runtime::{
+    ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError,
+};
 
 /// One running container with a log file.
 pub struct Session {
@@ -83,7 +85,11 @@ impl Session {
     ///
     /// # Errors
     /// Only engine failures; a failing command is an `Ok` outcome with its exit code.
-    pub async fn run(&mut self, script: &str, timeout: Duration) -> Result<ExecOutcome, RuntimeError> {
+    pub async fn run(
+        &mut self,
+        script: &str,
+        timeout: Duration,
+    ) -> Result<ExecOutcome, RuntimeError> {
         let mut exec = ExecSpec::new(script, timeout);
         exec.env = self.env.clone();
         exec.workdir = self.workdir.clone();
@@ -104,8 +110,16 @@ impl Session {
                 "# exit {} after {:.1}s{}{}",
                 outcome.exit_code,
                 outcome.duration.as_secs_f64(),
-                if outcome.timed_out { " (timed out)" } else { "" },
-                if outcome.oom_killed { " (out of memory)" } else { "" },
+                if outcome.timed_out {
+                    " (timed out)"
+                } else {
+                    ""
+                },
+                if outcome.oom_killed {
+                    " (out of memory)"
+                } else {
+                    ""
+                },
             )),
             Err(e) => self.note(&format!("# engine error: {e}")),
         }
@@ -119,8 +133,10 @@ impl Session {
     pub async fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<(), RuntimeError> {
         let (dir, name) = path.rsplit_once('/').unwrap_or(("/", path));
         let dir = if dir.is_empty() { "/" } else { dir };
-        let tar = tar_one_file(name, contents).map_err(|e| RuntimeError::engine("pack a file", e))?;
-        self.run(&format!("mkdir -p '{dir}'"), Duration::from_secs(60)).await?;
+        let tar =
+            tar_one_file(name, contents).map_err(|e| RuntimeError::engine("pack a file", e))?;
+        self.run(&format!("mkdir -p '{dir}'"), Duration::from_secs(60))
+            .await?;
         self.runtime.copy_in(&self.id, dir, tar).await
     }
 

@@ -1,1 +1,15 @@
-//! kiln-docker.
+//! kiln's container runtime on the Docker Engine API.
+//!
+//! [`DockerRuntime`] implements [`kiln_core::ContainerRuntime`] with bollard. Every command runs
+//! under the container's own `timeout -s KILL`, because the engine has no API to kill an exec
+//! and a client-side timeout leaves the process running; containers themselves only live for
+//! their spec's `max_lifetime`, so the container is the final backstop.
+//!
+//! The images themselves (Dockerfiles, CA bundle) are chosen by the launch stage and live in
+//! `kiln-launch`; this crate only builds and runs what it is given.
+
+mod capture;
+mod engine;
+
+pub use capture::HeadTail;
+pub use engine::DockerRuntime;

@@ -147,7 +147,10 @@ mod tests {
         assert!(!file.contains(CA_BUNDLE_MARKER));
         assert!(file.contains("PIP_CERT=/etc/ssl/certs/ca-certificates.crt"));
         assert!(file.contains("UV_NATIVE_TLS=1"));
-        assert_eq!(build.context, vec![("kiln-extra.crt".to_string(), b"PEM".to_vec())]);
+        assert_eq!(
+            build.context,
+            vec![("kiln-extra.crt".to_string(), b"PEM".to_vec())]
+        );
     }
 
     #[test]
@@ -170,6 +173,10 @@ mod tests {
             ..ImageBuild::default()
         };
         let build = with_ca_bundle(build, Some(b"PEM"));
-        assert!(build.dockerfile.starts_with("FROM x\nRUN true\nCOPY kiln-extra.crt"));
+        assert!(
+            build
+                .dockerfile
+                .starts_with("FROM x\nRUN true\nCOPY kiln-extra.crt")
+        );
     }
 }

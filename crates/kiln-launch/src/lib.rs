@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 use kiln_core::config::{DockerSettings, LaunchSettings};
 use kiln_core::runtime::{LABEL_RUN, Limits};
 use kiln_core::session::tail;
-use kiln_core::{ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Reporter, RuntimeError, Session};
+use kiln_core::{
+    ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Reporter, RuntimeError,
+    Session,
+};
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
 
 /// Where the repository sits inside every container.
@@ -134,7 +137,10 @@ pub async fn launch(
             record.log_tail = Some(failure.log_tail);
         }
         Err(RuntimeError::Unreachable { endpoint, message }) => {
-            return Err(LaunchError::Engine(RuntimeError::Unreachable { endpoint, message }));
+            return Err(LaunchError::Engine(RuntimeError::Unreachable {
+                endpoint,
+                message,
+            }));
         }
         Err(other) => {
             record.failure_class = Some(FailureClass::Infra.as_str().to_string());
@@ -157,13 +163,30 @@ async fn build(
     step("clone");
     let checkout = match tempfile::Builder::new().prefix("kiln-checkout-").tempdir() {
         Ok(dir) => dir,
-        Err(e) => return Ok(Some(Failure::new(FailureClass::Infra, None, &format!("temporary directory: {e}")))),
+        Err(e) => {
+            return Ok(Some(Failure::new(
+                FailureClass::Infra,
+                None,
+                &format!("temporary directory: {e}"),
+            )));
+        }
     };
     let workdir = checkout.path().join("repo");
-    let cloned = repo::ensure_mirror(&request.cache_dir, &candidate.repo, &request.clone_url, &candidate.base_commit)
-        .and_then(|mirror| repo::checkout_at(&mirror, &candidate.base_commit, &workdir).map(|()| mirror));
+    let cloned = repo::ensure_mirror(
+        &request.cache_dir,
+        &candidate.repo,
+        &request.clone_url,
+        &candidate.base_commit,
+    )
+    .and_then(|mirror| {
+        repo::checkout_at(&mirror, &candidate.base_commit, &workdir).map(|()| mirror)
+    });
     if let Err(e) = cloned {
-        return Ok(Some(Failure::new(FailureClass::Clone, Some(&e.command), &e.message)));
+        return Ok(Some(Failure::new(
+            FailureClass::Clone,
+            Some(&e.command),
+            &e.message,
+        )));
     }
     let cutoff = if request.settings.date_cutoff {
         repo::commit_date(&workdir, &candidate.base_commit).ok()
@@ -186,7 +209,9 @@ async fn build(
         Some(spec) if python::admits(spec, 3, 11) => {
             format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`")
         }
-        Some(spec) => format!("Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"),
+        Some(spec) => format!(
+            "Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"
+        ),
         None => "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
     };
     record.parser = "pytest".into();
@@ -194,7 +219,13 @@ async fn build(
 
     let tar = match repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/')) {
         Ok(tar) => tar,
-        Err(e) => return Ok(Some(Failure::new(FailureClass::Infra, None, &format!("pack the checkout: {e}")))),
+        Err(e) => {
+            return Ok(Some(Failure::new(
+                FailureClass::Infra,
+                None,
+                &format!("pack the checkout: {e}"),
+            )));
+        }
     };
     drop(checkout);
 
@@ -210,10 +241,21 @@ async fn build(
         },
         network: NetworkMode::Bridge,
         workdir: Some(WORKDIR.into()),
-        max_lifetime: request.settings.command_timeout * 4 + request.settings.test_timeout + Duration::from_secs(600),
+        max_lifetime: request.settings.command_timeout * 4
+            + request.settings.test_timeout
+            + Duration::from_secs(600),
     };
     let mut session = Session::start(runtime, &spec, &request.log_dir.join("launch.log")).await?;
-    let result = run_plan(&mut session, request, record, &project, cutoff.as_deref(), tar, step).await;
+    let result = run_plan(
+        &mut session,
+        request,
+        record,
+        &project,
+        cutoff.as_deref(),
+        tar,
+        step,
+    )
+    .await;
     let closed = session.close().await;
     let failure = result?;
     closed?;
@@ -242,17 +284,25 @@ async fn run_plan(
     let setup_started = Instant::now();
     for command in &setup {
         step(short(command));
-        let outcome = session.run(command, request.settings.command_timeout).await?;
+        let outcome = session
+            .run(command, request.settings.command_timeout)
+            .await?;
         if outcome.exit_code != 0 {
             record.setup_seconds = setup_started.elapsed().as_secs_f64();
-            return Ok(Some(Failure::new(classify_setup(&outcome), Some(command), &outcome.output)));
+            return Ok(Some(Failure::new(
+                classify_setup(&outcome),
+                Some(command),
+                &outcome.output,
+            )));
         }
         record.setup_commands.push(command.clone());
     }
     record.setup_seconds = setup_started.elapsed().as_secs_f64();
 
     step("baseline tests");
-    let outcome = session.run(&record.test_command, request.settings.test_timeout).await?;
+    let outcome = session
+        .run(&record.test_command, request.settings.test_timeout)
+        .await?;
     record.test_seconds = outcome.duration.as_secs_f64();
     if let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) {
         return Ok(Some(failure));
@@ -269,10 +319,18 @@ async fn run_plan(
 }
 
 /// Reads the baseline run into the record; `Some` when it does not count as a working build.
-fn judge_tests(outcome: &ExecOutcome, record: &mut EnvironmentRecord, min_pass_ratio: f64) -> Option<Failure> {
+fn judge_tests(
+    outcome: &ExecOutcome,
+    record: &mut EnvironmentRecord,
+    min_pass_ratio: f64,
+) -> Option<Failure> {
     let command = Some(record.test_command.as_str());
     if outcome.timed_out {
-        return Some(Failure::new(FailureClass::Timeout, command, &outcome.output));
+        return Some(Failure::new(
+            FailureClass::Timeout,
+            command,
+            &outcome.output,
+        ));
     }
     if outcome.oom_killed {
         return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
@@ -288,12 +346,20 @@ fn judge_tests(outcome: &ExecOutcome, record: &mut EnvironmentRecord, min_pass_r
     record.baseline_failed = i64::try_from(failed).unwrap_or(i64::MAX);
     if parsed.statuses.is_empty() {
         // pytest exits 5 when it collected nothing.
-        let class = if outcome.exit_code == 5 { FailureClass::NoTests } else { FailureClass::TestRun };
+        let class = if outcome.exit_code == 5 {
+            FailureClass::NoTests
+        } else {
+            FailureClass::TestRun
+        };
         return Some(Failure::new(class, command, &outcome.output));
     }
     let ran = passed + failed;
     #[allow(clippy::cast_precision_loss)]
-    let ratio = if ran == 0 { 0.0 } else { passed as f64 / ran as f64 };
+    let ratio = if ran == 0 {
+        0.0
+    } else {
+        passed as f64 / ran as f64
+    };
     if ratio < min_pass_ratio {
         let mut log = outcome.output.clone();
         log.push_str(&format!(
@@ -324,7 +390,10 @@ fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
         "certificate verify failed",
         "self-signed certificate",
     ];
-    if RESOLUTION.iter().any(|needle| outcome.output.contains(needle)) {
+    if RESOLUTION
+        .iter()
+        .any(|needle| outcome.output.contains(needle))
+    {
         FailureClass::DependencyResolution
     } else {
         FailureClass::Build
@@ -332,7 +401,10 @@ fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
 }
 
 fn short(command: &str) -> &str {
-    let end = command.char_indices().nth(60).map_or(command.len(), |(i, _)| i);
+    let end = command
+        .char_indices()
+        .nth(60)
+        .map_or(command.len(), |(i, _)| i);
     &command[..end]
 }
 
@@ -375,7 +447,10 @@ mod tests {
             "  × No solution found when resolving dependencies:\n  ╰─▶ Because kiln-nonexistent was not found in the package registry",
         );
         assert_eq!(classify_setup(&missing), FailureClass::DependencyResolution);
-        assert_eq!(classify_setup(&outcome(1, "error: command 'gcc' failed")), FailureClass::Build);
+        assert_eq!(
+            classify_setup(&outcome(1, "error: command 'gcc' failed")),
+            FailureClass::Build
+        );
         let mut slow = outcome(137, "");
         slow.timed_out = true;
         assert_eq!(classify_setup(&slow), FailureClass::Timeout);

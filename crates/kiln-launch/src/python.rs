@@ -53,7 +53,11 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         .filter(|f| root.join(f).is_file())
         .map(|f| (*f).to_string())
         .collect();
-    if pyproject.is_none() && setup_cfg.is_none() && setup_py.is_none() && requirement_files.is_empty() {
+    if pyproject.is_none()
+        && setup_cfg.is_none()
+        && setup_py.is_none()
+        && requirement_files.is_empty()
+    {
         return None;
     }
     let mut project = PythonProject {
@@ -61,8 +65,10 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         ..PythonProject::default()
     };
     let mut extras: Vec<String> = Vec::new();
-    if let Some(text) = &pyproject {
-        if let Ok(doc) = text.parse::<toml::Table>() {
+    if let Some(text) = &pyproject
+        && let Ok(doc) = text.parse::<toml::Table>()
+    {
+        {
             let table = doc.get("project").and_then(toml::Value::as_table);
             if let Some(optional) = table
                 .and_then(|p| p.get("optional-dependencies"))
@@ -132,10 +138,11 @@ fn ini_section_keys(text: &str, section: &str) -> Vec<String> {
             continue;
         }
         // Continuation lines are indented; keys start at column 0.
-        if inside && !line.starts_with(char::is_whitespace) {
-            if let Some((key, _)) = trimmed.split_once('=') {
-                keys.push(key.trim().to_string());
-            }
+        if inside
+            && !line.starts_with(char::is_whitespace)
+            && let Some((key, _)) = trimmed.split_once('=')
+        {
+            keys.push(key.trim().to_string());
         }
     }
     keys
@@ -147,10 +154,11 @@ fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
         let trimmed = line.trim();
         if trimmed.starts_with('[') {
             inside = trimmed == format!("[{section}]");
-        } else if inside && let Some((k, v)) = trimmed.split_once('=') {
-            if k.trim() == key {
-                return Some(v.trim().to_string());
-            }
+        } else if inside
+            && let Some((k, v)) = trimmed.split_once('=')
+            && k.trim() == key
+        {
+            return Some(v.trim().to_string());
         }
     }
     None
@@ -170,7 +178,11 @@ fn setup_py_extras(text: &str) -> Vec<String> {
         let parts: Vec<&str> = body.split(quote).collect();
         for (i, part) in parts.iter().enumerate() {
             // A key is a quoted string followed by a colon.
-            if i % 2 == 1 && parts.get(i + 1).is_some_and(|next| next.trim_start().starts_with(':')) {
+            if i % 2 == 1
+                && parts
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with(':'))
+            {
                 out.push((*part).to_string());
             }
         }
@@ -264,7 +276,10 @@ mod tests {
         assert_eq!(p.test_extras, ["test"]);
         assert_eq!(p.requires_python.as_deref(), Some(">=3.8"));
         let command = install_command(&p, Some("2024-03-01T00:00:00Z"));
-        assert!(command.contains("--exclude-newer 2024-03-01T00:00:00Z -e '.[test]' pytest"), "{command}");
+        assert!(
+            command.contains("--exclude-newer 2024-03-01T00:00:00Z -e '.[test]' pytest"),
+            "{command}"
+        );
     }
 
     #[test]
@@ -276,8 +291,11 @@ mod tests {
         .unwrap_or_default();
         assert_eq!(p.test_extras, ["testing"]);
         assert_eq!(p.requirement_files, ["requirements-dev.txt"]);
-        let p = project(&[("setup.py", "setup(name='x', extras_require={'tests': ['pytest'], \"docs\": []})")])
-            .unwrap_or_default();
+        let p = project(&[(
+            "setup.py",
+            "setup(name='x', extras_require={'tests': ['pytest'], \"docs\": []})",
+        )])
+        .unwrap_or_default();
         assert_eq!(p.test_extras, ["tests"]);
         assert!(project(&[("README.md", "hi")]).is_none());
     }

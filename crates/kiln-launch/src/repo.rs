@@ -52,20 +52,38 @@ pub fn mirror_path(cache_dir: &Path, repo: &str) -> PathBuf {
 ///
 /// # Errors
 /// When the clone or fetch fails or the commit does not exist upstream.
-pub fn ensure_mirror(cache_dir: &Path, repo: &str, url: &str, commit: &str) -> Result<PathBuf, GitError> {
+pub fn ensure_mirror(
+    cache_dir: &Path,
+    repo: &str,
+    url: &str,
+    commit: &str,
+) -> Result<PathBuf, GitError> {
     let mirror = mirror_path(cache_dir, repo);
     std::fs::create_dir_all(cache_dir).map_err(|e| GitError {
         command: format!("mkdir {}", cache_dir.display()),
         message: e.to_string(),
     })?;
-    let has_commit = |m: &Path| git(Some(m), &["cat-file", "-e", &format!("{commit}^{{commit}}")]).is_ok();
+    let has_commit = |m: &Path| {
+        git(
+            Some(m),
+            &["cat-file", "-e", &format!("{commit}^{{commit}}")],
+        )
+        .is_ok()
+    };
     if mirror.join("HEAD").exists() {
         if !has_commit(&mirror) {
-            git(Some(&mirror), &["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"])?;
+            git(
+                Some(&mirror),
+                &["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"],
+            )?;
         }
     } else {
         // Clone into a temporary name and rename, so a crash never leaves a half mirror behind.
-        let partial = cache_dir.join(format!(".partial-{}-{}", repo.replace('/', "__"), std::process::id()));
+        let partial = cache_dir.join(format!(
+            ".partial-{}-{}",
+            repo.replace('/', "__"),
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&partial);
         let partial_str = partial.to_string_lossy().to_string();
         git(None, &["clone", "--quiet", "--mirror", url, &partial_str])?;
@@ -91,8 +109,14 @@ pub fn ensure_mirror(cache_dir: &Path, repo: &str, url: &str, commit: &str) -> R
 pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
     let dest_str = dest.to_string_lossy().to_string();
     let mirror_str = mirror.to_string_lossy().to_string();
-    git(None, &["init", "--quiet", "--initial-branch=main", &dest_str])?;
-    git(Some(dest), &["fetch", "--quiet", "--no-tags", &mirror_str, commit])?;
+    git(
+        None,
+        &["init", "--quiet", "--initial-branch=main", &dest_str],
+    )?;
+    git(
+        Some(dest),
+        &["fetch", "--quiet", "--no-tags", &mirror_str, commit],
+    )?;
     git(Some(dest), &["reset", "--quiet", "--hard", commit])?;
     git(Some(dest), &["reflog", "expire", "--expire=now", "--all"])?;
     // FETCH_HEAD names the mirror path, which means nothing inside a container.
@@ -127,7 +151,16 @@ mod tests {
         std::fs::write(dir.join(file), text).unwrap_or_else(|e| panic!("{e}"));
         let ok = |args: &[&str]| git(Some(dir), args).unwrap_or_else(|e| panic!("{e}"));
         ok(&["add", "-A"]);
-        ok(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", text]);
+        ok(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            text,
+        ]);
         ok(&["rev-parse", "HEAD"])
     }
 
@@ -135,18 +168,26 @@ mod tests {
     fn checkout_holds_no_later_history() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
         let base = commit(&upstream, "a.txt", "one");
         let fix = commit(&upstream, "a.txt", "two");
         git(Some(&upstream), &["tag", "v2"]).unwrap_or_else(|e| panic!("{e}"));
 
         let cache = tmp.path().join("cache");
-        let mirror = ensure_mirror(&cache, "o/up", &upstream.to_string_lossy(), &base).unwrap_or_else(|e| panic!("{e}"));
+        let mirror = ensure_mirror(&cache, "o/up", &upstream.to_string_lossy(), &base)
+            .unwrap_or_else(|e| panic!("{e}"));
         let dest = tmp.path().join("work");
         checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
 
-        assert_eq!(std::fs::read_to_string(dest.join("a.txt")).ok().as_deref(), Some("one"));
-        assert!(git(Some(&dest), &["cat-file", "-e", &fix]).is_err(), "fix commit leaked");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("a.txt")).ok().as_deref(),
+            Some("one")
+        );
+        assert!(
+            git(Some(&dest), &["cat-file", "-e", &fix]).is_err(),
+            "fix commit leaked"
+        );
         assert_eq!(git(Some(&dest), &["tag"]).ok().as_deref(), Some(""));
         assert_eq!(git(Some(&dest), &["remote"]).ok().as_deref(), Some(""));
         let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
@@ -157,13 +198,19 @@ mod tests {
     fn missing_commit_is_a_clear_error() {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
         commit(&upstream, "a.txt", "one");
         let missing = "0123456789abcdef0123456789abcdef01234567";
-        let error = ensure_mirror(&tmp.path().join("c"), "o/up", &upstream.to_string_lossy(), missing)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let error = ensure_mirror(
+            &tmp.path().join("c"),
+            "o/up",
+            &upstream.to_string_lossy(),
+            missing,
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
         assert!(error.contains("is not in"), "{error}");
     }
 }

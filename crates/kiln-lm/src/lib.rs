@@ -14,11 +14,23 @@ pub const HEURISTIC_JUDGE: &str = "heuristic";
 #[must_use]
 pub fn heuristic_verdict(candidate: &Candidate, min_problem_chars: usize) -> Verdict {
     let (keep, label, reason) = if candidate.status != "ok" {
-        (false, "invalid", "the task row could not be read".to_string())
+        (
+            false,
+            "invalid",
+            "the task row could not be read".to_string(),
+        )
     } else if candidate.test_patch.trim().is_empty() {
-        (false, "no-test-patch", "the pull request changes no test file".to_string())
+        (
+            false,
+            "no-test-patch",
+            "the pull request changes no test file".to_string(),
+        )
     } else if candidate.patch.trim().is_empty() {
-        (false, "no-gold-patch", "the pull request changes only test files".to_string())
+        (
+            false,
+            "no-gold-patch",
+            "the pull request changes only test files".to_string(),
+        )
     } else if candidate.problem_statement.trim().chars().count() < min_problem_chars {
         (
             false,
@@ -26,7 +38,11 @@ pub fn heuristic_verdict(candidate: &Candidate, min_problem_chars: usize) -> Ver
             format!("the problem statement is shorter than {min_problem_chars} characters"),
         )
     } else {
-        (true, "ok", "has a gold patch, a test patch and a problem statement".to_string())
+        (
+            true,
+            "ok",
+            "has a gold patch, a test patch and a problem statement".to_string(),
+        )
     };
     Verdict {
         instance_id: candidate.instance_id.clone(),
@@ -42,7 +58,16 @@ pub fn heuristic_verdict(candidate: &Candidate, min_problem_chars: usize) -> Ver
 /// Words that tie a task to Windows. They are matched as whole words, case-insensitively, in the
 /// problem statement and the patches; paths such as `foo/windows.py` do not count on their own.
 const WINDOWS_WORDS: &[&str] = &[
-    "windows", "win32", "win64", "msvc", "powershell", "cmd.exe", "wsl", "dll", "registry", "mingw",
+    "windows",
+    "win32",
+    "win64",
+    "msvc",
+    "powershell",
+    "cmd.exe",
+    "wsl",
+    "dll",
+    "registry",
+    "mingw",
 ];
 const MACOS_WORDS: &[&str] = &["macos", "darwin", "xcode", "osx", "homebrew", "cocoa"];
 
@@ -58,8 +83,16 @@ pub fn keyword_platform(candidate: &Candidate) -> PlatformLabel {
     let mut label = "linux";
     let mut evidence = Vec::new();
     for (platform, list) in [("windows", WINDOWS_WORDS), ("macos", MACOS_WORDS)] {
-        let in_statement: Vec<&str> = list.iter().copied().filter(|w| statement.contains(&(*w).to_string())).collect();
-        let in_patch: Vec<&str> = list.iter().copied().filter(|w| patch.contains(&(*w).to_string())).collect();
+        let in_statement: Vec<&str> = list
+            .iter()
+            .copied()
+            .filter(|w| statement.contains(&(*w).to_string()))
+            .collect();
+        let in_patch: Vec<&str> = list
+            .iter()
+            .copied()
+            .filter(|w| patch.contains(&(*w).to_string()))
+            .collect();
         if !in_statement.is_empty() && !in_patch.is_empty() {
             label = platform;
             evidence = in_statement
@@ -116,17 +149,30 @@ mod tests {
 
     #[test]
     fn heuristic_keeps_complete_candidates_and_says_why_not() {
-        let ok = heuristic_verdict(&candidate("Division by zero crashes the parser", "+fix", "+test"), 20);
+        let ok = heuristic_verdict(
+            &candidate("Division by zero crashes the parser", "+fix", "+test"),
+            20,
+        );
         assert!(ok.keep, "{ok:?}");
-        let no_tests = heuristic_verdict(&candidate("Division by zero crashes the parser", "+fix", ""), 20);
-        assert_eq!((no_tests.keep, no_tests.label.as_str()), (false, "no-test-patch"));
+        let no_tests = heuristic_verdict(
+            &candidate("Division by zero crashes the parser", "+fix", ""),
+            20,
+        );
+        assert_eq!(
+            (no_tests.keep, no_tests.label.as_str()),
+            (false, "no-test-patch")
+        );
         let vague = heuristic_verdict(&candidate("broken", "+fix", "+t"), 20);
         assert_eq!(vague.label, "vague");
     }
 
     #[test]
     fn platform_needs_evidence_in_statement_and_patch() {
-        let passing = keyword_platform(&candidate("Crash on Linux and Windows alike", "+x = 1", "+t"));
+        let passing = keyword_platform(&candidate(
+            "Crash on Linux and Windows alike",
+            "+x = 1",
+            "+t",
+        ));
         assert_eq!(passing.platform, "linux");
         let windows = keyword_platform(&candidate(
             "Path handling fails on Windows",
@@ -134,6 +180,9 @@ mod tests {
             "+t",
         ));
         assert_eq!(windows.platform, "windows");
-        assert!(windows.evidence.iter().any(|e| e.contains("win32")), "{windows:?}");
+        assert!(
+            windows.evidence.iter().any(|e| e.contains("win32")),
+            "{windows:?}"
+        );
     }
 }

@@ -59,11 +59,17 @@ pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Dem
         move |source| DemoError::Io { path, source }
     };
     let marker = dir.join(DEMO_MARKER);
-    std::fs::write(&marker, "written by `kiln demo`; the directory is replaced by the next demo\n")
-        .map_err(io(&marker))?;
+    std::fs::write(
+        &marker,
+        "written by `kiln demo`; the directory is replaced by the next demo\n",
+    )
+    .map_err(io(&marker))?;
     let config_path = dir.join("pipeline.toml");
     std::fs::write(&config_path, config_text(ca_bundle, repeats)).map_err(io(&config_path))?;
-    Ok(Demo { layout, config_path })
+    Ok(Demo {
+        layout,
+        config_path,
+    })
 }
 
 fn config_text(ca_bundle: Option<&Path>, repeats: u32) -> String {
@@ -128,15 +134,23 @@ pub fn check(expect: &Expect, summary: &InstanceSummary) -> Result<(), String> {
                 ));
             }
             if &summary.fail_to_pass != fail_to_pass {
-                return Err(format!("FAIL_TO_PASS {:?}, expected {fail_to_pass:?}", summary.fail_to_pass));
+                return Err(format!(
+                    "FAIL_TO_PASS {:?}, expected {fail_to_pass:?}",
+                    summary.fail_to_pass
+                ));
             }
             if &summary.pass_to_pass != pass_to_pass {
-                return Err(format!("PASS_TO_PASS {:?}, expected {pass_to_pass:?}", summary.pass_to_pass));
+                return Err(format!(
+                    "PASS_TO_PASS {:?}, expected {pass_to_pass:?}",
+                    summary.pass_to_pass
+                ));
             }
             Ok(())
         }
         Expect::Rejected { failure_class } => expect_class("rejected", failure_class, summary),
-        Expect::LaunchFailed { failure_class } => expect_class("launch-failed", failure_class, summary),
+        Expect::LaunchFailed { failure_class } => {
+            expect_class("launch-failed", failure_class, summary)
+        }
     }
 }
 

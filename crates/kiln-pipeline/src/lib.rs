@@ -43,7 +43,9 @@ pub enum PipelineError {
         known: String,
     },
     /// A stage needs its inputs to have run first.
-    #[error("run stage `{stage}`: its input `{input}` has no rows yet; run `kiln run` or `kiln stage {input}` first")]
+    #[error(
+        "run stage `{stage}`: its input `{input}` has no rows yet; run `kiln run` or `kiln stage {input}` first"
+    )]
     MissingInput {
         /// The stage.
         stage: String,
@@ -115,7 +117,9 @@ impl Runner {
             (RunSelection::Latest, None) => return Err(PipelineError::NoRun(name)),
             (RunSelection::ResumeOrNew, Some(id)) => {
                 let run = RunStore::open(&root, &name, &id)?;
-                if run.info().status == Status::Incomplete && run.info().config_hash == pipeline.hash {
+                if run.info().status == Status::Incomplete
+                    && run.info().config_hash == pipeline.hash
+                {
                     reporter.report(Event::Note {
                         message: format!("resuming run {id}"),
                     });
@@ -163,7 +167,9 @@ impl Runner {
     /// When the engine fails.
     pub async fn remove_leftover_containers(&self) -> Result<usize, PipelineError> {
         match &self.runtime {
-            Some(runtime) => Ok(runtime.remove_labelled(LABEL_RUN, &self.run_label()).await?),
+            Some(runtime) => Ok(runtime
+                .remove_labelled(LABEL_RUN, &self.run_label())
+                .await?),
             None => Ok(0),
         }
     }
@@ -172,7 +178,10 @@ impl Runner {
     ///
     /// # Errors
     /// The first stage-stopping error.
-    pub async fn run_all(&mut self, options: &RunOptions) -> Result<Vec<StageOutcome>, PipelineError> {
+    pub async fn run_all(
+        &mut self,
+        options: &RunOptions,
+    ) -> Result<Vec<StageOutcome>, PipelineError> {
         self.remove_leftover_containers().await?;
         let names: Vec<String> = self.pipeline.nodes.iter().map(|n| n.name.clone()).collect();
         let mut outcomes = Vec::new();
@@ -189,20 +198,41 @@ impl Runner {
     ///
     /// # Errors
     /// Unknown stage, missing inputs, store or engine failures.
-    pub async fn run_stage(&mut self, name: &str, options: &RunOptions) -> Result<StageOutcome, PipelineError> {
+    pub async fn run_stage(
+        &mut self,
+        name: &str,
+        options: &RunOptions,
+    ) -> Result<StageOutcome, PipelineError> {
         self.remove_leftover_containers().await?;
         let outcome = self.stage(name, options).await?;
         // A single-stage re-run can leave the run incomplete again (e.g. `--force` reopened it).
-        let all_complete = self.stage_manifests().iter().all(|(_, m)| m.as_ref().is_some_and(|m| m.status == Status::Complete));
-        self.run.set_status(if all_complete { Status::Complete } else { Status::Incomplete })?;
+        let all_complete = self
+            .stage_manifests()
+            .iter()
+            .all(|(_, m)| m.as_ref().is_some_and(|m| m.status == Status::Complete));
+        self.run.set_status(if all_complete {
+            Status::Complete
+        } else {
+            Status::Incomplete
+        })?;
         Ok(outcome)
     }
 
-    async fn stage(&mut self, name: &str, options: &RunOptions) -> Result<StageOutcome, PipelineError> {
+    async fn stage(
+        &mut self,
+        name: &str,
+        options: &RunOptions,
+    ) -> Result<StageOutcome, PipelineError> {
         let Some(node) = self.pipeline.node(name).cloned() else {
             return Err(PipelineError::UnknownStage {
                 name: name.to_string(),
-                known: self.pipeline.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
+                known: self
+                    .pipeline
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         };
         let started = Instant::now();
@@ -251,7 +281,10 @@ pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Opti
         .nodes
         .iter()
         .map(|n| {
-            let manifest = run.stage_dir(&n.name).ok().and_then(|dir| Manifest::read(&dir).ok());
+            let manifest = run
+                .stage_dir(&n.name)
+                .ok()
+                .and_then(|dir| Manifest::read(&dir).ok());
             (n.name.clone(), manifest)
         })
         .collect()
@@ -260,5 +293,9 @@ pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Opti
 /// Counts of one stage's rows by outcome, for summaries.
 #[must_use]
 pub fn counts_line(counts: &BTreeMap<String, u64>) -> String {
-    counts.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -10,7 +10,9 @@ use std::time::Instant;
 use kiln_core::config::{Node, NodeKind, NodeSettings, Pipeline};
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, Reporter};
-use kiln_schema::{Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, Row, ValidationRecord, Verdict};
+use kiln_schema::{
+    Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, Row, ValidationRecord, Verdict,
+};
 use kiln_store::{RunStore, StageTable};
 use tokio::task::JoinSet;
 
@@ -66,15 +68,22 @@ impl StageContext<'_> {
     }
 
     fn candidates(&self) -> Result<Vec<Candidate>, PipelineError> {
-        Ok(self.input_rows::<Candidate>(NodeKind::Ingest)?.unwrap_or_default())
+        Ok(self
+            .input_rows::<Candidate>(NodeKind::Ingest)?
+            .unwrap_or_default())
     }
 
     /// Opens this stage's table. A table made with other settings is started over.
     fn table<R: Row>(&self) -> Result<StageTable<R>, PipelineError> {
-        let mut table = self.run.stage::<R>(&self.node.name, &self.node.settings_hash(), BTreeMap::new())?;
+        let mut table =
+            self.run
+                .stage::<R>(&self.node.name, &self.node.settings_hash(), BTreeMap::new())?;
         if table.is_stale() {
             self.reporter.report(Event::Note {
-                message: format!("stage {}: settings changed since its rows were written; starting it over", self.node.name),
+                message: format!(
+                    "stage {}: settings changed since its rows were written; starting it over",
+                    self.node.name
+                ),
             });
             table.reset()?;
         }
@@ -82,7 +91,9 @@ impl StageContext<'_> {
     }
 
     fn runtime(&self) -> Result<Arc<dyn ContainerRuntime>, PipelineError> {
-        self.runtime.clone().ok_or_else(|| PipelineError::NoEngine(self.node.name.clone()))
+        self.runtime
+            .clone()
+            .ok_or_else(|| PipelineError::NoEngine(self.node.name.clone()))
     }
 
     fn labels(&self) -> BTreeMap<String, String> {
@@ -195,7 +206,8 @@ where
         spawn(&mut running, item);
     }
     while let Some(joined) = running.join_next().await {
-        let (item, seconds, result) = joined.map_err(|e| PipelineError::Internal(format!("a worker task failed: {e}")))?;
+        let (item, seconds, result) =
+            joined.map_err(|e| PipelineError::Internal(format!("a worker task failed: {e}")))?;
         // An infrastructure error stops the stage; dropping `running` aborts the other items,
         // whose sessions then remove their containers.
         let row = result?;
@@ -216,10 +228,13 @@ where
 
 pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Ingest(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal("wrong settings for an ingest node".into()));
+        return Err(PipelineError::Internal(
+            "wrong settings for an ingest node".into(),
+        ));
     };
     let mut table = cx.table::<Candidate>()?;
-    let mut rows = kiln_github::read_task_file(&settings.path).map_err(|e| PipelineError::Ingest(e.to_string()))?;
+    let mut rows = kiln_github::read_task_file(&settings.path)
+        .map_err(|e| PipelineError::Ingest(e.to_string()))?;
     if !settings.instances.is_empty() {
         rows.retain(|r| settings.instances.contains(&r.instance_id));
     }
@@ -228,7 +243,10 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     let mut seen = BTreeSet::new();
     for row in &mut rows {
         if !seen.insert(row.instance_id.clone()) {
-            row.error = Some(format!("{}: duplicate instance_id {}", row.origin, row.instance_id));
+            row.error = Some(format!(
+                "{}: duplicate instance_id {}",
+                row.origin, row.instance_id
+            ));
             row.status = "error".into();
             row.instance_id = format!("duplicate-{}", row.origin.replace([':', '/'], "-"));
         }
@@ -237,7 +255,10 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     let todo: BTreeSet<String> = todo.into_iter().collect();
-    let new_rows: Vec<Candidate> = rows.into_iter().filter(|r| todo.contains(&r.instance_id)).collect();
+    let new_rows: Vec<Candidate> = rows
+        .into_iter()
+        .filter(|r| todo.contains(&r.instance_id))
+        .collect();
     if !new_rows.is_empty() {
         table.append(&new_rows)?;
     }
@@ -247,12 +268,21 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         });
     }
     let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, new_rows.len() as u64, skipped, |r| r.status.clone())
+    finish(
+        cx,
+        &mut table,
+        &items,
+        new_rows.len() as u64,
+        skipped,
+        |r| r.status.clone(),
+    )
 }
 
 pub(crate) fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Filter(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal("wrong settings for a filter node".into()));
+        return Err(PipelineError::Internal(
+            "wrong settings for a filter node".into(),
+        ));
     };
     let candidates = cx.candidates()?;
     let mut table = cx.table::<Verdict>()?;
@@ -271,7 +301,11 @@ pub(crate) fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     }
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(cx, &mut table, &items, rows.len() as u64, skipped, |v| {
-        if v.keep { "kept".into() } else { format!("dropped:{}", v.label) }
+        if v.keep {
+            "kept".into()
+        } else {
+            format!("dropped:{}", v.label)
+        }
     })
 }
 
@@ -291,7 +325,9 @@ pub(crate) fn split(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError
         table.append(&rows)?;
     }
     let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, rows.len() as u64, skipped, |p| p.platform.clone())
+    finish(cx, &mut table, &items, rows.len() as u64, skipped, |p| {
+        p.platform.clone()
+    })
 }
 
 /// Candidates that read correctly and that the filter input (if any) kept.
@@ -299,7 +335,11 @@ fn kept_candidates(cx: &StageContext<'_>) -> Result<Vec<Candidate>, PipelineErro
     let mut candidates = cx.candidates()?;
     candidates.retain(|c| c.status == "ok");
     if let Some(verdicts) = cx.input_rows::<Verdict>(NodeKind::Filter)? {
-        let kept: BTreeSet<String> = verdicts.into_iter().filter(|v| v.keep).map(|v| v.instance_id).collect();
+        let kept: BTreeSet<String> = verdicts
+            .into_iter()
+            .filter(|v| v.keep)
+            .map(|v| v.instance_id)
+            .collect();
         candidates.retain(|c| kept.contains(&c.instance_id));
     }
     Ok(candidates)
@@ -307,7 +347,9 @@ fn kept_candidates(cx: &StageContext<'_>) -> Result<Vec<Candidate>, PipelineErro
 
 pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Launch(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal("wrong settings for a launch node".into()));
+        return Err(PipelineError::Internal(
+            "wrong settings for a launch node".into(),
+        ));
     };
     let mut candidates = kept_candidates(cx)?;
     if let (Some(labels), Some(NodeSettings::Split(split))) = (
@@ -346,13 +388,21 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         kiln_launch::images::ensure_image(runtime.as_ref(), &build, &mut sink).await?;
         build.tag
     };
-    let by_id: BTreeMap<String, Candidate> = candidates.into_iter().map(|c| (c.instance_id.clone(), c)).collect();
+    let by_id: BTreeMap<String, Candidate> = candidates
+        .into_iter()
+        .map(|c| (c.instance_id.clone(), c))
+        .collect();
     let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
-    let concurrency = cx.options.concurrency.unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
+    let concurrency = cx
+        .options
+        .concurrency
+        .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
     let reporter = Arc::clone(&cx.reporter);
     let mut requests = BTreeMap::new();
     for id in &todo {
-        let Some(candidate) = by_id.get(id) else { continue };
+        let Some(candidate) = by_id.get(id) else {
+            continue;
+        };
         let (log_dir, log_dir_label) = cx.log_dir(id)?;
         requests.insert(
             id.clone(),
@@ -363,7 +413,11 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 log_dir,
                 log_dir_label,
                 python_image: python_image.clone(),
-                image_tag: image_tag(&cx.pipeline.docker.image_prefix, &cx.pipeline.dataset.name, id),
+                image_tag: image_tag(
+                    &cx.pipeline.docker.image_prefix,
+                    &cx.pipeline.dataset.name,
+                    id,
+                ),
                 labels: cx.labels(),
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
@@ -394,7 +448,14 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     )
     .await?;
     let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, processed, skipped, environment_outcome)
+    finish(
+        cx,
+        &mut table,
+        &items,
+        processed,
+        skipped,
+        environment_outcome,
+    )
 }
 
 fn environment_outcome(row: &EnvironmentRecord) -> String {
@@ -417,7 +478,13 @@ fn image_tag(prefix: &str, dataset: &str, instance_id: &str) -> String {
     let clean = |s: &str| -> String {
         s.to_ascii_lowercase()
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
             .collect()
     };
     let mut tag = clean(instance_id);
@@ -427,10 +494,15 @@ fn image_tag(prefix: &str, dataset: &str, instance_id: &str) -> String {
 
 pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Validate(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal("wrong settings for a validate node".into()));
+        return Err(PipelineError::Internal(
+            "wrong settings for a validate node".into(),
+        ));
     };
-    let candidates: BTreeMap<String, Candidate> =
-        cx.candidates()?.into_iter().map(|c| (c.instance_id.clone(), c)).collect();
+    let candidates: BTreeMap<String, Candidate> = cx
+        .candidates()?
+        .into_iter()
+        .map(|c| (c.instance_id.clone(), c))
+        .collect();
     let environments: Vec<EnvironmentRecord> = cx
         .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
         .unwrap_or_default()
@@ -441,14 +513,20 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     let items: Vec<String> = environments.iter().map(|e| e.instance_id.clone()).collect();
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     started(cx, items.len(), skipped);
-    let runtime = if todo.is_empty() { None } else { Some(cx.runtime()?) };
+    let runtime = if todo.is_empty() {
+        None
+    } else {
+        Some(cx.runtime()?)
+    };
     let mut requests = BTreeMap::new();
     for environment in environments {
         let id = environment.instance_id.clone();
         if !todo.contains(&id) {
             continue;
         }
-        let Some(candidate) = candidates.get(&id) else { continue };
+        let Some(candidate) = candidates.get(&id) else {
+            continue;
+        };
         let (log_dir, log_dir_label) = cx.log_dir(&id)?;
         requests.insert(
             id,
@@ -466,7 +544,10 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     }
     let requests = Arc::new(requests);
     let reporter = Arc::clone(&cx.reporter);
-    let concurrency = cx.options.concurrency.unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
+    let concurrency = cx
+        .options
+        .concurrency
+        .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
     let processed = match runtime {
         None => 0,
         Some(runtime) => {
@@ -485,7 +566,9 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
                         };
                         kiln_validate::validate(runtime, request, reporter.as_ref())
                             .await
-                            .map_err(|kiln_validate::ValidateError::Engine(e)| PipelineError::Engine(e))
+                            .map_err(|kiln_validate::ValidateError::Engine(e)| {
+                                PipelineError::Engine(e)
+                            })
                     }
                 },
                 validation_outcome,
@@ -494,15 +577,27 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         }
     };
     let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, processed, skipped, validation_outcome)
+    finish(
+        cx,
+        &mut table,
+        &items,
+        processed,
+        skipped,
+        validation_outcome,
+    )
 }
 
 pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Export(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal("wrong settings for an export node".into()));
+        return Err(PipelineError::Internal(
+            "wrong settings for an export node".into(),
+        ));
     };
-    let candidates: BTreeMap<String, Candidate> =
-        cx.candidates()?.into_iter().map(|c| (c.instance_id.clone(), c)).collect();
+    let candidates: BTreeMap<String, Candidate> = cx
+        .candidates()?
+        .into_iter()
+        .map(|c| (c.instance_id.clone(), c))
+        .collect();
     let environments: BTreeMap<String, EnvironmentRecord> = cx
         .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
         .unwrap_or_default()
@@ -515,12 +610,15 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         .into_iter()
         .map(|p| (p.instance_id, p.platform))
         .collect();
-    let validations = cx.input_rows::<ValidationRecord>(NodeKind::Validate)?.unwrap_or_default();
+    let validations = cx
+        .input_rows::<ValidationRecord>(NodeKind::Validate)?
+        .unwrap_or_default();
     started(cx, validations.len(), 0);
     let mut rows: Vec<ReleaseInstance> = Vec::new();
     for validation in validations.into_iter().filter(|v| v.status == "validated") {
         let id = &validation.instance_id;
-        let (Some(candidate), Some(environment)) = (candidates.get(id), environments.get(id)) else {
+        let (Some(candidate), Some(environment)) = (candidates.get(id), environments.get(id))
+        else {
             continue;
         };
         rows.push(ReleaseInstance {
@@ -550,8 +648,18 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         });
     }
     rows.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let tag = if settings.tag.is_empty() { release_month(cx.run.run_id()) } else { settings.tag.clone() };
-    let release_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name).join("releases").join(&tag);
+    let tag = if settings.tag.is_empty() {
+        release_month(cx.run.run_id())
+    } else {
+        settings.tag.clone()
+    };
+    let release_dir = cx
+        .pipeline
+        .dataset
+        .root
+        .join(&cx.pipeline.dataset.name)
+        .join("releases")
+        .join(&tag);
     let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
     kiln_store::write_release(&release_dir, &settings.split, &rows, per_shard)?;
     let card = format!(
@@ -560,14 +668,21 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
          passing (`PASS_TO_PASS`) in the environment image named in `image`.\n",
         cx.run.run_id()
     );
-    kiln_store::write_dataset_card(&release_dir, &cx.pipeline.dataset.name, &[(settings.split.clone(), rows.len())], &card)?;
+    kiln_store::write_dataset_card(
+        &release_dir,
+        &cx.pipeline.dataset.name,
+        &[(settings.split.clone(), rows.len())],
+        &card,
+    )?;
     let mut table = cx.table::<ReleaseInstance>()?;
     table.reset()?;
     if !rows.is_empty() {
         table.append(&rows)?;
     }
     let items: BTreeSet<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
-    let mut outcome = finish(cx, &mut table, &items, rows.len() as u64, 0, |r| r.language.clone())?;
+    let mut outcome = finish(cx, &mut table, &items, rows.len() as u64, 0, |r| {
+        r.language.clone()
+    })?;
     outcome.release_dir = Some(release_dir);
     Ok(outcome)
 }
@@ -587,8 +702,14 @@ mod tests {
 
     #[test]
     fn image_tags_are_valid_docker_references() {
-        assert_eq!(image_tag("kiln-env", "Demo", "kiln-demo__calc-1"), "kiln-env/demo:kiln-demo__calc-1");
-        assert_eq!(image_tag("kiln-env", "d", "Owner__Repo-7"), "kiln-env/d:owner__repo-7");
+        assert_eq!(
+            image_tag("kiln-env", "Demo", "kiln-demo__calc-1"),
+            "kiln-env/demo:kiln-demo__calc-1"
+        );
+        assert_eq!(
+            image_tag("kiln-env", "d", "Owner__Repo-7"),
+            "kiln-env/d:owner__repo-7"
+        );
     }
 
     #[test]

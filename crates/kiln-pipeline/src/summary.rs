@@ -37,7 +37,11 @@ pub struct InstanceSummary {
     pub baseline_test_seconds: Option<f64>,
 }
 
-fn rows<R: kiln_schema::Row>(pipeline: &Pipeline, run: &RunStore, kind: NodeKind) -> Result<Vec<R>, PipelineError> {
+fn rows<R: kiln_schema::Row>(
+    pipeline: &Pipeline,
+    run: &RunStore,
+    kind: NodeKind,
+) -> Result<Vec<R>, PipelineError> {
     let mut out = Vec::new();
     for node in pipeline.nodes.iter().filter(|n| n.kind == kind) {
         let dir = run.stage_dir(&node.name)?;
@@ -52,7 +56,10 @@ fn rows<R: kiln_schema::Row>(pipeline: &Pipeline, run: &RunStore, kind: NodeKind
 ///
 /// # Errors
 /// When a stage table cannot be read.
-pub fn instance_summaries(pipeline: &Pipeline, run: &RunStore) -> Result<Vec<InstanceSummary>, PipelineError> {
+pub fn instance_summaries(
+    pipeline: &Pipeline,
+    run: &RunStore,
+) -> Result<Vec<InstanceSummary>, PipelineError> {
     let by_id = |v: Vec<(String, String)>| v.into_iter().collect::<BTreeMap<_, _>>();
     let candidates = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?;
     let verdicts: BTreeMap<String, Verdict> = rows::<Verdict>(pipeline, run, NodeKind::Filter)?
@@ -65,14 +72,16 @@ pub fn instance_summaries(pipeline: &Pipeline, run: &RunStore) -> Result<Vec<Ins
             .map(|p| (p.instance_id, p.platform))
             .collect(),
     );
-    let environments: BTreeMap<String, EnvironmentRecord> = rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
-        .into_iter()
-        .map(|e| (e.instance_id.clone(), e))
-        .collect();
-    let validations: BTreeMap<String, ValidationRecord> = rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?
-        .into_iter()
-        .map(|v| (v.instance_id.clone(), v))
-        .collect();
+    let environments: BTreeMap<String, EnvironmentRecord> =
+        rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
+            .into_iter()
+            .map(|e| (e.instance_id.clone(), e))
+            .collect();
+    let validations: BTreeMap<String, ValidationRecord> =
+        rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?
+            .into_iter()
+            .map(|v| (v.instance_id.clone(), v))
+            .collect();
     let mut out = Vec::new();
     for candidate in candidates {
         let id = candidate.instance_id.clone();
@@ -107,7 +116,10 @@ pub fn instance_summaries(pipeline: &Pipeline, run: &RunStore) -> Result<Vec<Ins
             if env.status != "built" {
                 summary.state = "launch-failed".into();
                 summary.failure_class.clone_from(&env.failure_class);
-                summary.reason = env.failure_command.as_ref().map(|c| format!("`{c}` failed"));
+                summary.reason = env
+                    .failure_command
+                    .as_ref()
+                    .map(|c| format!("`{c}` failed"));
             }
         }
         if let Some(validation) = validations.get(&id) {

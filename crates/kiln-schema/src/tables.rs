@@ -241,7 +241,10 @@ mod tests {
         names.sort_unstable();
         assert_eq!(sorted_keys, names, "table {}", R::TABLE);
         let back: R = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(serde_json::to_value(back).ok(), serde_json::to_value(row).ok());
+        assert_eq!(
+            serde_json::to_value(back).ok(),
+            serde_json::to_value(row).ok()
+        );
     }
 
     #[test]

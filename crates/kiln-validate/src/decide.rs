@@ -63,7 +63,10 @@ impl RunResult {
             ));
         }
         if self.exit_code == 0 && failing {
-            return Some(format!("run {} exited 0 but failing tests were parsed", self.label()));
+            return Some(format!(
+                "run {} exited 0 but failing tests were parsed",
+                self.label()
+            ));
         }
         self.parse_problems
             .first()
@@ -116,18 +119,30 @@ pub fn decide(runs: &[RunResult]) -> Decision {
             _ => {
                 let statuses = runs
                     .iter()
-                    .map(|r| (r.label(), r.statuses.get(test).map_or("absent", |s| s.as_str()).to_string()))
+                    .map(|r| {
+                        (
+                            r.label(),
+                            r.statuses
+                                .get(test)
+                                .map_or("absent", |s| s.as_str())
+                                .to_string(),
+                        )
+                    })
                     .collect();
                 decision.flaky.insert(test.clone(), statuses);
                 // Would it have counted as FAIL_TO_PASS? Then flakiness cost us the instance.
-                if runs.iter().any(|r| r.side == Side::After && r.statuses.get(test) == Some(&TestStatus::Pass)) {
+                if runs.iter().any(|r| {
+                    r.side == Side::After && r.statuses.get(test) == Some(&TestStatus::Pass)
+                }) {
                     dropped_flaky_candidates += 1;
                 }
                 continue;
             }
         };
         match (before, after) {
-            (Some(TestStatus::Pass), Some(TestStatus::Pass)) => decision.pass_to_pass.push(test.clone()),
+            (Some(TestStatus::Pass), Some(TestStatus::Pass)) => {
+                decision.pass_to_pass.push(test.clone())
+            }
             (Some(TestStatus::Pass), Some(TestStatus::Fail | TestStatus::Error)) => {
                 decision.pass_to_fail.push(test.clone());
             }
@@ -182,12 +197,20 @@ fn preview(tests: &[String]) -> String {
 mod tests {
     use super::*;
 
-    fn run(side: Side, repeat: usize, exit_code: i64, statuses: &[(&str, TestStatus)]) -> RunResult {
+    fn run(
+        side: Side,
+        repeat: usize,
+        exit_code: i64,
+        statuses: &[(&str, TestStatus)],
+    ) -> RunResult {
         RunResult {
             side,
             repeat,
             exit_code,
-            statuses: statuses.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
+            statuses: statuses
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), *v))
+                .collect(),
             parse_problems: vec![],
         }
     }
@@ -197,8 +220,24 @@ mod tests {
     #[test]
     fn classes_and_lists() {
         let runs = [
-            run(Before, 1, 1, &[("a", Fail), ("b", Pass), ("c", Skip), ("e", Error)]),
-            run(After, 1, 0, &[("a", Pass), ("b", Pass), ("c", Pass), ("d", Pass), ("e", Pass)]),
+            run(
+                Before,
+                1,
+                1,
+                &[("a", Fail), ("b", Pass), ("c", Skip), ("e", Error)],
+            ),
+            run(
+                After,
+                1,
+                0,
+                &[
+                    ("a", Pass),
+                    ("b", Pass),
+                    ("c", Pass),
+                    ("d", Pass),
+                    ("e", Pass),
+                ],
+            ),
         ];
         let d = decide(&runs);
         assert_eq!(d.rejection, None);
@@ -222,7 +261,10 @@ mod tests {
     #[test]
     fn exit_code_contradicting_statuses_is_invalid() {
         // A patch printing fake PASSED lines while the command fails.
-        let runs = [run(Before, 1, 1, &[("a", Fail)]), run(After, 1, 2, &[("a", Pass)])];
+        let runs = [
+            run(Before, 1, 1, &[("a", Fail)]),
+            run(After, 1, 2, &[("a", Pass)]),
+        ];
         let d = decide(&runs);
         assert_eq!(d.rejection.map(|r| r.0), Some(FailureClass::InvalidRun));
     }
@@ -244,7 +286,13 @@ mod tests {
 
     #[test]
     fn nothing_fixed_is_rejected() {
-        let runs = [run(Before, 1, 1, &[("a", Fail)]), run(After, 1, 1, &[("a", Fail)])];
-        assert_eq!(decide(&runs).rejection.map(|r| r.0), Some(FailureClass::NoFailToPass));
+        let runs = [
+            run(Before, 1, 1, &[("a", Fail)]),
+            run(After, 1, 1, &[("a", Fail)]),
+        ];
+        assert_eq!(
+            decide(&runs).rejection.map(|r| r.0),
+            Some(FailureClass::NoFailToPass)
+        );
     }
 }

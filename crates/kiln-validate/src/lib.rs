@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
 use kiln_core::runtime::Limits;
-use kiln_core::{ContainerRuntime, ContainerSpec, Event, NetworkMode, Reporter, RuntimeError, Session};
+use kiln_core::{
+    ContainerRuntime, ContainerSpec, Event, NetworkMode, Reporter, RuntimeError, Session,
+};
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord};
 
 pub use decide::{Decision, RunResult, Side, decide};
@@ -64,13 +66,19 @@ pub async fn validate(
     let started = Instant::now();
     let env = &request.environment;
     let network = if request.settings.network == "bridge"
-        || request.settings.network_repos.iter().any(|r| r == &env.repo)
+        || request
+            .settings
+            .network_repos
+            .iter()
+            .any(|r| r == &env.repo)
     {
         NetworkMode::Bridge
     } else {
         NetworkMode::None
     };
-    let repeats = usize::try_from(request.settings.repeats).unwrap_or(1).max(1);
+    let repeats = usize::try_from(request.settings.repeats)
+        .unwrap_or(1)
+        .max(1);
     let mut record = ValidationRecord {
         instance_id: env.instance_id.clone(),
         status: "failed".into(),
@@ -104,27 +112,33 @@ pub async fn validate(
                 item: env.instance_id.clone(),
                 step: format!("{} run {repeat}/{repeats}", side.as_str()),
             });
-            let run = match one_run(Arc::clone(&runtime), request, &image, network, side, repeat).await {
-                Ok(run) => run,
-                Err(RunFailure::Engine(RuntimeError::Unreachable { endpoint, message })) => {
-                    return Err(ValidateError::Engine(RuntimeError::Unreachable { endpoint, message }));
-                }
-                Err(RunFailure::Engine(other)) => {
-                    record.failure_class = Some(FailureClass::Infra.as_str().into());
-                    record.reason = Some(other.to_string());
-                    record.total_seconds = started.elapsed().as_secs_f64();
-                    return Ok(record);
-                }
-                Err(RunFailure::Item(class, reason)) => {
-                    record.failure_class = Some(class.as_str().into());
-                    record.reason = Some(reason);
-                    record.total_seconds = started.elapsed().as_secs_f64();
-                    return Ok(record);
-                }
-            };
+            let run =
+                match one_run(Arc::clone(&runtime), request, &image, network, side, repeat).await {
+                    Ok(run) => run,
+                    Err(RunFailure::Engine(RuntimeError::Unreachable { endpoint, message })) => {
+                        return Err(ValidateError::Engine(RuntimeError::Unreachable {
+                            endpoint,
+                            message,
+                        }));
+                    }
+                    Err(RunFailure::Engine(other)) => {
+                        record.failure_class = Some(FailureClass::Infra.as_str().into());
+                        record.reason = Some(other.to_string());
+                        record.total_seconds = started.elapsed().as_secs_f64();
+                        return Ok(record);
+                    }
+                    Err(RunFailure::Item(class, reason)) => {
+                        record.failure_class = Some(class.as_str().into());
+                        record.reason = Some(reason);
+                        record.total_seconds = started.elapsed().as_secs_f64();
+                        return Ok(record);
+                    }
+                };
             record.test_seconds += run.seconds;
             record.runs.insert(run.result.label(), run.summary());
-            record.run_statuses.insert(run.result.label(), run.result.statuses.clone());
+            record
+                .run_statuses
+                .insert(run.result.label(), run.result.statuses.clone());
             runs.push(run.result);
         }
     }
@@ -156,7 +170,14 @@ struct Run {
 
 impl Run {
     fn summary(&self) -> BTreeMap<String, String> {
-        let count = |s: TestStatus| self.result.statuses.values().filter(|v| **v == s).count().to_string();
+        let count = |s: TestStatus| {
+            self.result
+                .statuses
+                .values()
+                .filter(|v| **v == s)
+                .count()
+                .to_string()
+        };
         BTreeMap::from([
             ("exit_code".to_string(), self.result.exit_code.to_string()),
             ("passed".to_string(), count(TestStatus::Pass)),
@@ -203,7 +224,9 @@ async fn one_run(
         workdir: Some("/testbed".into()),
         max_lifetime: timeout * 2 + Duration::from_secs(600),
     };
-    let log = request.log_dir.join(format!("{}-{repeat}.log", side.as_str()));
+    let log = request
+        .log_dir
+        .join(format!("{}-{repeat}.log", side.as_str()));
     let mut session = Session::start(runtime, &spec, &log).await?;
     let result = run_in(&mut session, request, side, repeat, timeout).await;
     let closed = session.close().await;
@@ -236,7 +259,9 @@ async fn run_in(
             None => {
                 return Err(RunFailure::Item(
                     FailureClass::PatchApply,
-                    format!("the {name} patch applies with none of git apply, git apply --3way, patch --fuzz"),
+                    format!(
+                        "the {name} patch applies with none of git apply, git apply --3way, patch --fuzz"
+                    ),
                 ));
             }
         }
@@ -246,15 +271,25 @@ async fn run_in(
         if outcome.exit_code != 0 {
             return Err(RunFailure::Item(
                 FailureClass::Build,
-                format!("rebuild command `{command}` exited {} on the {} side", outcome.exit_code, side.as_str()),
+                format!(
+                    "rebuild command `{command}` exited {} on the {} side",
+                    outcome.exit_code,
+                    side.as_str()
+                ),
             ));
         }
     }
-    let outcome = session.run(&request.environment.test_command, timeout).await?;
+    let outcome = session
+        .run(&request.environment.test_command, timeout)
+        .await?;
     if outcome.timed_out {
         return Err(RunFailure::Item(
             FailureClass::Timeout,
-            format!("the {} run {repeat} ran past {}s", side.as_str(), timeout.as_secs()),
+            format!(
+                "the {} run {repeat} ran past {}s",
+                side.as_str(),
+                timeout.as_secs()
+            ),
         ));
     }
     if outcome.oom_killed {

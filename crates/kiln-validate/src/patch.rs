@@ -46,12 +46,23 @@ pub async fn apply(session: &mut Session, path: &str) -> Result<Option<Method>, 
     let restore = if restore_point.is_empty() {
         "git reset --quiet --hard HEAD && git clean -fdq".to_string()
     } else {
-        format!("git reset --quiet --hard HEAD && git clean -fdq && git stash apply --index --quiet {restore_point}")
+        format!(
+            "git reset --quiet --hard HEAD && git clean -fdq && git stash apply --index --quiet {restore_point}"
+        )
     };
     let tries = [
-        (Method::GitApply, format!("git apply --verbose --binary {path}")),
-        (Method::ThreeWay, format!("git apply --verbose --binary --3way {path}")),
-        (Method::Fuzz, format!("patch --batch --forward --fuzz=5 -p1 -i {path}")),
+        (
+            Method::GitApply,
+            format!("git apply --verbose --binary {path}"),
+        ),
+        (
+            Method::ThreeWay,
+            format!("git apply --verbose --binary --3way {path}"),
+        ),
+        (
+            Method::Fuzz,
+            format!("patch --batch --forward --fuzz=5 -p1 -i {path}"),
+        ),
     ];
     for (i, (method, command)) in tries.iter().enumerate() {
         if i > 0 {

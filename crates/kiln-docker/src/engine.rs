@@ -1,0 +1,730 @@
+//! [`DockerRuntime`]: [`ContainerRuntime`] on the Docker Engine API through bollard.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bollard::errors::Error as BollardError;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CommitContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
+    UploadToContainerOptionsBuilder,
+};
+use bollard::{API_DEFAULT_VERSION, Docker, body_full};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kiln_core::{
+    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
+    OutputSink, RuntimeError,
+};
+
+use kiln_core::runtime::LABEL_MANAGED;
+
+use crate::capture::HeadTail;
+
+/// Where the engine is looked for when `DOCKER_HOST` is unset.
+pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
+
+/// Request timeout given to bollard. Its default (2 minutes) also bounds the wait for response
+/// headers, which a commit of a large container or an image build can exceed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// How long [`DockerRuntime::connect`] waits for the engine's first answer: an unreachable TCP
+/// endpoint would otherwise hang for the whole request timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Lifetime of a container whose spec leaves `max_lifetime` at zero (its `Default`): `sleep 0`
+/// would stop the container at once, and no lifetime at all would let orphans live forever.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// Exit code of a process killed by SIGKILL, as `timeout -s KILL` and the OOM killer leave it.
+const EXIT_KILLED: i64 = 137;
+
+/// A [`ContainerRuntime`] on a Docker engine.
+///
+/// Cheap to share behind an `Arc`; all methods take `&self`.
+#[derive(Debug)]
+pub struct DockerRuntime {
+    docker: Docker,
+    endpoint: String,
+    /// Last OOM-kill count seen per container, so that an OOM kill is attributed to the command
+    /// during which the count went up (the engine's own `OOMKilled` flag is sticky).
+    oom_kills: Mutex<HashMap<String, u64>>,
+}
+
+impl DockerRuntime {
+    /// Connects to the engine named by `DOCKER_HOST` (`unix://` or `tcp://`), else to the local
+    /// socket, negotiates the API version and checks that the engine answers.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unreachable`] if the engine does not answer.
+    pub async fn connect() -> Result<Self, RuntimeError> {
+        let endpoint = std::env::var("DOCKER_HOST")
+            .ok()
+            .filter(|host| !host.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+        Self::connect_to(&endpoint).await
+    }
+
+    /// Connects to the engine at `endpoint` (`unix:///path`, `/path`, `tcp://host:port` or
+    /// `http://host:port`), negotiates the API version and checks that the engine answers.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unreachable`] if the endpoint is malformed or the engine does not answer.
+    pub async fn connect_to(endpoint: &str) -> Result<Self, RuntimeError> {
+        let unreachable = |message: String| RuntimeError::Unreachable {
+            endpoint: endpoint.to_string(),
+            message,
+        };
+        let timeout = REQUEST_TIMEOUT.as_secs();
+        let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, timeout, API_DEFAULT_VERSION)
+        } else if endpoint.starts_with('/') {
+            Docker::connect_with_unix(endpoint, timeout, API_DEFAULT_VERSION)
+        } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+            Docker::connect_with_http(endpoint, timeout, API_DEFAULT_VERSION)
+        } else {
+            return Err(unreachable(
+                "unsupported scheme: kiln speaks to Docker over unix:// or tcp:// (no TLS, no ssh)"
+                    .to_string(),
+            ));
+        }
+        .map_err(|e| match e {
+            BollardError::SocketNotFoundError(path) => unreachable(format!(
+                "no socket at {path}: is dockerd running? (`scripts/docker-engine.sh start` \
+                 starts one; DOCKER_HOST names another engine)"
+            )),
+            other => unreachable(other.to_string()),
+        })?;
+        // bollard does not send the version in request paths today (bollard#736), so this only
+        // matters once it does; an engine older than the client would then reject requests.
+        let docker = match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
+            Ok(Ok(docker)) => docker,
+            Ok(Err(e)) => return Err(unreachable(describe(&e))),
+            Err(_) => {
+                return Err(unreachable(format!(
+                    "no answer within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let runtime = Self {
+            docker,
+            endpoint: endpoint.to_string(),
+            oom_kills: Mutex::new(HashMap::new()),
+        };
+        let info = runtime.ping().await?;
+        tracing::debug!(
+            endpoint,
+            version = %info.version,
+            api = %info.api_version,
+            "connected to the Docker engine"
+        );
+        Ok(runtime)
+    }
+
+    /// The endpoint this runtime talks to.
+    #[must_use]
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The bollard client, for what the trait does not cover (tests, diagnostics).
+    #[must_use]
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Runs `cmd` in the container and drains its output into `sink` and `capture`, giving up on
+    /// the stream after `backstop`. Returns the exit code (`None` if the process still ran when
+    /// the backstop fired) and whether the backstop fired.
+    async fn run(
+        &self,
+        id: &ContainerId,
+        cmd: ExecCommand<'_>,
+        backstop: Duration,
+        sink: OutputSink<'_>,
+        capture: &mut HeadTail,
+    ) -> Result<(Option<i64>, bool), RuntimeError> {
+        let env: Vec<String> = cmd.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let created = self
+            .docker
+            .create_exec(
+                &id.0,
+                CreateExecOptions {
+                    cmd: Some(cmd.argv),
+                    env: (!env.is_empty()).then_some(env),
+                    working_dir: cmd.workdir.map(str::to_string),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    attach_stdin: Some(false),
+                    tty: Some(false),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| {
+                RuntimeError::engine(format!("create exec in {}", short(&id.0)), describe(&e))
+            })?;
+        let started = self
+            .docker
+            .start_exec(&created.id, None)
+            .await
+            .map_err(|e| {
+                RuntimeError::engine(format!("start exec in {}", short(&id.0)), describe(&e))
+            })?;
+        let StartExecResults::Attached { mut output, .. } = started else {
+            return Err(RuntimeError::engine(
+                "start exec",
+                "the engine detached an exec that was started attached",
+            ));
+        };
+        let deadline = tokio::time::Instant::now() + backstop;
+        let mut backstop_fired = false;
+        loop {
+            match tokio::time::timeout_at(deadline, output.next()).await {
+                Ok(Some(Ok(frame))) => {
+                    // Frames arrive in the order the engine read them, stdout and stderr
+                    // interleaved as a user at a terminal would see them. The two are separate
+                    // pipes read concurrently, so writes to both within a few milliseconds can
+                    // swap; the engine gives no finer order.
+                    let bytes = frame.into_bytes();
+                    sink(&bytes);
+                    capture.push(&bytes);
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(RuntimeError::engine("read exec output", describe(&e)));
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    backstop_fired = true;
+                    break;
+                }
+            }
+        }
+        drop(output);
+        // The stream can end a moment before the engine records the exit code.
+        let mut exit_code = None;
+        for attempt in 0..40 {
+            let inspected = self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .map_err(|e| RuntimeError::engine("inspect exec", describe(&e)))?;
+            if inspected.running != Some(true) {
+                exit_code = inspected.exit_code;
+                break;
+            }
+            if backstop_fired && attempt >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if exit_code.is_none() && !backstop_fired {
+            return Err(RuntimeError::engine(
+                "inspect exec",
+                "the engine reported no exit code after the output ended",
+            ));
+        }
+        Ok((exit_code, backstop_fired))
+    }
+
+    /// Whether the container's OOM killer fired since the last call for this container, read
+    /// from its memory cgroup's `oom_kill` counter (cgroup v2 `memory.events`, or v1
+    /// `memory.oom_control` on kernels since 4.13). `false` when the counter cannot be read.
+    async fn oom_killed_since_last_check(&self, id: &ContainerId) -> bool {
+        let cmd = [
+            "sh",
+            "-c",
+            "cat /sys/fs/cgroup/memory.events 2>/dev/null \
+             || cat /sys/fs/cgroup/memory/memory.oom_control",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        let mut capture = HeadTail::new(4096);
+        let run = self
+            .run(
+                id,
+                ExecCommand {
+                    argv: cmd,
+                    env: &[],
+                    workdir: None,
+                },
+                Duration::from_secs(10),
+                &mut |_: &[u8]| {},
+                &mut capture,
+            )
+            .await;
+        let (text, _) = capture.finish();
+        let count = match run {
+            Ok((Some(0), _)) => parse_oom_kill(&text),
+            _ => None,
+        };
+        let Some(count) = count else {
+            tracing::debug!(
+                container = short(&id.0),
+                "no oom_kill counter in the container"
+            );
+            return false;
+        };
+        let Ok(mut seen) = self.oom_kills.lock() else {
+            return false;
+        };
+        let previous = seen.insert(id.0.clone(), count).unwrap_or(0);
+        count > previous
+    }
+}
+
+/// A process to start in a container.
+struct ExecCommand<'a> {
+    argv: Vec<String>,
+    env: &'a [(String, String)],
+    workdir: Option<&'a str>,
+}
+
+/// The `oom_kill N` count of a cgroup memory events file.
+fn parse_oom_kill(text: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some("oom_kill"))
+            .then(|| words.next()?.parse().ok())
+            .flatten()
+    })
+}
+
+/// First 12 characters of an id, as `docker ps` shows it.
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// HTTP status of an engine error response.
+fn status(e: &BollardError) -> Option<u16> {
+    match e {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// An engine error as a message: the engine's own text when it sent one.
+fn describe(e: &BollardError) -> String {
+    match e {
+        BollardError::DockerResponseServerError {
+            status_code,
+            message,
+        } => format!("{message} (HTTP {status_code})"),
+        other => other.to_string(),
+    }
+}
+
+/// Splits `repo[:tag]` at the tag's colon (a registry port's colon comes before a slash).
+fn split_tag(reference: &str) -> (&str, &str) {
+    match reference.rfind(':') {
+        Some(i) if !reference[i..].contains('/') => (&reference[..i], &reference[i + 1..]),
+        _ => (reference, "latest"),
+    }
+}
+
+/// Labels with [`LABEL_MANAGED`] added.
+fn managed(labels: &BTreeMap<String, String>) -> HashMap<String, String> {
+    let mut all: HashMap<String, String> = labels.clone().into_iter().collect();
+    all.insert(LABEL_MANAGED.to_string(), "1".to_string());
+    all
+}
+
+/// Seconds for `timeout`, with millisecond precision: GNU `timeout` takes fractions, and a
+/// duration of 0 would disable it, so the least is 1 ms.
+fn timeout_arg(timeout: Duration) -> String {
+    let millis = timeout.as_millis().max(1);
+    format!("{}.{:03}", millis / 1000, millis % 1000)
+}
+
+/// The client-side backstop for a command: the in-container timeout plus a margin for engine
+/// latency. It only fires when the in-container timeout could not end the output stream, e.g.
+/// when a process that left the process group (`setsid`) still holds stdout open.
+fn backstop(timeout: Duration) -> Duration {
+    timeout + Duration::from_secs(10).max(timeout / 20)
+}
+
+/// The tar archive of a build context: the Dockerfile and the extra files.
+fn build_context(build: &ImageBuild) -> Result<Vec<u8>, std::io::Error> {
+    let mut archive = tar::Builder::new(Vec::new());
+    let files = std::iter::once(("Dockerfile", build.dockerfile.as_bytes())).chain(
+        build
+            .context
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_slice())),
+    );
+    for (path, contents) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(0o644);
+        // A fixed mtime keeps the classic builder's COPY cache valid across identical builds.
+        header.set_mtime(0);
+        archive.append_data(&mut header, path, contents)?;
+    }
+    archive.into_inner()
+}
+
+#[async_trait]
+impl ContainerRuntime for DockerRuntime {
+    async fn ping(&self) -> Result<EngineInfo, RuntimeError> {
+        let version = self
+            .docker
+            .version()
+            .await
+            .map_err(|e| RuntimeError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                message: describe(&e),
+            })?;
+        Ok(EngineInfo {
+            version: version.version.unwrap_or_else(|| "unknown".to_string()),
+            api_version: self.docker.client_version().to_string(),
+        })
+    }
+
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if status(&e) == Some(404) => Ok(false),
+            Err(e) => Err(RuntimeError::engine(
+                format!("inspect image {image}"),
+                describe(&e),
+            )),
+        }
+    }
+
+    async fn build_image(
+        &self,
+        build: &ImageBuild,
+        on_output: OutputSink<'_>,
+    ) -> Result<(), RuntimeError> {
+        let build_error = |message: String| RuntimeError::Build {
+            image: build.tag.clone(),
+            message,
+        };
+        let context = build_context(build)
+            .map_err(|e| build_error(format!("pack the build context: {e}")))?;
+        let labels = managed(&build.labels);
+        let options = BuildImageOptionsBuilder::new()
+            .dockerfile("Dockerfile")
+            .t(&build.tag)
+            .rm(true)
+            .forcerm(true)
+            .labels(&labels)
+            .build();
+        // The end of the log says what failed; keep it for the error message.
+        let mut log = HeadTail::new(8 << 10);
+        let mut stream =
+            self.docker
+                .build_image(options, None, Some(body_full(Bytes::from(context))));
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    for text in [info.stream, info.status].into_iter().flatten() {
+                        on_output(text.as_bytes());
+                        log.push(text.as_bytes());
+                    }
+                    if let Some(detail) = info.error_detail {
+                        let message = detail.message.unwrap_or_default();
+                        return Err(build_error(format!("{message}\n{}", log.finish().0)));
+                    }
+                }
+                Err(e) => {
+                    let message = match e {
+                        BollardError::DockerStreamError { error } => error,
+                        other => describe(&other),
+                    };
+                    return Err(build_error(format!("{message}\n{}", log.finish().0)));
+                }
+            }
+        }
+        // The classic builder reports some failures only by not tagging the image.
+        if !self.image_exists(&build.tag).await? {
+            return Err(build_error(format!(
+                "the engine finished without tagging the image\n{}",
+                log.finish().0
+            )));
+        }
+        Ok(())
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<ContainerId, RuntimeError> {
+        let lifetime = if spec.max_lifetime.is_zero() {
+            DEFAULT_MAX_LIFETIME
+        } else {
+            spec.max_lifetime
+        };
+        let limits = &spec.limits;
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            // The main process ends by itself, so a container orphaned by a killed kiln stops
+            // (and, with `init`, reaps its zombies meanwhile).
+            cmd: Some(vec![
+                "sleep".to_string(),
+                lifetime.as_secs().max(1).to_string(),
+            ]),
+            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            labels: Some(managed(&spec.labels)),
+            working_dir: spec.workdir.clone(),
+            host_config: Some(HostConfig {
+                memory: Some(limits.memory_bytes),
+                // Equal to `memory`: no swap, so a memory-hungry test fails fast instead of
+                // thrashing.
+                memory_swap: Some(limits.memory_bytes),
+                nano_cpus: Some((limits.cpus * 1e9).round() as i64),
+                pids_limit: Some(limits.pids),
+                network_mode: Some(spec.network.as_str().to_string()),
+                init: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let created = match self.docker.create_container(None, body).await {
+            Ok(created) => created,
+            Err(e) if status(&e) == Some(404) => {
+                return Err(RuntimeError::ImageNotFound(spec.image.clone()));
+            }
+            Err(e) => {
+                return Err(RuntimeError::engine(
+                    format!("create a container from {}", spec.image),
+                    describe(&e),
+                ));
+            }
+        };
+        let id = ContainerId(created.id);
+        if let Err(e) = self.docker.start_container(&id.0, None).await {
+            // Do not leave a created-but-never-started container behind.
+            if let Err(cleanup) = self.remove(&id).await {
+                tracing::warn!(container = short(&id.0), error = %cleanup, "remove unstarted container");
+            }
+            return Err(RuntimeError::engine(
+                format!("start a container from {}", spec.image),
+                describe(&e),
+            ));
+        }
+        if let Ok(mut seen) = self.oom_kills.lock() {
+            seen.insert(id.0.clone(), 0);
+        }
+        Ok(id)
+    }
+
+    async fn exec(
+        &self,
+        id: &ContainerId,
+        exec: &ExecSpec,
+        on_output: OutputSink<'_>,
+    ) -> Result<ExecOutcome, RuntimeError> {
+        let started = Instant::now();
+        let cmd = vec![
+            "timeout".to_string(),
+            "-s".to_string(),
+            "KILL".to_string(),
+            timeout_arg(exec.timeout),
+            "bash".to_string(),
+            "-c".to_string(),
+            format!("set -o pipefail\n{}", exec.script),
+        ];
+        let mut capture = HeadTail::new(exec.output_cap);
+        let (exit_code, backstop_fired) = self
+            .run(
+                id,
+                ExecCommand {
+                    argv: cmd,
+                    env: &exec.env,
+                    workdir: exec.workdir.as_deref(),
+                },
+                backstop(exec.timeout),
+                on_output,
+                &mut capture,
+            )
+            .await?;
+        let duration = started.elapsed();
+        if backstop_fired {
+            tracing::warn!(
+                container = short(&id.0),
+                still_running = exit_code.is_none(),
+                "exec output outlived its timeout; remove the container to end what is left"
+            );
+        }
+        // A command whose process outlived the backstop is reported as killed by its timeout;
+        // the container (which the caller removes) is what ends it.
+        let exit_code = exit_code.unwrap_or(EXIT_KILLED);
+        // The OOM killer may have hit a child (a test worker) rather than the command itself, so
+        // any failure is checked, at the cost of one more exec; successes are not, so an OOM kill
+        // during a command that still exits 0 is reported with the next failing command.
+        let oom_killed = exit_code != 0 && self.oom_killed_since_last_check(id).await;
+        let timed_out = backstop_fired || (exit_code == EXIT_KILLED && duration >= exec.timeout);
+        let (output, truncated) = capture.finish();
+        Ok(ExecOutcome {
+            exit_code,
+            output,
+            truncated,
+            timed_out,
+            oom_killed,
+            duration,
+        })
+    }
+
+    async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError> {
+        let options = UploadToContainerOptionsBuilder::new().path(dir).build();
+        self.docker
+            .upload_to_container(&id.0, Some(options), body_full(Bytes::from(tar)))
+            .await
+            .map_err(|e| {
+                RuntimeError::engine(format!("copy into {dir} of {}", short(&id.0)), describe(&e))
+            })
+    }
+
+    async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError> {
+        let options = DownloadFromContainerOptionsBuilder::new()
+            .path(path)
+            .build();
+        let mut stream = self.docker.download_from_container(&id.0, Some(options));
+        let mut tar = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                RuntimeError::engine(format!("copy {path} out of {}", short(&id.0)), describe(&e))
+            })?;
+            tar.extend_from_slice(&chunk);
+        }
+        Ok(tar)
+    }
+
+    async fn commit(
+        &self,
+        id: &ContainerId,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<String, RuntimeError> {
+        let (repo, version) = split_tag(tag);
+        // Without pausing: kiln commits between commands, when nothing is running, and pausing
+        // costs a freeze of the cgroup.
+        let options = CommitContainerOptionsBuilder::new()
+            .container(&id.0)
+            .repo(repo)
+            .tag(version)
+            .pause(false)
+            .build();
+        // The engine fills what this config leaves empty (cmd, env, workdir) from the
+        // container's, and adds the container's labels to these.
+        let config = ContainerConfig {
+            labels: Some(managed(labels)),
+            ..Default::default()
+        };
+        let committed = self
+            .docker
+            .commit_container(options, config)
+            .await
+            .map_err(|e| {
+                RuntimeError::engine(format!("commit {} to {tag}", short(&id.0)), describe(&e))
+            })?;
+        Ok(committed.id)
+    }
+
+    async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        let result = self.docker.remove_container(&id.0, Some(options)).await;
+        if let Ok(mut seen) = self.oom_kills.lock() {
+            seen.remove(&id.0);
+        }
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if status(&e) == Some(404) => Ok(()),
+            // Another caller is removing it already (e.g. remove_labelled racing remove).
+            Err(BollardError::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) if message.contains("already in progress") => Ok(()),
+            Err(e) => Err(RuntimeError::engine(
+                format!("remove container {}", short(&id.0)),
+                describe(&e),
+            )),
+        }
+    }
+
+    async fn remove_image(&self, tag: &str) -> Result<(), RuntimeError> {
+        let options = RemoveImageOptionsBuilder::new().build();
+        match self.docker.remove_image(tag, Some(options), None).await {
+            Ok(_) => Ok(()),
+            Err(e) if status(&e) == Some(404) => Ok(()),
+            Err(e) => Err(RuntimeError::engine(
+                format!("remove image {tag}"),
+                describe(&e),
+            )),
+        }
+    }
+
+    async fn remove_labelled(&self, label: &str, value: &str) -> Result<usize, RuntimeError> {
+        let ids = self.list_labelled(label, value).await?;
+        for id in &ids {
+            self.remove(id).await?;
+        }
+        Ok(ids.len())
+    }
+
+    async fn list_labelled(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<Vec<ContainerId>, RuntimeError> {
+        let filters = HashMap::from([("label", vec![format!("{label}={value}")])]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| {
+                RuntimeError::engine(
+                    format!("list containers labelled {label}={value}"),
+                    describe(&e),
+                )
+            })?;
+        Ok(containers
+            .into_iter()
+            .filter_map(|c| c.id.map(ContainerId))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{parse_oom_kill, split_tag, timeout_arg};
+
+    #[test]
+    fn tags_split_at_the_last_colon_after_the_last_slash() {
+        assert_eq!(split_tag("kiln/python:3.11-ab"), ("kiln/python", "3.11-ab"));
+        assert_eq!(
+            split_tag("localhost:5000/x"),
+            ("localhost:5000/x", "latest")
+        );
+        assert_eq!(split_tag("localhost:5000/x:1"), ("localhost:5000/x", "1"));
+        assert_eq!(split_tag("plain"), ("plain", "latest"));
+    }
+
+    #[test]
+    fn timeouts_keep_milliseconds_and_never_reach_zero() {
+        assert_eq!(timeout_arg(Duration::from_secs(30)), "30.000");
+        assert_eq!(timeout_arg(Duration::from_millis(1500)), "1.500");
+        assert_eq!(timeout_arg(Duration::ZERO), "0.001");
+    }
+
+    #[test]
+    fn oom_kill_counts_are_read_from_v1_and_v2_files() {
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        let v2 = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n";
+        assert_eq!(parse_oom_kill(v1), Some(3));
+        assert_eq!(parse_oom_kill(v2), Some(2));
+        assert_eq!(parse_oom_kill("oom_kill_disable 0\n"), None);
+    }
+}

@@ -1,0 +1,478 @@
+//! DockerRuntime against the real engine.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
+use kiln_core::{ContainerRuntime, ContainerSpec, ExecSpec, Limits, NetworkMode, RuntimeError};
+use kiln_docker::DockerRuntime;
+
+use crate::support::{BASE, files_of, run, runtime, sh, spec, start, tar_of, unique};
+
+/// The processes of the container, one command line per line (the base image has no `ps`).
+pub const PROCESSES: &str =
+    r#"for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null; echo; done"#;
+
+#[tokio::test]
+async fn exec_reports_exit_codes_and_output_in_arrival_order() {
+    let rt = runtime().await;
+    let mut container_spec = spec("exec");
+    container_spec.env = vec![("FROM_SPEC".to_string(), "spec value".to_string())];
+    container_spec.workdir = Some("/srv".to_string());
+    let c = start(&rt, &container_spec).await;
+
+    let script = "echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2; exit 3";
+    let started = Instant::now();
+    let (outcome, streamed) = run(&rt, &c.0, &ExecSpec::new(script, Duration::from_secs(10))).await;
+    eprintln!(
+        "exec round trip with 0.4 s of sleeps: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(outcome.exit_code, 3);
+    assert_eq!(outcome.output, "out1\nerr1\nout2\n");
+    assert_eq!(streamed, outcome.output.as_bytes());
+    assert!(!outcome.timed_out && !outcome.truncated && !outcome.oom_killed);
+
+    // stderr alone, stdout alone.
+    let (only_err, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new("echo e >&2", Duration::from_secs(10)),
+    )
+    .await;
+    assert_eq!((only_err.exit_code, only_err.output.as_str()), (0, "e\n"));
+
+    // pipefail is on: a failing stage fails the pipeline.
+    let (pipe, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new("false | cat", Duration::from_secs(10)),
+    )
+    .await;
+    assert_eq!(pipe.exit_code, 1);
+
+    // Environment and working directory: the spec's defaults, then the exec's own.
+    assert_eq!(
+        sh(&rt, &c.0, "echo \"$FROM_SPEC\"; pwd").await,
+        "spec value\n/srv\n"
+    );
+    let mut exec = ExecSpec::new(
+        "echo \"$FROM_EXEC\" \"$FROM_SPEC\"; pwd",
+        Duration::from_secs(10),
+    );
+    exec.env = vec![("FROM_EXEC".to_string(), "x y".to_string())];
+    exec.workdir = Some("/tmp".to_string());
+    let (outcome, _) = run(&rt, &c.0, &exec).await;
+    assert_eq!(outcome.output, "x y spec value\n/tmp\n");
+
+    // Invalid UTF-8 is decoded lossily rather than failing the command.
+    assert_eq!(sh(&rt, &c.0, r"printf 'a\377b'").await, "a\u{fffd}b");
+
+    // Round trip of a trivial command, for the report.
+    let mut times = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        sh(&rt, &c.0, "true").await;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    eprintln!(
+        "exec round trip of `true`: median {:?}, max {:?}",
+        times[5], times[9]
+    );
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn timeout_kills_the_command_and_its_children() {
+    let rt = runtime().await;
+    let c = start(&rt, &spec("timeout")).await;
+    let exec = ExecSpec::new("sleep 32 & echo started; sleep 31", Duration::from_secs(2));
+    let (outcome, _) = run(&rt, &c.0, &exec).await;
+    assert_eq!(outcome.exit_code, 137, "{outcome:?}");
+    assert!(outcome.timed_out, "{outcome:?}");
+    assert!(!outcome.oom_killed);
+    assert_eq!(outcome.output, "started\n");
+    assert!(
+        outcome.duration >= Duration::from_secs(2) && outcome.duration < Duration::from_secs(6),
+        "took {:?}",
+        outcome.duration
+    );
+    let processes = sh(&rt, &c.0, PROCESSES).await;
+    for gone in ["sleep 31 ", "sleep 32 "] {
+        assert!(
+            !processes.lines().any(|l| l == gone),
+            "{gone}still runs:\n{processes}"
+        );
+    }
+    // The container's own process is still there: the check above did see processes.
+    assert!(processes.lines().any(|l| l == "sleep 600 "), "{processes}");
+
+    // A SIGKILL before the timeout is not a timeout.
+    let (killed, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new("kill -9 $$", Duration::from_secs(10)),
+    )
+    .await;
+    assert_eq!(killed.exit_code, 137);
+    assert!(!killed.timed_out && !killed.oom_killed, "{killed:?}");
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn output_is_capped_to_head_and_tail_but_fully_streamed() {
+    let rt = runtime().await;
+    let c = start(&rt, &spec("cap")).await;
+    // stdout and stderr are separate pipes, read by separate engine threads: only writes some
+    // time apart keep their order across the two.
+    let mut exec = ExecSpec::new(
+        "seq 1 100000; sleep 0.3; echo done >&2",
+        Duration::from_secs(20),
+    );
+    exec.output_cap = 1000;
+    let (outcome, streamed) = run(&rt, &c.0, &exec).await;
+    assert_eq!(outcome.exit_code, 0);
+    assert!(outcome.truncated);
+    let full: usize = (1..=100_000)
+        .map(|n: u32| n.to_string().len() + 1)
+        .sum::<usize>()
+        + 5;
+    assert_eq!(streamed.len(), full);
+    assert!(
+        outcome.output.starts_with("1\n2\n3\n"),
+        "{}",
+        &outcome.output[..50]
+    );
+    assert!(outcome.output.ends_with("99999\n100000\ndone\n"));
+    let marker = format!("\n... [{} bytes omitted] ...\n", full - 1000);
+    assert!(outcome.output.contains(&marker), "no {marker:?}");
+    assert_eq!(outcome.output.len(), 1000 + marker.len() - 1);
+
+    // Exactly at the cap nothing is dropped.
+    let mut exact = ExecSpec::new("printf '%0100d' 0", Duration::from_secs(10));
+    exact.output_cap = 100;
+    let (outcome, _) = run(&rt, &c.0, &exact).await;
+    assert!(!outcome.truncated);
+    assert_eq!(outcome.output.len(), 100);
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn files_round_trip_through_copy_in_and_copy_out() {
+    let rt = runtime().await;
+    let c = start(&rt, &spec("copy")).await;
+    sh(&rt, &c.0, "mkdir -p /work").await;
+    let tar = tar_of(&[
+        ("src/app.py", b"print('hi')\n", 0o644),
+        ("run.sh", b"#!/bin/sh\necho ran\n", 0o755),
+    ]);
+    rt.copy_in(&c.0, "/work", tar).await.unwrap();
+    assert_eq!(
+        sh(&rt, &c.0, "cat /work/src/app.py; /work/run.sh").await,
+        "print('hi')\nran\n"
+    );
+
+    sh(&rt, &c.0, "echo report > /work/src/out.txt").await;
+    let files = files_of(&rt.copy_out(&c.0, "/work/src").await.unwrap());
+    let names: Vec<_> = files
+        .iter()
+        .map(|(p, c, _)| (p.as_str(), c.as_slice()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("src/app.py", &b"print('hi')\n"[..]),
+            ("src/out.txt", b"report\n")
+        ]
+    );
+    let run_sh = files_of(&rt.copy_out(&c.0, "/work/run.sh").await.unwrap());
+    assert_eq!(run_sh[0].0, "run.sh");
+    assert_eq!(run_sh[0].2 & 0o777, 0o755);
+
+    // Errors name what was being done.
+    let missing = rt.copy_out(&c.0, "/nope").await.unwrap_err();
+    assert!(missing.to_string().contains("/nope"), "{missing}");
+    let no_dir = rt
+        .copy_in(&c.0, "/nope", tar_of(&[("a", b"a", 0o644)]))
+        .await
+        .unwrap_err();
+    assert!(matches!(no_dir, RuntimeError::Engine { .. }), "{no_dir}");
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn committed_images_run_with_the_container_state() {
+    let rt = runtime().await;
+    let mut container_spec = spec("commit");
+    container_spec.env = vec![("KEEP".to_string(), "kept".to_string())];
+    container_spec.workdir = Some("/state".to_string());
+    let c = start(&rt, &container_spec).await;
+    sh(
+        &rt,
+        &c.0,
+        "mkdir -p /state && echo installed > /state/marker",
+    )
+    .await;
+    let tag = format!("kiln-it/commit:{}", unique("commit"));
+    let labels = BTreeMap::from([("kiln.step".to_string(), "install".to_string())]);
+    let started = Instant::now();
+    let image_id = rt.commit(&c.0, &tag, &labels).await.unwrap();
+    eprintln!("commit of a small container: {:?}", started.elapsed());
+    assert!(image_id.starts_with("sha256:"), "{image_id}");
+    rt.remove(&c.0).await.unwrap();
+
+    assert!(rt.image_exists(&tag).await.unwrap());
+    let inspected = rt.client().inspect_image(&tag).await.unwrap();
+    let image_labels = inspected.config.unwrap().labels.unwrap();
+    assert_eq!(
+        image_labels.get("kiln.step").map(String::as_str),
+        Some("install")
+    );
+    assert_eq!(
+        image_labels.get(LABEL_MANAGED).map(String::as_str),
+        Some("1")
+    );
+
+    let mut from_commit = spec("commit");
+    from_commit.image = tag.clone();
+    let c2 = start(&rt, &from_commit).await;
+    assert_eq!(
+        sh(&rt, &c2.0, "cat marker; echo $KEEP").await,
+        "installed\nkept\n"
+    );
+    rt.remove(&c2.0).await.unwrap();
+
+    rt.remove_image(&tag).await.unwrap();
+    assert!(!rt.image_exists(&tag).await.unwrap());
+    // Removing again is not an error.
+    rt.remove_image(&tag).await.unwrap();
+}
+
+#[tokio::test]
+async fn labelled_containers_are_listed_and_removed() {
+    let rt = runtime().await;
+    let run_label = unique("labels");
+    let mut a = spec("labels");
+    a.labels.insert("kiln.role".to_string(), "a".to_string());
+    // One container has stopped already: it must be listed and removed too.
+    let mut stopped = spec("labels");
+    stopped.max_lifetime = Duration::from_secs(1);
+    let other = spec("labels-other");
+    let (ca, cs, co) = (
+        start(&rt, &a).await,
+        start(&rt, &stopped).await,
+        start(&rt, &other).await,
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let inspected = rt.client().inspect_container(&ca.0.0, None).await.unwrap();
+    let labels = inspected.config.unwrap().labels.unwrap();
+    assert_eq!(labels.get(LABEL_MANAGED).map(String::as_str), Some("1"));
+    assert_eq!(labels.get("kiln.role").map(String::as_str), Some("a"));
+    let state = rt
+        .client()
+        .inspect_container(&cs.0.0, None)
+        .await
+        .unwrap()
+        .state
+        .unwrap();
+    assert_eq!(
+        state.running,
+        Some(false),
+        "max_lifetime did not stop the container"
+    );
+
+    let mut listed = rt.list_labelled(LABEL_RUN, &run_label).await.unwrap();
+    listed.sort_by(|x, y| x.0.cmp(&y.0));
+    let mut expected = vec![ca.0.clone(), cs.0.clone()];
+    expected.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(listed, expected);
+
+    assert_eq!(rt.remove_labelled(LABEL_RUN, &run_label).await.unwrap(), 2);
+    assert!(
+        rt.list_labelled(LABEL_RUN, &run_label)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(rt.remove_labelled(LABEL_RUN, &run_label).await.unwrap(), 0);
+    // The other run's container is untouched; removing a removed container is fine.
+    assert_eq!(
+        rt.list_labelled(LABEL_RUN, &unique("labels-other"))
+            .await
+            .unwrap(),
+        std::slice::from_ref(&co.0)
+    );
+    rt.remove(&ca.0).await.unwrap();
+    rt.remove(&co.0).await.unwrap();
+}
+
+/// Reads the first cgroup file that exists (cgroup v2 path, then v1).
+fn cgroup(v2: &str, v1: &str) -> String {
+    format!("cat /sys/fs/cgroup/{v2} 2>/dev/null || cat /sys/fs/cgroup/{v1}")
+}
+
+#[tokio::test]
+async fn limits_and_network_are_applied() {
+    let rt = runtime().await;
+    let mut limited = spec("limits");
+    limited.limits = Limits {
+        memory_bytes: 256 << 20,
+        cpus: 0.5,
+        pids: 64,
+    };
+    limited.network = NetworkMode::None;
+    let c = start(&rt, &limited).await;
+    let memory = sh(
+        &rt,
+        &c.0,
+        &cgroup("memory.max", "memory/memory.limit_in_bytes"),
+    )
+    .await;
+    assert_eq!(memory.trim(), (256u64 << 20).to_string());
+    let swap = sh(
+        &rt,
+        &c.0,
+        &cgroup("memory.swap.max", "memory/memory.memsw.limit_in_bytes"),
+    )
+    .await;
+    // v1 counts memory+swap together (equal to memory: no swap); v2 counts swap alone.
+    assert!(
+        ["268435456", "0"].contains(&swap.trim()),
+        "swap limit {swap}"
+    );
+    let pids = sh(&rt, &c.0, &cgroup("pids.max", "pids/pids.max")).await;
+    assert_eq!(pids.trim(), "64");
+    let cpu = sh(
+        &rt,
+        &c.0,
+        "cat /sys/fs/cgroup/cpu.max 2>/dev/null || \
+         echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)",
+    )
+    .await;
+    assert_eq!(cpu.trim(), "50000 100000");
+    assert_eq!(sh(&rt, &c.0, "ls /sys/class/net").await, "lo\n");
+    // The init process reaps and forwards signals; the main process is the lifetime sleep.
+    let processes = sh(&rt, &c.0, PROCESSES).await;
+    assert!(
+        processes
+            .lines()
+            .any(|l| l.starts_with("/sbin/docker-init")),
+        "{processes}"
+    );
+
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_oom_killer_is_reported_for_the_command_it_hit() {
+    let rt = runtime().await;
+    let mut small = spec("oom");
+    small.limits.memory_bytes = 64 << 20;
+    let c = start(&rt, &small).await;
+    // bash keeps the whole command substitution in memory.
+    let hog = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}";
+    let (outcome, _) = run(&rt, &c.0, &ExecSpec::new(hog, Duration::from_secs(60))).await;
+    assert_eq!(outcome.exit_code, 137, "{outcome:?}");
+    assert!(outcome.oom_killed, "{outcome:?}");
+    assert!(!outcome.timed_out, "{outcome:?}");
+    // A child killed by the OOM killer is reported too, though the command exits 1.
+    let child = "(x=$(head -c 300000000 /dev/zero | tr '\\0' a)) || exit 1";
+    let (outcome, _) = run(&rt, &c.0, &ExecSpec::new(child, Duration::from_secs(60))).await;
+    assert_eq!(outcome.exit_code, 1, "{outcome:?}");
+    assert!(outcome.oom_killed, "{outcome:?}");
+    // The next command is not blamed for the earlier kill.
+    let (after, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new("kill -9 $$", Duration::from_secs(10)),
+    )
+    .await;
+    assert_eq!(after.exit_code, 137);
+    assert!(!after.oom_killed, "{after:?}");
+    rt.remove(&c.0).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_image_is_reported_as_such() {
+    let rt = runtime().await;
+    let spec = ContainerSpec {
+        image: "kiln-it/no-such-image:never".to_string(),
+        ..spec("missing")
+    };
+    match rt.create(&spec).await {
+        Err(RuntimeError::ImageNotFound(image)) => assert_eq!(image, "kiln-it/no-such-image:never"),
+        other => panic!("expected ImageNotFound, got {other:?}"),
+    }
+    assert!(
+        !rt.image_exists("kiln-it/no-such-image:never")
+            .await
+            .unwrap()
+    );
+    assert!(rt.image_exists(BASE).await.unwrap());
+}
+
+#[tokio::test]
+async fn an_unreachable_engine_says_where_it_looked() {
+    let err = DockerRuntime::connect_to("unix:///nonexistent.sock")
+        .await
+        .unwrap_err();
+    let RuntimeError::Unreachable { endpoint, message } = &err else {
+        panic!("expected Unreachable, got {err:?}");
+    };
+    assert_eq!(endpoint, "unix:///nonexistent.sock");
+    assert!(
+        message.contains("no socket at /nonexistent.sock"),
+        "{message}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("reach the Docker engine at unix:///nonexistent.sock")
+    );
+
+    // Nothing listens on this port: a refused TCP connection is Unreachable too.
+    let err = DockerRuntime::connect_to("tcp://127.0.0.1:1")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::Unreachable { .. }), "{err:?}");
+    let err = DockerRuntime::connect_to("ssh://host").await.unwrap_err();
+    assert!(err.to_string().contains("unsupported scheme"), "{err}");
+}
+
+/// Runs [`child_connects_where_docker_host_says`] in a child process with `DOCKER_HOST` set
+/// (setting it in this process would race the other tests).
+#[test]
+fn docker_host_is_honoured() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "engine::child_connects_where_docker_host_says",
+            "--nocapture",
+        ])
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .env("KILN_IT_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+/// Only does something in the child process of [`docker_host_is_honoured`].
+#[tokio::test]
+async fn child_connects_where_docker_host_says() {
+    if std::env::var_os("KILN_IT_CHILD").is_none() {
+        return;
+    }
+    match DockerRuntime::connect().await {
+        Err(RuntimeError::Unreachable { endpoint, .. }) => {
+            assert_eq!(endpoint, "unix:///nonexistent.sock");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+}

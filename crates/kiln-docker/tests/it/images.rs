@@ -1,0 +1,119 @@
+//! Base images built on the real engine.
+
+use std::time::{Duration, Instant};
+
+use kiln_core::{ContainerRuntime, ImageBuild, NetworkMode, RuntimeError};
+use kiln_launch::images::{ensure_image, python_image, tagged};
+
+use crate::support::{run, runtime, sh, spec, start, unique};
+
+#[tokio::test]
+async fn small_images_build_once_and_failures_carry_the_log() {
+    let rt = runtime().await;
+    let build = tagged(
+        ImageBuild {
+            dockerfile: format!(
+                "FROM debian:bookworm\nCOPY hello.txt /hello.txt\nLABEL kiln.it={}\n",
+                unique("build")
+            ),
+            context: vec![(
+                "hello.txt".to_string(),
+                b"hello from the context\n".to_vec(),
+            )],
+            ..ImageBuild::default()
+        },
+        "kiln-it/small",
+        "1",
+    );
+    let mut log = Vec::new();
+    let started = Instant::now();
+    assert!(
+        ensure_image(&rt, &build, &mut |b: &[u8]| log.extend_from_slice(b))
+            .await
+            .unwrap()
+    );
+    eprintln!("small build: {:?}", started.elapsed());
+    assert!(String::from_utf8_lossy(&log).contains("Successfully tagged"));
+    assert!(!ensure_image(&rt, &build, &mut |_: &[u8]| {}).await.unwrap());
+
+    let mut from_build = spec("build");
+    from_build.image = build.tag.clone();
+    let c = start(&rt, &from_build).await;
+    assert_eq!(
+        sh(&rt, &c.0, "cat /hello.txt").await,
+        "hello from the context\n"
+    );
+    rt.remove(&c.0).await.unwrap();
+    rt.remove_image(&build.tag).await.unwrap();
+
+    let failing = tagged(
+        ImageBuild {
+            dockerfile: "FROM debian:bookworm\nRUN echo about to fail && exit 7\n".to_string(),
+            ..ImageBuild::default()
+        },
+        "kiln-it/failing",
+        "1",
+    );
+    match ensure_image(&rt, &failing, &mut |_: &[u8]| {}).await {
+        Err(RuntimeError::Build { image, message }) => {
+            assert_eq!(image, failing.tag);
+            assert!(message.contains("non-zero code: 7"), "{message}");
+            assert!(message.contains("about to fail"), "{message}");
+        }
+        other => panic!("expected a build error, got {other:?}"),
+    }
+    assert!(!rt.image_exists(&failing.tag).await.unwrap());
+}
+
+/// Builds the Python image with the host's CA bundle and installs a package from PyPI in it:
+/// behind a TLS-inspecting proxy this only works when the bundle is installed in the image.
+/// Slow the first time (a few minutes); later runs reuse the image.
+#[tokio::test]
+async fn python_image_installs_from_pypi_with_the_host_ca_bundle() {
+    let rt = runtime().await;
+    let bundle = std::fs::read("/etc/ssl/certs/ca-certificates.crt")
+        .expect("the host CA bundle (package ca-certificates)");
+    let build = python_image(Some(&bundle));
+    let started = Instant::now();
+    let mut log = Vec::new();
+    let built = ensure_image(&rt, &build, &mut |b: &[u8]| log.extend_from_slice(b))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "python image {} (built: {built}) in {:?}",
+        build.tag,
+        started.elapsed()
+    );
+
+    let mut container_spec = spec("python");
+    container_spec.image = build.tag.clone();
+    container_spec.network = NetworkMode::Bridge;
+    let c = start(&rt, &container_spec).await;
+    assert_eq!(sh(&rt, &c.0, "python3 --version").await, "Python 3.11.2\n");
+    assert!(sh(&rt, &c.0, "uv --version").await.starts_with("uv "));
+    assert_eq!(
+        sh(&rt, &c.0, "command -v python3 pip3").await,
+        "/usr/bin/python3\n/usr/bin/pip3\n"
+    );
+    assert_eq!(
+        sh(&rt, &c.0, "echo $PIP_CERT $UV_NATIVE_TLS").await,
+        "/etc/ssl/certs/ca-certificates.crt 1\n"
+    );
+
+    let script = "uv venv -q /tmp/venv \
+        && uv pip install -q --python /tmp/venv/bin/python --exclude-newer 2025-01-01 six \
+        && /tmp/venv/bin/python -c 'import six; print(six.__version__)' \
+        && cd /tmp && pip download -q --no-deps six && ls six-*.whl";
+    let started = Instant::now();
+    let (outcome, _) = run(
+        &rt,
+        &c.0,
+        &kiln_core::ExecSpec::new(script, Duration::from_secs(300)),
+    )
+    .await;
+    eprintln!("uv install + pip download of six: {:?}", started.elapsed());
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.output);
+    // six 1.17.0 was released on 2024-12-04, before the --exclude-newer date.
+    assert!(outcome.output.starts_with("1.17.0\n"), "{}", outcome.output);
+    rt.remove(&c.0).await.unwrap();
+}
