@@ -1,1 +1,46 @@
-//! kiln-store.
+//! Storage of kiln: crash-safe stage tables in Parquet, run directories and dataset releases.
+//!
+//! Layout on disk:
+//!
+//! ```text
+//! datasets/<dataset>/runs/<run-id>/
+//!     run.json                      RunStore: config snapshot and hash, start time, status
+//!     run.lock                      RunLock: pid of the process writing the run
+//!     <stage>/manifest.json         StageTable: schema version, hashes, status, parts, counts
+//!     <stage>/part-NNNNN.parquet    StageTable: rows, one part per append
+//!     logs/<instance_id>/<stage>/   raw logs (RunStore::log_dir)
+//! datasets/<dataset>/releases/<YYYY-MM>/
+//!     data/<split>-NNNNN-of-NNNNN.parquet   write_release
+//!     README.md                             write_dataset_card
+//! ```
+//!
+//! Rows are any [`kiln_schema::Row`]; their column list decides the Arrow schema
+//! ([`arrow_schema`]). Strings are stored as plain `Utf8` so pyarrow and Hugging Face `datasets`
+//! read and filter the files; nested values (`Json` columns) are stored as JSON text. Every
+//! Parquet file carries [`kiln_schema::SCHEMA_VERSION`] and the table name in its key-value
+//! metadata, and reading a file of another version fails with [`StoreError::SchemaVersion`].
+//!
+//! Crash safety: every file is written under a temporary name, fsynced and renamed
+//! ([`write_atomic`]). A stage's `manifest.json` is its commit point: parts exist once listed, and
+//! unlisted parts are crash leftovers, deleted by [`StageTable::open`]. A process may be killed
+//! at any instant without losing a row whose [`StageTable::append`] returned, and without storing
+//! a row twice. One process writes a run at a time, enforced by [`RunLock`].
+
+mod atomic;
+mod convert;
+mod error;
+mod lock;
+mod release;
+mod run;
+mod stage;
+
+pub use atomic::{sync_dir, write_atomic};
+pub use convert::{
+    META_SCHEMA_VERSION, META_TABLE, arrow_schema, batch_to_rows, read_parquet, rows_to_batch,
+    table_schema, write_parquet,
+};
+pub use error::{ConvertError, StoreError};
+pub use lock::{LOCK_FILE, RunLock, process_alive};
+pub use release::{shard_name, write_dataset_card, write_release};
+pub use run::{RUN_FILE, RunInfo, RunStore, latest, runs_dir};
+pub use stage::{MANIFEST, Manifest, StageTable, Status, read_rows};

@@ -1,1 +1,325 @@
-//! kiln-testlog.
+//! Deterministic parsers from test-runner logs to per-test statuses.
+//!
+//! kiln runs test suites in containers and must know, per test, whether it passed. This crate turns
+//! the text a runner printed into a [`ParsedLog`]: normalised test ids mapped to
+//! [`TestStatus`], the totals the runner printed (if any), and the problems found when those totals
+//! disagree with what was parsed (a truncated or garbled log).
+//!
+//! **Invariant:** this crate does no IO (no files, network or processes). Every parser is a pure
+//! function of its input text, never panics, and gives the same output for the same input.
+//!
+//! Parser names are stable strings stored in datasets; [`parser_names`] lists them, [`parse`] runs
+//! one, [`detect`] guesses one from a log's content, [`parse_many`] parses a batch in parallel.
+//!
+//! # Test ids
+//!
+//! Every id goes through [`normalize_test_id`]: ANSI codes, surrounding whitespace and a trailing
+//! timing suffix are removed, and run-specific temporary directories become `<tmp>`.
+//! When a log reports the same id more than once, the worst status wins
+//! (error > fail > pass > skip), so a pass followed by a teardown error is an error.
+//!
+//! # Catalogue
+//!
+//! ## `pytest`
+//! Reads `pytest -rA` output: the "short test summary info" lines (`PASSED id`, `FAILED id - msg`,
+//! `ERROR id - msg`, `SKIPPED [n] path:line: reason`, `XFAIL id`, `XPASS id`), the `-v` per-test
+//! lines (`id PASSED [ 50%]`, and the xdist form `[gw0] [ 50%] PASSED id`), and the final totals line
+//! (`=== 1 failed, 2 passed, 1 skipped in 0.12s ===`, or bare under `-q`).
+//! Status mapping: PASSED and XFAIL → pass; FAILED and XPASS → fail; SKIPPED → skip; ERROR → error
+//! (a collection error `ERROR tests/t.py - ImportError` gives the file itself status error).
+//! Totals: xfailed count as passed, xpassed as failed; deselected, warnings and reruns are ignored.
+//! Limits: `-rA` names skipped tests by `path:line` (one id for all tests skipped at that line);
+//! when `-v` lines name the skipped tests of that file, those node ids are used instead. The
+//! ` - message` suffix is cut at the first ` - ` after the closing `]` of the params when the id is
+//! parametrized, so a param containing `] - ` is cut short. Lines printed by tests themselves that
+//! look like result lines are taken at face value.
+//!
+//! ## `unittest`
+//! Python `unittest` / Django runner at verbosity 2: `test_x (mod.Class) ... ok` (before 3.11) and
+//! `test_x (mod.Class.test_x) ... ok` (3.11+), including a docstring line standing in for the
+//! outcome line and several headers on one line (3.10 subtests). Ids: `mod.Class.test_x`.
+//! Mapping: ok and `expected failure` → pass; FAIL and `unexpected success` → fail; ERROR → error;
+//! `skipped '...'` → skip; a failing subtest fails its test. The `FAIL:`/`ERROR:` detail sections
+//! also set statuses. Totals from `Ran N tests` and `FAILED (failures=.., errors=.., skipped=..)`.
+//! Limits: an import error is recorded under unittest's own `unittest.loader._FailedTest.<module>`;
+//! a test with several failing subtests makes the totals disagree (unittest counts each).
+//!
+//! ## `go-test-json` and `go-test`
+//! `go test -json` events (test2json), and the `-v` or plain text (`--- PASS: TestX (0.00s)` and
+//! the `ok`/`FAIL` package lines). Ids: `<package>::<TestName>/<subtest>` in both. Mapping: pass,
+//! fail, skip; a package that fails without a failing test (build failure, TestMain, panic before
+//! tests) is recorded as the package id with status error. In JSON, results of tests that never
+//! had a `run` event are ignored (test2json mistakes a test's own `--- FAIL:` output for a result),
+//! and tests that started but never finished (timeout, crash) are errors with a problem noted.
+//! In text, results need the ` (0.00s)` timing, which rejects printed look-alikes. Go prints no
+//! totals, so there is no cross-check. Limits: text results after the last package line (a
+//! truncated log) are kept without a package and reported.
+//!
+//! ## `cargo`
+//! libtest text from `cargo test`, several binaries and doctests in one log. Ids are qualified by
+//! target from the `Running` lines: `foo::lib::tests::t`, `foo::bin::..`, `<test>::test::..`,
+//! `<bench>::bench::..`, `<ex>::example::..`, doctests `foo::doc::src/lib.rs - add` with the
+//! `(line N)` replaced by a rank (`add`, `add#2`) so edits above an example do not rename it.
+//! Mapping: ok and bench → pass, FAILED → fail, ignored → skip. Totals: every `test result:` line
+//! summed. Limits: old cargo (`Running target/debug/deps/foo-hash`) qualifies by artifact only;
+//! a compile error yields no tests (no totals to contradict).
+//!
+//! ## `junit-xml`
+//! Generic JUnit XML: surefire, gradle, ctest `--output-junit`, pytest `--junitxml`, jest-junit,
+//! nextest, googletest and Catch2/doctest junit reporters. Several documents may be concatenated
+//! with text between them; each `<?xml` starts a new one and a broken one is reported without
+//! hiding the others. Ids: `classname::name`, or `name` when the classname is empty or equals the
+//! name. Mapping: `<failure>` → fail, `<error>` → error, `<skipped>` (or googletest/ctest
+//! `status="notrun"`/`result="skipped|suppressed"`) → skip, otherwise pass; pytest's
+//! `<skipped type="pytest.xfail">` → pass; surefire `flakyFailure`/`rerunFailure` do not change
+//! the outcome. A case cut off by the end of a document → error. Totals: the `tests`,
+//! `failures`, `errors`, `skipped` attributes of innermost `<testsuite>`s. Limits: pytest writes
+//! XPASS as a pass; jest-junit writes `test.todo` as a pass; Catch2 counts `[!mayfail]` failures
+//! as passed and doctest counts a test with subcases once, so their totals disagree.
+//!
+//! ## `jest-json`, `vitest-json` and `mocha-json`
+//! `jest --json` and `vitest --reporter=json` (same layout), found anywhere in the log.
+//! Ids: `<file>::<describe> › <describe> › <title>`. Mapping: passed → pass, failed → fail,
+//! pending/skipped/todo/disabled → skip; a file that failed before any test ran → the file id with
+//! status error. Totals: `numPassedTests`, `numFailedTests`, pending + todo,
+//! `numRuntimeErrorTestSuites`.
+//! `mocha --reporter json`: ids `<file>::<full title>` (mocha only gives the space-joined title);
+//! passes → pass, failures → fail (a failing `"before all" hook` → error), pending → skip; totals
+//! from `stats`. Limits: absolute file paths are kept as printed.
+//!
+//! # Not yet parsed
+//! `mocha-spec`, `node-test`, `tap`, `ctest`, `gtest` (text and JSON), `catch2` and `doctest`
+//! (XML reporters) have real captured logs under `tests/data/` but no parser yet; their JUnit XML
+//! output is read by `junit-xml`.
+
+mod cargo;
+mod catch2;
+mod ctest;
+mod doctest;
+mod go;
+mod gtest;
+mod js;
+mod junit;
+mod lines;
+mod node;
+mod normalize;
+mod pytest;
+mod tap;
+mod unittest;
+mod util;
+mod xml;
+
+use std::io::BufRead;
+
+use kiln_schema::{TestStatus, TestStatuses};
+use rayon::prelude::*;
+
+use crate::lines::LineParser;
+
+pub use normalize::normalize_test_id;
+
+/// Result of parsing one log.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ParsedLog {
+    /// Normalised test id -> status.
+    pub statuses: TestStatuses,
+    /// Totals the framework printed, if any.
+    pub summary: Option<Summary>,
+    /// Disagreements found while parsing, e.g. "summary says 3 passed but 2 parsed": the log is
+    /// truncated or garbled.
+    pub problems: Vec<String>,
+}
+
+impl ParsedLog {
+    /// True when nothing contradicts the parsed statuses (no problems were found).
+    #[must_use]
+    pub fn is_consistent(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Number of distinct tests with status `status`.
+    #[must_use]
+    pub fn count(&self, status: TestStatus) -> usize {
+        self.statuses.values().filter(|s| **s == status).count()
+    }
+}
+
+/// Totals a framework printed at the end of a run.
+///
+/// Counts are of reports, as the framework counts them: a test that passes and then errors in
+/// teardown counts once as passed and once as an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Tests that passed (including expected failures).
+    pub passed: u64,
+    /// Tests that failed (including unexpected passes).
+    pub failed: u64,
+    /// Tests that were skipped or ignored.
+    pub skipped: u64,
+    /// Tests, fixtures or files that errored.
+    pub errors: u64,
+}
+
+/// The parser name given to [`parse`] is not one of [`parser_names`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown test-log parser `{name}` (known: {known})", known = PARSER_NAMES.join(", "))]
+pub struct UnknownParser {
+    /// The name that was asked for.
+    pub name: String,
+}
+
+/// Stable parser names, in the order [`detect`] tries them.
+const PARSER_NAMES: &[&str] = &[
+    "pytest",
+    "cargo",
+    "go-test-json",
+    "go-test",
+    "junit-xml",
+    "jest-json",
+    "vitest-json",
+    "mocha-json",
+    "unittest",
+    "node-test",
+    "mocha-spec",
+    "tap",
+    "ctest",
+    "gtest",
+    "catch2",
+    "doctest",
+];
+
+/// Names of every parser, as stored in datasets.
+#[must_use]
+pub fn parser_names() -> &'static [&'static str] {
+    PARSER_NAMES
+}
+
+/// How a parser reads its input.
+enum Engine {
+    /// Line by line, keeping only per-test state: streams from a reader.
+    Lines(fn() -> Box<dyn LineParser>),
+    /// The whole text at once (JSON and XML documents).
+    Text(fn(&str) -> ParsedLog),
+}
+
+fn engine(parser: &str) -> Result<Engine, UnknownParser> {
+    Ok(match parser {
+        "pytest" => Engine::Lines(|| Box::new(pytest::Pytest::default())),
+        "cargo" => Engine::Lines(|| Box::new(cargo::Cargo::default())),
+        "go-test-json" => Engine::Lines(|| Box::new(go::GoJson::default())),
+        "go-test" => Engine::Lines(|| Box::new(go::GoText::default())),
+        "junit-xml" => Engine::Text(junit::parse),
+        "jest-json" | "vitest-json" => Engine::Text(js::parse_jest),
+        "mocha-json" => Engine::Text(js::parse_mocha),
+        "unittest" => Engine::Lines(|| Box::new(unittest::Unittest::default())),
+        "mocha-spec" => Engine::Lines(|| Box::new(node::MochaSpec::default())),
+        "node-test" => Engine::Lines(|| Box::new(node::NodeTest::default())),
+        "tap" => Engine::Lines(|| Box::new(tap::Tap::new(false))),
+        "ctest" => Engine::Lines(|| Box::new(ctest::Ctest::default())),
+        "gtest" => Engine::Lines(|| Box::new(gtest::Gtest::default())),
+        "catch2" => Engine::Lines(|| Box::new(catch2::Catch2::default())),
+        "doctest" => Engine::Lines(|| Box::new(doctest::Doctest::default())),
+        _ => {
+            return Err(UnknownParser {
+                name: parser.to_owned(),
+            });
+        }
+    })
+}
+
+/// Parses `log` with the parser called `parser`.
+///
+/// # Errors
+/// [`UnknownParser`] when `parser` is not one of [`parser_names`].
+pub fn parse(parser: &str, log: &str) -> Result<ParsedLog, UnknownParser> {
+    Ok(match engine(parser)? {
+        Engine::Lines(new) => {
+            let mut machine = new();
+            lines::feed_str(machine.as_mut(), log);
+            machine.finish()
+        }
+        Engine::Text(parse_text) => parse_text(log),
+    })
+}
+
+/// Parses the log read from `reader` with the parser called `parser`, giving the same result as
+/// [`parse`] on the same bytes (invalid UTF-8 is replaced with U+FFFD).
+///
+/// Line-oriented parsers (see [`parser_streams`]) read one line at a time and keep only per-test
+/// state, so memory grows with the number of distinct tests, not with the size of the log. Parsers
+/// of JSON and XML documents read the whole text first.
+///
+/// # Errors
+/// [`ParseError::UnknownParser`] when `parser` is not one of [`parser_names`], and
+/// [`ParseError::Read`] when reading fails.
+pub fn parse_reader(parser: &str, reader: impl BufRead) -> Result<ParsedLog, ParseError> {
+    match engine(parser)? {
+        Engine::Lines(new) => {
+            let mut machine = new();
+            lines::feed_reader(machine.as_mut(), reader).map_err(ParseError::Read)?;
+            Ok(machine.finish())
+        }
+        Engine::Text(parse_text) => {
+            let mut bytes = Vec::new();
+            let mut reader = reader;
+            reader.read_to_end(&mut bytes).map_err(ParseError::Read)?;
+            Ok(parse_text(&String::from_utf8_lossy(&bytes)))
+        }
+    }
+}
+
+/// Whether the parser called `parser` streams (reads line by line with memory bounded by the
+/// number of tests) in [`parse_reader`]; `false` for parsers that read whole JSON or XML
+/// documents.
+///
+/// # Errors
+/// [`UnknownParser`] when `parser` is not one of [`parser_names`].
+pub fn parser_streams(parser: &str) -> Result<bool, UnknownParser> {
+    Ok(matches!(engine(parser)?, Engine::Lines(_)))
+}
+
+/// Why [`parse_reader`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The parser name is not one of [`parser_names`].
+    #[error(transparent)]
+    UnknownParser(#[from] UnknownParser),
+    /// Reading the log failed.
+    #[error("read the test log")]
+    Read(#[source] std::io::Error),
+}
+
+/// Parses many `(parser, log)` pairs in parallel; results are in input order.
+#[must_use]
+pub fn parse_many(jobs: &[(&str, &str)]) -> Vec<Result<ParsedLog, UnknownParser>> {
+    jobs.par_iter()
+        .map(|(parser, log)| parse(parser, log))
+        .collect()
+}
+
+/// Guesses which parser reads `log`, from its content.
+///
+/// `hint` may be a parser name or the test command that produced the log; it breaks ties between
+/// parsers that both recognise the log, and is used when the content is not recognised at all.
+#[must_use]
+pub fn detect(log: &str, hint: Option<&str>) -> Option<&'static str> {
+    let hinted = hint.and_then(hint_to_parser);
+    let candidates = detect::candidates(log);
+    if let Some(hinted) = hinted
+        && candidates.contains(&hinted)
+    {
+        return Some(hinted);
+    }
+    candidates.first().copied().or(hinted)
+}
+
+/// Maps a parser name or a test command to a parser name.
+fn hint_to_parser(hint: &str) -> Option<&'static str> {
+    let hint = hint.trim();
+    if let Some(name) = PARSER_NAMES.iter().find(|name| **name == hint) {
+        return Some(name);
+    }
+    detect::command_to_parser(hint)
+}
+
+mod detect;

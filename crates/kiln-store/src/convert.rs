@@ -1,0 +1,444 @@
+//! Rows to Arrow record batches and back, and Parquet files of them.
+//!
+//! Conversion goes through `serde_json::Value`: a row is serialised, and each column is taken
+//! from the resulting object by name. This keeps the conversion generic over every
+//! [`Row`] type without code generation; the column list of the row type decides the layout.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, ListBuilder,
+    RecordBatch, StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use kiln_schema::{Column, ColumnType, Row, SCHEMA_VERSION};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use serde_json::{Map, Value};
+
+use crate::atomic::AtomicFile;
+use crate::{ConvertError, StoreError};
+
+/// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
+pub const META_SCHEMA_VERSION: &str = "kiln.schema_version";
+/// Parquet key-value metadata key holding the table name ([`Row::TABLE`]).
+pub const META_TABLE: &str = "kiln.table";
+
+/// Name of the item field of `list<string>` columns (Arrow's and pyarrow's default).
+const LIST_ITEM: &str = "item";
+
+fn list_item_field() -> Arc<Field> {
+    Arc::new(Field::new(LIST_ITEM, DataType::Utf8, true))
+}
+
+/// The Arrow data type and nullability a column type is stored as.
+fn arrow_type(ty: ColumnType) -> (DataType, bool) {
+    match ty {
+        ColumnType::Str | ColumnType::Json => (DataType::Utf8, false),
+        ColumnType::OptStr => (DataType::Utf8, true),
+        ColumnType::Int => (DataType::Int64, false),
+        ColumnType::OptInt => (DataType::Int64, true),
+        ColumnType::Float => (DataType::Float64, false),
+        ColumnType::OptFloat => (DataType::Float64, true),
+        ColumnType::Bool => (DataType::Boolean, false),
+        ColumnType::StrList => (DataType::List(list_item_field()), false),
+    }
+}
+
+/// The Arrow schema of a table with these columns.
+///
+/// Strings are plain `Utf8` (not `LargeUtf8` or `Utf8View`) so that pyarrow and Hugging Face
+/// `datasets` can read and filter the files; `Json` columns hold the JSON text in a `Utf8`
+/// column; `StrList` is `List<Utf8>` with a nullable `item` field, as pyarrow writes it.
+#[must_use]
+pub fn arrow_schema(columns: &[Column]) -> Schema {
+    Schema::new(
+        columns
+            .iter()
+            .map(|c| {
+                let (ty, nullable) = arrow_type(c.ty);
+                Field::new(c.name, ty, nullable)
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The Arrow schema of `R`'s table, with the schema version and table name as schema metadata.
+#[must_use]
+pub fn table_schema<R: Row>() -> Schema {
+    let metadata = HashMap::from([
+        (META_SCHEMA_VERSION.to_string(), SCHEMA_VERSION.to_string()),
+        (META_TABLE.to_string(), R::TABLE.to_string()),
+    ]);
+    arrow_schema(&R::columns()).with_metadata(metadata)
+}
+
+/// One column being built.
+enum Builder {
+    Str(StringBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Bool(BooleanBuilder),
+    List(ListBuilder<StringBuilder>),
+}
+
+impl Builder {
+    fn new(ty: ColumnType, capacity: usize) -> Self {
+        match ty {
+            ColumnType::Str | ColumnType::OptStr | ColumnType::Json => {
+                Self::Str(StringBuilder::with_capacity(capacity, capacity * 16))
+            }
+            ColumnType::Int | ColumnType::OptInt => {
+                Self::Int(Int64Builder::with_capacity(capacity))
+            }
+            ColumnType::Float | ColumnType::OptFloat => {
+                Self::Float(Float64Builder::with_capacity(capacity))
+            }
+            ColumnType::Bool => Self::Bool(BooleanBuilder::with_capacity(capacity)),
+            ColumnType::StrList => Self::List(
+                ListBuilder::with_capacity(StringBuilder::new(), capacity)
+                    .with_field(list_item_field()),
+            ),
+        }
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            Self::Str(mut b) => Arc::new(b.finish()),
+            Self::Int(mut b) => Arc::new(b.finish()),
+            Self::Float(mut b) => Arc::new(b.finish()),
+            Self::Bool(mut b) => Arc::new(b.finish()),
+            Self::List(mut b) => Arc::new(b.finish()),
+        }
+    }
+
+    /// Appends one value; returns a description of the problem if it does not fit.
+    fn push(&mut self, ty: ColumnType, value: Option<&Value>) -> Result<(), String> {
+        let value = value.unwrap_or(&Value::Null);
+        let nullable = arrow_type(ty).1;
+        if value.is_null() && ty != ColumnType::Json {
+            if !nullable {
+                return Err(match ty {
+                    ColumnType::Float => {
+                        "null in a non-null float column (NaN and infinities cannot be stored)"
+                            .to_string()
+                    }
+                    _ => "missing or null value in a non-null column".to_string(),
+                });
+            }
+            match self {
+                Self::Str(b) => b.append_null(),
+                Self::Int(b) => b.append_null(),
+                Self::Float(b) => b.append_null(),
+                Self::Bool(b) => b.append_null(),
+                Self::List(b) => b.append_null(),
+            }
+            return Ok(());
+        }
+        match (self, ty) {
+            (Self::Str(b), ColumnType::Json) => {
+                let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
+                b.append_value(text);
+            }
+            (Self::Str(b), _) => match value {
+                Value::String(s) => b.append_value(s),
+                other => return Err(format!("expected a string, got {other}")),
+            },
+            (Self::Int(b), _) => match value.as_i64() {
+                Some(v) => b.append_value(v),
+                None => return Err(format!("expected a 64-bit integer, got {value}")),
+            },
+            (Self::Float(b), _) => match value.as_f64() {
+                Some(v) => b.append_value(v),
+                None => return Err(format!("expected a number, got {value}")),
+            },
+            (Self::Bool(b), _) => match value {
+                Value::Bool(v) => b.append_value(*v),
+                other => return Err(format!("expected a boolean, got {other}")),
+            },
+            (Self::List(b), _) => {
+                let Value::Array(items) = value else {
+                    return Err(format!("expected a list of strings, got {value}"));
+                };
+                for item in items {
+                    match item {
+                        Value::String(s) => b.values().append_value(s),
+                        other => {
+                            return Err(format!("expected a list of strings, got item {other}"));
+                        }
+                    }
+                }
+                b.append(true);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Converts rows into one record batch with schema [`table_schema::<R>()`](table_schema).
+pub fn rows_to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, ConvertError> {
+    let columns = R::columns();
+    let mut builders: Vec<Builder> = columns
+        .iter()
+        .map(|c| Builder::new(c.ty, rows.len()))
+        .collect();
+    for row in rows {
+        let value = serde_json::to_value(row).map_err(|e| ConvertError::NotAnObject {
+            table: R::TABLE,
+            message: e.to_string(),
+        })?;
+        let Value::Object(object) = value else {
+            return Err(ConvertError::NotAnObject {
+                table: R::TABLE,
+                message: format!("got {value}"),
+            });
+        };
+        for (column, builder) in columns.iter().zip(builders.iter_mut()) {
+            builder
+                .push(column.ty, object.get(column.name))
+                .map_err(|message| ConvertError::BadValue {
+                    table: R::TABLE,
+                    key: row.key().to_string(),
+                    column: column.name,
+                    message,
+                })?;
+        }
+    }
+    let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+    RecordBatch::try_new(Arc::new(table_schema::<R>()), arrays).map_err(|source| {
+        ConvertError::Arrow {
+            table: R::TABLE,
+            source,
+        }
+    })
+}
+
+/// Reads the values of one Arrow column as JSON values, one per row.
+fn column_values(
+    table: &'static str,
+    column: &Column,
+    array: &dyn Array,
+) -> Result<Vec<Value>, ConvertError> {
+    let bad = |message: String| ConvertError::BadColumn {
+        table,
+        column: column.name.to_string(),
+        message,
+    };
+    let (expected, _) = arrow_type(column.ty);
+    let matches = match (&expected, array.data_type()) {
+        (DataType::List(_), DataType::List(item)) => item.data_type() == &DataType::Utf8,
+        (a, b) => a == b,
+    };
+    if !matches {
+        return Err(bad(format!(
+            "stored as {}, expected {expected}",
+            array.data_type()
+        )));
+    }
+    let n = array.len();
+    let mut out = Vec::with_capacity(n);
+    match column.ty {
+        ColumnType::Str | ColumnType::OptStr | ColumnType::Json => {
+            let strings = array.as_string::<i32>();
+            for i in 0..n {
+                if strings.is_null(i) {
+                    out.push(Value::Null);
+                } else if column.ty == ColumnType::Json {
+                    let text = strings.value(i);
+                    let v = serde_json::from_str(text)
+                        .map_err(|e| bad(format!("row {i}: invalid JSON text: {e}")))?;
+                    out.push(v);
+                } else {
+                    out.push(Value::String(strings.value(i).to_string()));
+                }
+            }
+        }
+        ColumnType::Int | ColumnType::OptInt => {
+            let ints = array.as_primitive::<Int64Type>();
+            for i in 0..n {
+                out.push(if ints.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::from(ints.value(i))
+                });
+            }
+        }
+        ColumnType::Float | ColumnType::OptFloat => {
+            let floats = array.as_primitive::<Float64Type>();
+            for i in 0..n {
+                out.push(if floats.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::from(floats.value(i))
+                });
+            }
+        }
+        ColumnType::Bool => {
+            let bools = array.as_boolean();
+            for i in 0..n {
+                out.push(if bools.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::Bool(bools.value(i))
+                });
+            }
+        }
+        ColumnType::StrList => {
+            let lists = array.as_list::<i32>();
+            for i in 0..n {
+                if lists.is_null(i) {
+                    out.push(Value::Null);
+                    continue;
+                }
+                let items = lists.value(i);
+                let items = items.as_string::<i32>();
+                let mut list = Vec::with_capacity(items.len());
+                for j in 0..items.len() {
+                    if items.is_null(j) {
+                        return Err(bad(format!("row {i}: null item in a list of strings")));
+                    }
+                    list.push(Value::String(items.value(j).to_string()));
+                }
+                out.push(Value::Array(list));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Converts a record batch back into rows. Columns are found by name; extra columns are ignored.
+pub fn batch_to_rows<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, ConvertError> {
+    let columns = R::columns();
+    let mut values = Vec::with_capacity(columns.len());
+    for column in &columns {
+        let array = batch
+            .column_by_name(column.name)
+            .ok_or_else(|| ConvertError::BadColumn {
+                table: R::TABLE,
+                column: column.name.to_string(),
+                message: "column missing".to_string(),
+            })?;
+        values.push(column_values(R::TABLE, column, array.as_ref())?.into_iter());
+    }
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for index in 0..batch.num_rows() {
+        let mut object = Map::with_capacity(columns.len());
+        for (column, iter) in columns.iter().zip(values.iter_mut()) {
+            object.insert(column.name.to_string(), iter.next().unwrap_or(Value::Null));
+        }
+        let row =
+            serde_json::from_value(Value::Object(object)).map_err(|e| ConvertError::BadRow {
+                table: R::TABLE,
+                index,
+                message: e.to_string(),
+            })?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Writer properties of every file kiln writes: zstd, with the schema version and table name in
+/// the key-value metadata.
+fn writer_properties(table: &str) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new(META_SCHEMA_VERSION.to_string(), SCHEMA_VERSION.to_string()),
+            KeyValue::new(META_TABLE.to_string(), table.to_string()),
+        ]))
+        .build()
+}
+
+/// Writes record batches of `table` to `path` atomically (temporary file, fsync, rename, fsync
+/// of the directory).
+pub(crate) fn write_batches(
+    path: &Path,
+    table: &str,
+    schema: SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<(), StoreError> {
+    let (atomic, file) = AtomicFile::create(path)?;
+    let parquet_err = |source| StoreError::Parquet {
+        path: atomic.temp_path().to_path_buf(),
+        source,
+    };
+    let mut writer =
+        ArrowWriter::try_new(file, schema, Some(writer_properties(table))).map_err(parquet_err)?;
+    for batch in batches {
+        writer.write(batch).map_err(parquet_err)?;
+    }
+    // Writes the footer and hands the file back for the fsync.
+    let file = writer.into_inner().map_err(parquet_err)?;
+    atomic.commit(file)
+}
+
+/// Writes rows to a Parquet file atomically. The file carries the schema version and table name
+/// in its key-value metadata.
+pub fn write_parquet<R: Row>(path: &Path, rows: &[R]) -> Result<(), StoreError> {
+    let batch = rows_to_batch(rows).map_err(|source| StoreError::Convert {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_batches(path, R::TABLE, batch.schema(), &[batch])
+}
+
+/// Reads every record batch of a Parquet file of `table`, checking its schema version and table
+/// name, and concatenates them into one batch.
+pub(crate) fn read_batch(path: &Path, table: &str) -> Result<RecordBatch, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io("open", path, e))?;
+    let parquet_err = |source| StoreError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    let metadata = builder.metadata().file_metadata().key_value_metadata();
+    let get = |key: &str| {
+        metadata
+            .and_then(|kv| kv.iter().find(|e| e.key == key))
+            .and_then(|e| e.value.clone())
+    };
+    let version = get(META_SCHEMA_VERSION);
+    if version.as_deref() != Some(SCHEMA_VERSION.to_string().as_str()) {
+        return Err(StoreError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: version.unwrap_or_else(|| "none".to_string()),
+            expected: SCHEMA_VERSION,
+        });
+    }
+    let found_table = get(META_TABLE).unwrap_or_default();
+    if found_table != table {
+        return Err(StoreError::TableMismatch {
+            path: path.to_path_buf(),
+            found: found_table,
+            expected: table.to_string(),
+        });
+    }
+    let schema = builder.schema().clone();
+    let reader = builder.build().map_err(parquet_err)?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| StoreError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    arrow::compute::concat_batches(&schema, &batches).map_err(|source| StoreError::Arrow {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads the rows of a Parquet file written by [`write_parquet`] (or any file of the same table
+/// and schema version). A file of another schema version or table is an error naming both.
+pub fn read_parquet<R: Row>(path: &Path) -> Result<Vec<R>, StoreError> {
+    let batch = read_batch(path, R::TABLE)?;
+    batch_to_rows(&batch).map_err(|source| StoreError::Convert {
+        path: path.to_path_buf(),
+        source,
+    })
+}

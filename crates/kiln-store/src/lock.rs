@@ -1,0 +1,112 @@
+//! The run lock: one writing process per run directory.
+
+use std::fs::{self, File};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use crate::StoreError;
+use crate::atomic::sync_dir;
+
+/// File name of the lock inside a run directory.
+pub const LOCK_FILE: &str = "run.lock";
+
+/// Exclusive hold on a run directory, as the file `<run>/run.lock` holding the holder's pid.
+///
+/// Taking the lock fails if the file names a live process; a lock left by a dead process is
+/// taken over. The file is removed when the `RunLock` is dropped. The takeover of a stale lock
+/// by two processes at the same instant is not fully race-free (both could delete and recreate
+/// within microseconds); normal contention between a live holder and a newcomer is.
+#[derive(Debug)]
+pub struct RunLock {
+    path: PathBuf,
+    pid: u32,
+}
+
+/// Whether process `pid` exists (`kill(pid, 0)` semantics, via `/proc` on Linux).
+#[must_use]
+pub fn process_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if Path::new("/proc/self").exists() {
+        return Path::new("/proc").join(pid.to_string()).exists();
+    }
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl RunLock {
+    /// Takes the lock of the run directory `run_dir` (which must exist) for this process.
+    ///
+    /// Fails with [`StoreError::Locked`] naming the holder's pid if a live process (this one
+    /// included) holds it.
+    pub fn acquire(run_dir: &Path) -> Result<Self, StoreError> {
+        let path = run_dir.join(LOCK_FILE);
+        let pid = std::process::id();
+        // Two rounds: the second after removing a stale lock.
+        for _ in 0..2 {
+            match File::options().write(true).create_new(true).open(&path) {
+                Ok(mut file) => {
+                    file.write_all(format!("{pid}\n").as_bytes())
+                        .and_then(|()| file.sync_all())
+                        .map_err(|e| StoreError::io("write", &path, e))?;
+                    sync_dir(run_dir)?;
+                    return Ok(Self { path, pid });
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(StoreError::io("create", &path, e)),
+            }
+            let text = match fs::read_to_string(&path) {
+                Ok(text) => text,
+                // Released between our create and read: try again.
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(StoreError::io("read", &path, e)),
+            };
+            match text.trim().parse::<u32>() {
+                Ok(holder) if process_alive(holder) => {
+                    return Err(StoreError::Locked { path, pid: holder });
+                }
+                Ok(holder) => {
+                    tracing::warn!(path = %path.display(), pid = holder, "taking over the lock of a dead process");
+                }
+                // An empty or garbled file: a crash between create and write.
+                Err(_) => {
+                    tracing::warn!(path = %path.display(), "taking over a malformed lock file");
+                }
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io("remove stale lock", &path, e)),
+            }
+        }
+        let holder = fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        Err(StoreError::Locked { path, pid: holder })
+    }
+
+    /// Path of the lock file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Only remove the file if it is still ours.
+        let ours = fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            == Some(self.pid);
+        if ours {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}

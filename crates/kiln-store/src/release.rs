@@ -1,0 +1,133 @@
+//! Releases: Parquet shards named as Hugging Face's `push_to_hub` names them, and a dataset card.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kiln_schema::Row;
+
+use crate::StoreError;
+use crate::atomic::{is_temp_name, sync_dir, write_atomic};
+use crate::convert::write_parquet;
+
+/// Checks a split name: Hugging Face requires `\w+`.
+fn check_split(dir: &Path, split: &str) -> Result<(), StoreError> {
+    if !split.is_empty() && split.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(
+            dir,
+            format!(
+                "split name {split:?} must be non-empty and contain only ASCII letters, digits and _"
+            ),
+        ))
+    }
+}
+
+/// Whether `name` is a shard file of `split`: `<split>-NNNNN-of-NNNNN.parquet`.
+fn is_shard_of(name: &str, split: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(split)
+        .and_then(|r| r.strip_prefix('-'))
+        .and_then(|r| r.strip_suffix(".parquet"))
+    else {
+        return false;
+    };
+    let Some((i, n)) = rest.split_once("-of-") else {
+        return false;
+    };
+    let digits = |s: &str| s.len() >= 5 && s.bytes().all(|b| b.is_ascii_digit());
+    digits(i) && digits(n)
+}
+
+/// File name of shard `i` of `n` of a split.
+#[must_use]
+pub fn shard_name(split: &str, i: usize, n: usize) -> String {
+    format!("{split}-{i:05}-of-{n:05}.parquet")
+}
+
+/// Writes the rows of one split of a release as `data/<split>-NNNNN-of-NNNNN.parquet` under
+/// `release_dir`, at most `rows_per_shard` rows per shard (at least one shard, even if empty).
+///
+/// Each shard is written atomically; afterwards, shards of this split from an earlier write that
+/// are not part of the new set are deleted. Returns the paths written, in order.
+pub fn write_release<R: Row>(
+    release_dir: &Path,
+    split: &str,
+    rows: &[R],
+    rows_per_shard: usize,
+) -> Result<Vec<PathBuf>, StoreError> {
+    let data = release_dir.join("data");
+    check_split(&data, split)?;
+    fs::create_dir_all(&data).map_err(|e| StoreError::io("create directory", &data, e))?;
+    let per = rows_per_shard.max(1);
+    let n = rows.len().div_ceil(per).max(1);
+    let mut written = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = (i * per).min(rows.len());
+        let end = ((i + 1) * per).min(rows.len());
+        let path = data.join(shard_name(split, i, n));
+        write_parquet(&path, &rows[start..end])?;
+        written.push(path);
+    }
+    let entries = fs::read_dir(&data).map_err(|e| StoreError::io("list", &data, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", &data, e))?;
+        let path = entry.path();
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let old_shard = is_shard_of(&name, split) && !written.contains(&path);
+        let leftover = is_temp_name(&name) && name[1..].starts_with(&format!("{split}-"));
+        if old_shard || leftover {
+            fs::remove_file(&path).map_err(|e| StoreError::io("remove old shard", &path, e))?;
+        }
+    }
+    sync_dir(&data)?;
+    Ok(written)
+}
+
+/// Quotes a string for YAML (JSON strings are valid YAML double-quoted scalars).
+fn yaml_str(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// Writes `README.md` of a release: YAML front matter declaring one `default` config with a
+/// `data/<split>-*` pattern per split, a title, a statistics table of rows per split, then
+/// `extra_markdown`. Returns the path written.
+pub fn write_dataset_card(
+    release_dir: &Path,
+    name: &str,
+    splits: &[(String, usize)],
+    extra_markdown: &str,
+) -> Result<PathBuf, StoreError> {
+    let path = release_dir.join("README.md");
+    for (split, _) in splits {
+        check_split(&path, split)?;
+    }
+    let mut card = String::new();
+    card.push_str("---\n");
+    let _ = writeln!(card, "pretty_name: {}", yaml_str(name));
+    card.push_str("configs:\n- config_name: default\n  data_files:\n");
+    for (split, _) in splits {
+        let _ = writeln!(card, "  - split: {split}\n    path: data/{split}-*");
+    }
+    card.push_str("---\n\n");
+    let _ = writeln!(card, "# {name}\n");
+    card.push_str("## Statistics\n\n| split | rows |\n|---|---:|\n");
+    let mut total = 0usize;
+    for (split, rows) in splits {
+        let _ = writeln!(card, "| {split} | {rows} |");
+        total += rows;
+    }
+    let _ = writeln!(card, "| **total** | {total} |");
+    if !extra_markdown.trim().is_empty() {
+        card.push('\n');
+        card.push_str(extra_markdown.trim_end());
+        card.push('\n');
+    }
+    fs::create_dir_all(release_dir)
+        .map_err(|e| StoreError::io("create directory", release_dir, e))?;
+    write_atomic(&path, card.as_bytes())?;
+    Ok(path)
+}

@@ -1,0 +1,248 @@
+//! Run directories: `datasets/<dataset>/runs/<run-id>/`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use kiln_schema::Row;
+use serde::{Deserialize, Serialize};
+
+use crate::atomic::write_atomic;
+use crate::stage::now_rfc3339;
+use crate::{RunLock, StageTable, Status, StoreError};
+
+/// File name of the run description inside a run directory.
+pub const RUN_FILE: &str = "run.json";
+
+/// Contents of `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The run id (`YYYYMMDD-HHMMSS`, UTC, with `-N` appended on collision).
+    pub run_id: String,
+    /// Dataset name.
+    pub dataset: String,
+    /// Hash of the configuration.
+    pub config_hash: String,
+    /// The configuration file as given (TOML text).
+    pub config: String,
+    /// Start time (RFC 3339, UTC).
+    pub started_at: String,
+    /// Whether every stage has finished.
+    pub status: Status,
+}
+
+/// A run directory `<dataset_root>/<dataset>/runs/<run-id>/`.
+#[derive(Debug, Clone)]
+pub struct RunStore {
+    dir: PathBuf,
+    info: RunInfo,
+}
+
+/// Checks that `name` is usable as one path component.
+pub(crate) fn check_component(parent: &Path, what: &str, name: &str) -> Result<(), StoreError> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(
+            parent,
+            format!("{what} {name:?} is not a valid file name"),
+        ))
+    }
+}
+
+/// The directory holding the runs of a dataset.
+#[must_use]
+pub fn runs_dir(dataset_root: &Path, dataset: &str) -> PathBuf {
+    dataset_root.join(dataset).join("runs")
+}
+
+/// Sort key of a run id: the timestamp, then the numeric collision suffix.
+fn run_sort_key(id: &str) -> (String, u64) {
+    let base: String = id.chars().take(15).collect();
+    let suffix = id
+        .get(15..)
+        .and_then(|s| s.strip_prefix('-'))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (base, suffix)
+}
+
+/// The id of the most recent run of `dataset` (the greatest id among directories holding a
+/// `run.json`), if any.
+pub fn latest(dataset_root: &Path, dataset: &str) -> Result<Option<String>, StoreError> {
+    let dir = runs_dir(dataset_root, dataset);
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("list", &dir, e)),
+    };
+    let mut best: Option<((String, u64), String)> = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", &dir, e))?;
+        let Ok(id) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !entry.path().join(RUN_FILE).is_file() {
+            continue;
+        }
+        let key = run_sort_key(&id);
+        if best.as_ref().is_none_or(|(k, _)| key > *k) {
+            best = Some((key, id));
+        }
+    }
+    Ok(best.map(|(_, id)| id))
+}
+
+impl RunStore {
+    /// Creates a new run directory and its `run.json` (status `incomplete`).
+    ///
+    /// With `run_id` `None`, the id is the current UTC time `YYYYMMDD-HHMMSS`, with `-2`, `-3`,
+    /// ... appended if a run with that id exists; the directory creation itself claims the id,
+    /// so concurrent creators get distinct ids. A given `run_id` that exists is an error.
+    pub fn create(
+        dataset_root: &Path,
+        dataset: &str,
+        run_id: Option<&str>,
+        config_text: &str,
+        config_hash: &str,
+    ) -> Result<Self, StoreError> {
+        check_component(dataset_root, "dataset name", dataset)?;
+        let runs = runs_dir(dataset_root, dataset);
+        fs::create_dir_all(&runs).map_err(|e| StoreError::io("create directory", &runs, e))?;
+        let (run_id, dir) = match run_id {
+            Some(id) => {
+                check_component(&runs, "run id", id)?;
+                let dir = runs.join(id);
+                fs::create_dir(&dir)
+                    .map_err(|e| StoreError::io("create run directory", &dir, e))?;
+                (id.to_string(), dir)
+            }
+            None => {
+                let base = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+                let mut n = 1u32;
+                loop {
+                    let id = if n == 1 {
+                        base.clone()
+                    } else {
+                        format!("{base}-{n}")
+                    };
+                    let dir = runs.join(&id);
+                    match fs::create_dir(&dir) {
+                        Ok(()) => break (id, dir),
+                        Err(e) if e.kind() == ErrorKind::AlreadyExists && n < 10_000 => n += 1,
+                        Err(e) => return Err(StoreError::io("create run directory", &dir, e)),
+                    }
+                }
+            }
+        };
+        let info = RunInfo {
+            run_id,
+            dataset: dataset.to_string(),
+            config_hash: config_hash.to_string(),
+            config: config_text.to_string(),
+            started_at: now_rfc3339(),
+            status: Status::Incomplete,
+        };
+        let store = Self { dir, info };
+        store.write_info()?;
+        Ok(store)
+    }
+
+    /// Opens an existing run.
+    pub fn open(dataset_root: &Path, dataset: &str, run_id: &str) -> Result<Self, StoreError> {
+        check_component(dataset_root, "dataset name", dataset)?;
+        let runs = runs_dir(dataset_root, dataset);
+        check_component(&runs, "run id", run_id)?;
+        Self::open_dir(&runs.join(run_id))
+    }
+
+    /// Opens the run in directory `dir`.
+    pub fn open_dir(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join(RUN_FILE);
+        let text = fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
+        let info =
+            serde_json::from_slice(&text).map_err(|source| StoreError::Json { path, source })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            info,
+        })
+    }
+
+    fn write_info(&self) -> Result<(), StoreError> {
+        let path = self.dir.join(RUN_FILE);
+        let mut text =
+            serde_json::to_vec_pretty(&self.info).map_err(|source| StoreError::Json {
+                path: path.clone(),
+                source,
+            })?;
+        text.push(b'\n');
+        write_atomic(&path, &text)
+    }
+
+    /// The run directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The run id.
+    #[must_use]
+    pub fn run_id(&self) -> &str {
+        &self.info.run_id
+    }
+
+    /// Contents of `run.json`.
+    #[must_use]
+    pub fn info(&self) -> &RunInfo {
+        &self.info
+    }
+
+    /// Takes the run's [`RunLock`].
+    pub fn lock(&self) -> Result<RunLock, StoreError> {
+        RunLock::acquire(&self.dir)
+    }
+
+    /// Directory of a stage's table, `<run>/<stage>/` (not created).
+    pub fn stage_dir(&self, stage: &str) -> Result<PathBuf, StoreError> {
+        check_component(&self.dir, "stage name", stage)?;
+        if stage == "logs" {
+            return Err(StoreError::invalid(
+                &self.dir,
+                "stage name \"logs\" is reserved",
+            ));
+        }
+        Ok(self.dir.join(stage))
+    }
+
+    /// Directory of the raw logs of one item in one stage, `<run>/logs/<instance_id>/<stage>/`
+    /// (not created).
+    pub fn log_dir(&self, instance_id: &str, stage: &str) -> Result<PathBuf, StoreError> {
+        let logs = self.dir.join("logs");
+        check_component(&logs, "instance id", instance_id)?;
+        check_component(&logs, "stage name", stage)?;
+        Ok(logs.join(instance_id).join(stage))
+    }
+
+    /// Opens (creating if needed) the table of `stage`; see [`StageTable::open`]. Hold the run
+    /// lock while writing to it.
+    pub fn stage<R: Row>(
+        &self,
+        stage: &str,
+        config_hash: &str,
+        input_hashes: BTreeMap<String, String>,
+    ) -> Result<StageTable<R>, StoreError> {
+        StageTable::open(&self.stage_dir(stage)?, stage, config_hash, input_hashes)
+    }
+
+    /// Sets the run's status in `run.json`.
+    pub fn set_status(&mut self, status: Status) -> Result<(), StoreError> {
+        self.info.status = status;
+        self.write_info()
+    }
+}

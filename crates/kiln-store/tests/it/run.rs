@@ -1,0 +1,138 @@
+//! Run directories and the run lock.
+
+use std::fs;
+
+use kiln_store::{LOCK_FILE, RunLock, RunStore, Status, StoreError, latest, process_alive};
+
+#[test]
+fn create_open_latest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    assert_eq!(latest(root, "ds").unwrap(), None);
+
+    let toml = "[crawl]\nrepos = [\"a/b\"]\n";
+    let run = RunStore::create(root, "ds", None, toml, "h").unwrap();
+    let id = run.run_id().to_string();
+    assert_eq!(id.len(), 15, "{id}");
+    assert!(id.as_bytes()[8] == b'-' && id.bytes().filter(u8::is_ascii_digit).count() == 14);
+    assert_eq!(run.dir(), root.join("ds/runs").join(&id));
+    let json: serde_json::Value =
+        serde_json::from_slice(&fs::read(run.dir().join("run.json")).unwrap()).unwrap();
+    assert_eq!(json["run_id"], id.as_str());
+    assert_eq!(json["dataset"], "ds");
+    assert_eq!(json["config_hash"], "h");
+    assert_eq!(json["config"], toml);
+    assert_eq!(json["status"], "incomplete");
+    assert!(json["started_at"].as_str().unwrap().ends_with('Z'));
+
+    // Same second: suffixes, and `latest` orders them numerically.
+    let second = RunStore::create(root, "ds", None, toml, "h").unwrap();
+    assert_ne!(second.run_id(), id);
+    let base = &second.run_id()[..15];
+    fs::create_dir_all(root.join("ds/runs").join(format!("{base}-10"))).unwrap();
+    fs::write(
+        root.join("ds/runs").join(format!("{base}-10/run.json")),
+        b"{}",
+    )
+    .unwrap();
+    fs::create_dir_all(root.join("ds/runs").join(format!("{base}-9"))).unwrap();
+    fs::write(
+        root.join("ds/runs").join(format!("{base}-9/run.json")),
+        b"{}",
+    )
+    .unwrap();
+    fs::create_dir_all(root.join("ds/runs/99999999-999999-no-run-json")).unwrap();
+    assert_eq!(latest(root, "ds").unwrap(), Some(format!("{base}-10")));
+
+    let mut reopened = RunStore::open(root, "ds", &id).unwrap();
+    assert_eq!(reopened.info(), run.info());
+    reopened.set_status(Status::Complete).unwrap();
+    assert_eq!(
+        RunStore::open(root, "ds", &id).unwrap().info().status,
+        Status::Complete
+    );
+
+    // Explicit ids: taken once.
+    RunStore::create(root, "ds", Some("manual"), toml, "h").unwrap();
+    assert!(RunStore::create(root, "ds", Some("manual"), toml, "h").is_err());
+    assert!(RunStore::create(root, "ds", Some("../x"), toml, "h").is_err());
+}
+
+#[test]
+fn stage_and_log_dirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = RunStore::create(tmp.path(), "ds", Some("r1"), "", "h").unwrap();
+    assert_eq!(run.stage_dir("filter").unwrap(), run.dir().join("filter"));
+    assert_eq!(
+        run.log_dir("a__b-1", "launch").unwrap(),
+        run.dir().join("logs/a__b-1/launch")
+    );
+    assert!(run.stage_dir("../etc").is_err());
+    assert!(run.stage_dir("logs").is_err());
+    assert!(run.log_dir("a/b", "launch").is_err());
+    let mut table = run
+        .stage::<kiln_schema::Verdict>("filter", "c", Default::default())
+        .unwrap();
+    table.append(&[crate::samples::verdict("v")]).unwrap();
+    assert_eq!(
+        kiln_store::read_rows::<kiln_schema::Verdict>(&run.dir().join("filter"))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn lock_held_then_released() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = RunLock::acquire(tmp.path()).unwrap();
+    let text = fs::read_to_string(tmp.path().join(LOCK_FILE)).unwrap();
+    assert_eq!(text.trim(), std::process::id().to_string());
+
+    let err = RunLock::acquire(tmp.path()).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Locked { pid, .. } if pid == std::process::id()),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&std::process::id().to_string()), "{msg}");
+    assert!(msg.contains("run.lock"), "{msg}");
+
+    drop(lock);
+    assert!(!tmp.path().join(LOCK_FILE).exists());
+    let _again = RunLock::acquire(tmp.path()).unwrap();
+}
+
+#[test]
+fn lock_held_by_another_live_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    fs::write(tmp.path().join(LOCK_FILE), format!("{}\n", child.id())).unwrap();
+    let err = RunLock::acquire(tmp.path()).unwrap_err();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        matches!(err, StoreError::Locked { pid, .. } if pid == child.id()),
+        "{err}"
+    );
+    // Now the holder is dead: the lock is taken over.
+    assert!(!process_alive(child.id()));
+    let lock = RunLock::acquire(tmp.path()).unwrap();
+    let text = fs::read_to_string(lock.path()).unwrap();
+    assert_eq!(text.trim(), std::process::id().to_string());
+}
+
+#[test]
+fn stale_and_malformed_locks_are_taken_over() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Above the kernel's pid_max limit (2^22): never a live process.
+    fs::write(tmp.path().join(LOCK_FILE), "999999999\n").unwrap();
+    let lock = RunLock::acquire(tmp.path()).unwrap();
+    drop(lock);
+    fs::write(tmp.path().join(LOCK_FILE), "").unwrap();
+    let _lock = RunLock::acquire(tmp.path()).unwrap();
+    assert!(process_alive(std::process::id()));
+}

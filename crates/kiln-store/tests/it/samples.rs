@@ -1,0 +1,151 @@
+//! Sample rows of every table.
+
+use std::collections::BTreeMap;
+
+use kiln_schema::{
+    Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, TestStatus, ValidationRecord,
+    Verdict,
+};
+
+pub fn candidate(id: &str) -> Candidate {
+    Candidate {
+        instance_id: id.to_string(),
+        status: "ok".into(),
+        error: None,
+        repo: "owner/repo".into(),
+        pull_number: Some(42),
+        base_commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        patch: "diff --git a/x.py b/x.py\n+print('héllo ✓')\n".into(),
+        test_patch: String::new(),
+        problem_statement: "It breaks.\n\nWith \"quotes\" and a tab\t.".into(),
+        hints_text: String::new(),
+        created_at: "2024-05-01T12:00:00Z".into(),
+        version: Some("1.2".into()),
+        language: None,
+        given_fail_to_pass: vec!["tests/test_x.py::test_a".into(), String::new()],
+        given_pass_to_pass: vec![],
+        origin: "tasks.jsonl:3".into(),
+    }
+}
+
+pub fn candidates(n: usize, prefix: &str) -> Vec<Candidate> {
+    (0..n)
+        .map(|i| candidate(&format!("{prefix}-{i}")))
+        .collect()
+}
+
+pub fn verdict(id: &str) -> Verdict {
+    Verdict {
+        instance_id: id.into(),
+        keep: false,
+        label: "vague".into(),
+        reason: "no clear expected behaviour".into(),
+        judge: "gpt-x".into(),
+        prompt_tokens: Some(1234),
+        completion_tokens: None,
+    }
+}
+
+pub fn platform_label(id: &str) -> PlatformLabel {
+    PlatformLabel {
+        instance_id: id.into(),
+        platform: "linux".into(),
+        evidence: vec!["os.fork".into()],
+        labeller: "keyword".into(),
+    }
+}
+
+pub fn environment(id: &str) -> EnvironmentRecord {
+    let mut baseline = BTreeMap::new();
+    baseline.insert("tests/test_x.py::test_a".to_string(), TestStatus::Pass);
+    baseline.insert(
+        "tests/test_x.py::test_b[1-2]".to_string(),
+        TestStatus::Error,
+    );
+    EnvironmentRecord {
+        instance_id: id.into(),
+        repo: "owner/repo".into(),
+        base_commit: "abc".into(),
+        status: "built".into(),
+        failure_class: None,
+        failure_command: None,
+        log_tail: Some("line 1\nline 2".into()),
+        language: "python".into(),
+        plan: "python-pyproject".into(),
+        base_image: "python:3.11-slim".into(),
+        image: Some("kiln/owner-repo:abc".into()),
+        setup_commands: vec!["pip install -e .".into(), "pip install pytest".into()],
+        rebuild_commands: vec![],
+        test_command: "pytest -rA".into(),
+        parser: "pytest".into(),
+        dependency_cutoff: Some("2024-05-01T12:00:00Z".into()),
+        version_reason: "requires-python >= 3.11".into(),
+        baseline,
+        baseline_passed: 1,
+        baseline_failed: -1,
+        setup_seconds: 12.25,
+        test_seconds: 0.1,
+        total_seconds: 1e-300,
+        dockerfile: None,
+        log_dir: format!("logs/{id}/launch"),
+    }
+}
+
+pub fn validation(id: &str) -> ValidationRecord {
+    let mut classes = BTreeMap::new();
+    classes.insert("t::a".to_string(), "f2p".to_string());
+    let mut flaky = BTreeMap::new();
+    flaky.insert(
+        "t::flaky".to_string(),
+        BTreeMap::from([("before:1".to_string(), "pass".to_string())]),
+    );
+    let mut statuses = BTreeMap::new();
+    statuses.insert("t::a".to_string(), TestStatus::Fail);
+    statuses.insert("t::b".to_string(), TestStatus::Skip);
+    ValidationRecord {
+        instance_id: id.into(),
+        status: "validated".into(),
+        failure_class: None,
+        reason: Some("ok".into()),
+        FAIL_TO_PASS: vec!["t::a".into()],
+        PASS_TO_PASS: vec!["t::b".into(), "t::c".into()],
+        fail_to_pass_classes: classes,
+        flaky,
+        pass_to_fail: vec![],
+        repeats: 3,
+        network: "none".into(),
+        runs: BTreeMap::new(),
+        run_statuses: BTreeMap::from([("before:1".to_string(), statuses)]),
+        test_seconds: 3.5,
+        total_seconds: f64::MAX,
+        log_dir: format!("logs/{id}/validate"),
+    }
+}
+
+pub fn release(id: &str, repo: &str) -> ReleaseInstance {
+    ReleaseInstance {
+        instance_id: id.into(),
+        repo: repo.into(),
+        pull_number: Some("17".into()),
+        base_commit: "abc".into(),
+        patch: "p".into(),
+        test_patch: "tp".into(),
+        problem_statement: "ps".into(),
+        hints_text: String::new(),
+        created_at: "2024-05-01T12:00:00Z".into(),
+        version: None,
+        FAIL_TO_PASS: vec!["t::a".into()],
+        PASS_TO_PASS: vec![],
+        image: "img".into(),
+        setup_commands: vec!["a".into()],
+        rebuild_commands: vec![],
+        test_command: "pytest".into(),
+        parser: "pytest".into(),
+        language: "python".into(),
+        platform: "linux".into(),
+        dockerfile: Some("FROM x".into()),
+        launch_seconds: 1.0,
+        validate_seconds: 2.0,
+        run_id: "20240501-120000".into(),
+    }
+}

@@ -1,0 +1,143 @@
+//! `pytest` logs captured from pytest 9.2 (`pytest -rA --tb=short -p no:cacheprovider`) on a small
+//! project with every outcome: see `tests/data/pytest/`.
+
+use crate::check::{assert_summary, check};
+
+/// The tests of `tests/test_basic.py`, as every complete log of that project reports them.
+const BASIC: &str = "
+    pass tests/test_basic.py::test_pass
+    fail tests/test_basic.py::test_fail
+    error tests/test_basic.py::test_fixture_error
+    error tests/test_basic.py::test_teardown_error
+    pass tests/test_basic.py::test_xfail
+    fail tests/test_basic.py::test_xpass
+    fail tests/test_basic.py::test_param[a b]
+    pass tests/test_basic.py::test_param[x - y]
+    pass tests/test_basic.py::test_param[[nested]]
+    fail tests/test_basic.py::test_param[a] - b]
+    pass tests/test_basic.py::TestGroup::test_method
+    pass tests/test_basic.py::TestGroup::test_method_param[1]
+    fail tests/test_basic.py::TestGroup::test_method_param[2]
+";
+
+#[test]
+fn ra_full_run() {
+    let expected = format!(
+        "{BASIC}
+        pass tests/test_basic.py::test_tmp_param[<tmp>/data.txt]
+        skip tests/test_basic.py:27
+        skip tests/test_basic.py:32
+        skip tests/test_module_skip.py:2
+        error tests/test_collect_error.py"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_full.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [8, 5, 3, 3]);
+}
+
+#[test]
+fn ra_interrupted_by_collection_error() {
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_mixed.log"),
+        "skip tests/test_module_skip.py:2
+         error tests/test_collect_error.py",
+    );
+    assert_summary(&parsed, [0, 0, 1, 1]);
+}
+
+#[test]
+fn ra_with_colour() {
+    let expected = format!(
+        "{BASIC}
+        pass tests/test_basic.py::test_tmp_param[<tmp>/data.txt]
+        skip tests/test_basic.py:27
+        skip tests/test_basic.py:32"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_color.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [8, 5, 2, 2]);
+}
+
+#[test]
+fn ra_quiet_bare_totals() {
+    let expected = format!(
+        "{BASIC}
+        pass tests/test_basic.py::test_tmp_param[<tmp>/data.txt]
+        skip tests/test_basic.py:27
+        skip tests/test_basic.py:32"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_quiet.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [8, 5, 2, 2]);
+}
+
+#[test]
+fn verbose_without_ra_names_skips() {
+    // Without -rA the default `-rfE` summary lists only failures and errors; the `-v` lines name
+    // everything else. The module-level skip appears in neither, which the cross-check reports.
+    let expected = format!(
+        "{BASIC}
+        pass tests/test_basic.py::test_tmp_param[<tmp>/data.txt]
+        skip tests/test_basic.py::test_skip_mark
+        skip tests/test_basic.py::test_skip_inline
+        error tests/test_collect_error.py"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/verbose_only.log"),
+        &expected,
+    );
+    assert_eq!(parsed.problems, ["summary says 3 skipped but 2 parsed"]);
+}
+
+#[test]
+fn xdist_verbose_with_ra() {
+    let expected = format!(
+        "{BASIC}
+        skip tests/test_basic.py::test_skip_mark
+        skip tests/test_basic.py::test_skip_inline
+        skip tests/test_module_skip.py:2
+        error tests/test_collect_error.py"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/xdist_verbose.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [7, 5, 3, 3]);
+}
+
+#[test]
+fn xdist_verbose_only() {
+    let expected = format!(
+        "{BASIC}
+        skip tests/test_basic.py::test_skip_mark
+        skip tests/test_basic.py::test_skip_inline"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/xdist_verbose_only.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [7, 5, 2, 2]);
+}
+
+#[test]
+fn truncated_log_is_inconsistent() {
+    let log = include_str!("../data/pytest/ra_full.log");
+    // Drop the first PASSED line, as a log cut by a buffer limit might.
+    let garbled = log.replacen("PASSED tests/test_basic.py::test_pass\n", "", 1);
+    let parsed = kiln_testlog::parse("pytest", &garbled).expect("known parser");
+    assert_eq!(parsed.problems, ["summary says 8 passed but 7 parsed"]);
+    assert!(!parsed.is_consistent());
+}

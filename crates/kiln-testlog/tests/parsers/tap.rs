@@ -1,0 +1,81 @@
+//! Generic TAP from Perl 5.36's Test::More 1.302190 (raw, and under `prove -v` with stderr
+//! interleaved), with a skip, a todo, an unnamed test and nested subtests: see `tests/data/tap/`.
+//! node's TAP is in `node.rs`.
+
+use crate::check::check;
+
+#[test]
+fn perl_test_more_with_subtests() {
+    let parsed = check(
+        "tap",
+        include_str!("../data/tap/perl_subtests.tap"),
+        "pass first passes
+         fail second fails
+         skip #3
+         skip todo fails
+         fail group a
+         pass group a > inner passes
+         fail group a > deeper
+         pass group a > deeper > deep passes
+         fail group a > deeper > deep fails
+         pass #6",
+    );
+    assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+    assert_eq!(parsed.summary, None);
+}
+
+#[test]
+fn prove_verbose_prefixes_scripts() {
+    let parsed = check(
+        "tap",
+        include_str!("../data/tap/prove_verbose.log"),
+        "pass t/basic.t::first passes
+         fail t/basic.t::second fails
+         skip t/basic.t::#3
+         skip t/basic.t::todo fails
+         fail t/basic.t::group a
+         pass t/basic.t::group a > inner passes
+         fail t/basic.t::group a > deeper
+         pass t/basic.t::group a > deeper > deep passes
+         fail t/basic.t::group a > deeper > deep fails
+         pass t/basic.t::#6
+         pass t/other.t::other passes
+         pass t/other.t::first passes",
+    );
+    assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+}
+
+#[test]
+fn node_tap_reads_as_generic_tap() {
+    check(
+        "tap",
+        include_str!("../data/node-test/tap.log"),
+        "pass top passes
+         fail top fails
+         skip skipped
+         skip todo one
+         fail suite a
+         pass suite a > inner passes
+         fail suite a > inner fails
+         pass suite a > deeper
+         pass suite a > deeper > deep passes",
+    );
+}
+
+#[test]
+fn truncated_subtest_and_unmet_plan_are_reported() {
+    let log = include_str!("../data/tap/perl_subtests.tap");
+    let cut = &log[..log.find("    not ok 2 - deeper").expect("in log")];
+    let parsed = kiln_testlog::parse("tap", cut).expect("known");
+    assert_eq!(
+        parsed.statuses.get("group a > deeper > deep fails"),
+        Some(&kiln_schema::TestStatus::Fail)
+    );
+    assert_eq!(
+        parsed.problems,
+        [
+            "subtest results without their parent's result (log truncated?)",
+            "plan says 6 tests but 4 reported"
+        ]
+    );
+}
