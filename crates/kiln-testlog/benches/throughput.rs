@@ -346,8 +346,15 @@ fn batch() {
             .sum();
     });
     println!();
+    // Other work on the machine takes cores from rayon; the load average says how much.
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
     println!(
-        "parse_many: {} logs, {:.1} MiB, {} tests, {} rayon threads",
+        "parse_many: {} logs, {:.1} MiB, {} tests, {} rayon threads, load average {load}",
         jobs.len(),
         bytes as f64 / MIB as f64,
         tests,

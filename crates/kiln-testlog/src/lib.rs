@@ -5,11 +5,13 @@
 //! [`TestStatus`], the totals the runner printed (if any), and the problems found when those totals
 //! disagree with what was parsed (a truncated or garbled log).
 //!
-//! **Invariant:** this crate does no IO (no files, network or processes). Every parser is a pure
-//! function of its input text, never panics, and gives the same output for the same input.
+//! **Invariant:** this crate does no IO (no files, network or processes); [`parse_reader`] only
+//! reads the reader its caller opened. Every parser is a pure function of its input text, never
+//! panics, and gives the same output for the same input.
 //!
 //! Parser names are stable strings stored in datasets; [`parser_names`] lists them, [`parse`] runs
-//! one, [`detect`] guesses one from a log's content, [`parse_many`] parses a batch in parallel.
+//! one, [`parse_reader`] runs one over a reader with bounded memory (see Streaming), [`detect`]
+//! guesses one from a log's content, [`parse_many`] parses a batch in parallel.
 //!
 //! # Test ids
 //!
@@ -87,10 +89,78 @@
 //! passes → pass, failures → fail (a failing `"before all" hook` → error), pending → skip; totals
 //! from `stats`. Limits: absolute file paths are kept as printed.
 //!
-//! # Not yet parsed
-//! `mocha-spec`, `node-test`, `tap`, `ctest`, `gtest` (text and JSON), `catch2` and `doctest`
-//! (XML reporters) have real captured logs under `tests/data/` but no parser yet; their JUnit XML
-//! output is read by `junit-xml`.
+//! ## `node-test` and `mocha-spec`
+//! `node --test` with the TAP reporter (node 20's default without a TTY) or the spec reporter
+//! (`✔ name (1.2ms)`, `▶ suite`); both give the same ids: names of suites and tests with
+//! subtests joined with ` > ` (`suite a > deeper > deep passes`); parents are ids too.
+//! Mapping: ok/✔ → pass, not ok/✖ → fail, `# SKIP`/﹣ and `# TODO` → skip, a test cancelled by
+//! its parent (`failureType: 'cancelledByParent'`) → error. Totals: `# pass`, `# fail`,
+//! `# skipped` + `# todo`, `# cancelled` (or `ℹ ...`); suites (YAML `type: 'suite'`) are not
+//! counted, as node does not count them. Limits: the spec reporter prints a suite and a test with
+//! subtests alike, so when their number differs from `suites N` the totals are kept but not
+//! compared; the `✖ failing tests:` list at the end is skipped (each entry follows a
+//! `test at file:line` line).
+//! `mocha-spec`: mocha's default reporter. Ids are mocha's full titles (suite titles and test
+//! title joined with a space), which is `mocha-json`'s id without its file. Structure comes from
+//! indentation (a non-result line opens a suite). Mapping: ✔/✓ → pass, `N) title` → fail (a
+//! failing `"before all" hook` → error), `- title` → skip. Totals from `N passing`, `N failing`,
+//! `N pending`. Limits: console output of tests printed with indentation reads as a suite title;
+//! after the totals, the failure details are skipped until the next passing test.
+//!
+//! ## `tap`
+//! TAP 13/14 (Perl's Test::More, `prove -v`, node, other producers) with subtests indented by
+//! four spaces. Ids: descriptions (`# SKIP`/`# TODO` directives cut off), subtests joined to
+//! their parent with ` > `; a test without a description is `#<number>`; under `prove -v` each
+//! script's `t/x.t ..` header prefixes its ids (`t/x.t::name`). Mapping: ok → pass, not ok →
+//! fail, `# SKIP` and `# TODO` → skip (a todo's outcome is expected to be wrong). No totals;
+//! instead a top-level plan (`1..N`) not met, subtest results without their parent's line (a
+//! truncated log) and `Bail out!` are reported as problems. Limits: two tests with the same
+//! description in one script share an id.
+//!
+//! ## `ctest`
+//! CTest's text output, also with `-V` or `--output-on-failure` (the test output in between is
+//! not read). Ids: test names. Mapping: Passed → pass; Failed, Timeout and Exception (a crash) →
+//! fail; Skipped and Not Run (Disabled) → skip; Not Run (could not start) → error, counted as
+//! failed as CTest does. Totals: `N% tests passed, M tests failed out of T` with the
+//! `did not run` list: disabled tests are outside T, and tests skipped by their return code count
+//! as passed in CTest's percentage, so passed = T − M − skipped-by-code.
+//!
+//! ## `gtest`
+//! GoogleTest console output (`[       OK ] Suite.Test (0 ms)`, `[  FAILED  ]`, `[  SKIPPED ]`,
+//! `[ DISABLED ]`), also inside `ctest -V` (`N: ` prefixes), and `--gtest_output=json` reports
+//! (found by their lone `{` and `}` lines). Ids: `Suite.Test` as `--gtest_filter` takes them,
+//! value-parametrized `Nums/ParamTest.IsEven/1` (the `, where GetParam() = 3` is cut off).
+//! Mapping: OK → pass, FAILED → fail, SKIPPED and DISABLED → skip; a test that started
+//! (`[ RUN      ]`) without a result → error (crash or timeout), with a problem noted.
+//! Totals: `[  PASSED  ] N tests.`, `[  FAILED  ] N tests, listed below:`, `[  SKIPPED ] N
+//! tests, ...` and `YOU HAVE N DISABLED TESTS` (counted as skipped); in JSON `failures`,
+//! `errors`, `disabled`. Limits: googletest's JSON totals count skipped tests among passed ones,
+//! so that split comes from the per-test results.
+//!
+//! ## `catch2` and `doctest`
+//! XML reporters (Catch2 `-r xml`, v2 `<Catch>` and v3 `<Catch2TestRun>`; doctest `-r=xml`) and
+//! console reporters (default, or `-s`). XML reports among console text are collected from the
+//! line that opens them to the line that closes their root and read whole; the rest streams.
+//! Ids: test case names (doctest: `suite::case` in a named test suite), plus one id per leaf
+//! section or subcase, `case/section/subsection`. Mapping: a failed assertion → fail, an
+//! unexpected exception or a crash → error (counted as failed, as both tools do), a Catch2
+//! `[!mayfail]` case that failed → pass (XML), doctest `skipped="true"` → skip. Totals: test
+//! cases only (`OverallResultsCases`, `OverallResultsTestCases`, `test cases: 5 | 1 passed |
+//! 3 failed | 1 failed as expected`, `[doctest] test cases: ...`). Limits: the consoles name only
+//! failing test cases unless run with `-s`, so only failures are compared with their totals;
+//! the Catch2 console does not say which cases failed as expected, so they read as failed and a
+//! problem says how many; long names that the console wraps are cut at the wrap.
+//!
+//! # Streaming
+//! [`parse_reader`] reads a log from any [`BufRead`] (the caller opens the file: this crate still
+//! does no IO of its own) and gives the same result as [`parse`] on the same bytes. Line-oriented
+//! parsers ([`parser_streams`]: `pytest`, `unittest`, `go-test`, `go-test-json`, `cargo`, `tap`,
+//! `node-test`, `mocha-spec`, `ctest`, `gtest`, `catch2`, `doctest`) hold one line at a time plus
+//! per-test state, so memory grows with the number of distinct tests, not with the size of the
+//! log; lines are cut at 1 MiB so a log without line breaks cannot defeat that. The XML reports
+//! inside `catch2`/`doctest` logs and googletest's JSON reports are held while they are read.
+//! `junit-xml`, `jest-json`, `vitest-json` and `mocha-json` parse one JSON or XML document and
+//! read the whole text first.
 
 mod cargo;
 mod catch2;

@@ -31,6 +31,8 @@ pub(crate) struct NodeTest {
     spec_parents: u64,
     /// After `✖ failing tests:` node repeats the failures without their parents.
     in_failure_list: bool,
+    /// The last line of the failure list was a `test at file:line` location.
+    after_location: bool,
 }
 
 impl Default for NodeTest {
@@ -41,6 +43,7 @@ impl Default for NodeTest {
             stack: Vec::new(),
             spec_parents: 0,
             in_failure_list: false,
+            after_location: false,
         }
     }
 }
@@ -61,10 +64,25 @@ impl NodeTest {
         let indent = line.len() - text.len();
         if text == "✖ failing tests:" {
             self.in_failure_list = true;
+            self.after_location = false;
             return;
         }
         if self.in_failure_list {
-            return;
+            // The list repeats each failure as `test at file:line` then `✖ name`; any other
+            // result starts the next run of a log holding several.
+            if text.starts_with("test at ") {
+                self.after_location = true;
+                return;
+            }
+            let repeated = self.after_location && text.starts_with('✖');
+            let next_run =
+                !repeated && (NODE_SPEC_PARENT.is_match(text) || NODE_SPEC_RESULT.is_match(text));
+            if !next_run {
+                self.after_location = false;
+                return;
+            }
+            self.in_failure_list = false;
+            self.stack.clear();
         }
         if let Some(caps) = NODE_SPEC_PARENT.captures(text) {
             self.stack.retain(|(at, _)| *at < indent);
@@ -197,6 +215,7 @@ impl LineParser for MochaSpec {
             let id = self.full_title(indent, &caps[1]);
             self.out.record(&id, TestStatus::Pass);
         } else if self.in_details {
+            // Failure details (`1) Suite`, diffs, stacks) repeat tests already read.
         } else if let Some(caps) = MOCHA_FAIL.captures(text) {
             let title = &caps[1];
             let id = self.full_title(indent, title);

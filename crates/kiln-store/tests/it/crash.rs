@@ -15,10 +15,19 @@ use kiln_store::{RunLock, StageTable, read_rows};
 use crate::samples;
 
 const ENV: &str = "KILN_STORE_CRASH_CHILD_DIR";
+const ROUNDS: usize = 12;
+const MARK: &str = "@@kiln@@ ";
+
+/// The message in a line of the child's output, if any.
+fn message(line: &str) -> Option<&str> {
+    line.rsplit_once(MARK).map(|(_, m)| m)
+}
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
+    // libtest may have printed `test crash::child_writer ... ` without a newline: the marker
+    // lets the parent find our messages anyway.
+    let _ = writeln!(out, "{MARK}{line}");
     let _ = out.flush();
 }
 
@@ -79,7 +88,7 @@ fn sigkill_never_loses_or_duplicates_rows() {
     // Last thing each key's process told us: true = present (acked), false = removed.
     let mut told: BTreeMap<String, bool> = BTreeMap::new();
     let mut kills_mid_write = 0;
-    for round in 0..10 {
+    for round in 0..ROUNDS {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -96,11 +105,11 @@ fn sigkill_never_loses_or_duplicates_rows() {
         let mut lines = BufReader::new(stdout).lines();
         // Wait until the child opened the table, then let it write for a random while.
         for line in lines.by_ref() {
-            if line.unwrap() == "opened" {
+            if message(&line.unwrap()) == Some("opened") {
                 break;
             }
         }
-        let delay = Duration::from_micros(2_000 + rng.below(60_000));
+        let delay = Duration::from_micros(5_000 + rng.below(250_000));
         let began = Instant::now();
         while began.elapsed() < delay {
             std::thread::sleep(Duration::from_micros(500));
@@ -110,6 +119,7 @@ fn sigkill_never_loses_or_duplicates_rows() {
         let mut acked_now = 0;
         for line in lines {
             let line = line.unwrap();
+            let Some(line) = message(&line) else { continue };
             if let Some(key) = line.strip_prefix("acked ") {
                 told.insert(key.to_string(), true);
                 acked_now += 1;
@@ -184,7 +194,7 @@ fn sigkill_never_loses_or_duplicates_rows() {
             have.len()
         );
     }
-    eprintln!("{kills_mid_write} of 10 kills left unlisted files behind");
+    eprintln!("{kills_mid_write} of {ROUNDS} kills left unlisted files behind");
     assert!(
         told.len() > 10,
         "the children wrote too little to test anything"

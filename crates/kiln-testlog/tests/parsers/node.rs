@@ -58,3 +58,16 @@ fn mocha_spec_reporter() {
     );
     assert_summary(&parsed, [2, 2, 2, 0]);
 }
+
+#[test]
+fn node_test_spec_runs_after_a_failure_list_are_read() {
+    let log = include_str!("../data/node-test/spec.log");
+    let twice = format!("{log}{}", log.replace("suite a", "suite b"));
+    let parsed = kiln_testlog::parse("node-test", &twice).expect("known");
+    assert_eq!(
+        parsed.statuses.get("suite b > inner fails"),
+        Some(&kiln_schema::TestStatus::Fail)
+    );
+    assert_eq!(parsed.statuses.len(), 14, "{:?}", parsed.statuses.keys());
+    assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs kiln's whole test suite, on a fresh Debian machine as root or on a developer's machine:
+# starts a Docker engine if none answers (and stops it again at the end), makes sure the Debian
+# base image exists, installs the host tools some tests call, then runs `cargo test`.
+#
+#   scripts/test.sh [extra cargo test arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "test.sh: $*" >&2; }
+
+# Host tools the tests call: git (fixture repositories), python3 with venv and pip (the
+# fixtures' expectations are re-checked with a real pytest on the host), pyarrow (release
+# shards must be readable and filterable by pyarrow, as Hugging Face `datasets` reads them).
+need_apt=()
+command -v git >/dev/null || need_apt+=(git)
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+if ((${#need_apt[@]})); then
+    log "installing ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+if ! python3 -c 'import pyarrow' 2>/dev/null; then
+    log "installing pyarrow"
+    python3 -m pip install --quiet pyarrow 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages pyarrow
+fi
+
+bash scripts/docker-engine.sh start
+trap 'bash scripts/docker-engine.sh stop' EXIT
+bash scripts/base-images.sh bookworm
+
+start=$(date +%s)
+cargo test --workspace --locked "$@"
+log "cargo test took $(($(date +%s) - start)) s"

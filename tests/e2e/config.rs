@@ -1,0 +1,134 @@
+//! Bad input gets a clear error, a documented exit code, and loses nothing.
+
+use kiln_schema::Candidate;
+
+use crate::{kiln, run, tempdir, text, workspace_root};
+
+#[test]
+fn the_checked_in_pipeline_is_valid_and_graphs() {
+    let config = workspace_root().join("pipeline.toml");
+    let output = run(kiln().args(["check", "--config"]).arg(&config));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(kiln().args(["graph", "--config"]).arg(&config));
+    assert!(output.status.success(), "{}", text(&output));
+    let dot = String::from_utf8_lossy(&output.stdout);
+    assert!(dot.starts_with("digraph kiln {"), "{dot}");
+    assert!(dot.contains("\"launch\" -> \"validate\""), "{dot}");
+}
+
+#[test]
+fn a_malformed_config_names_every_key_and_line() {
+    let tmp = tempdir();
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\nname = \"x\"\n\n[sources.tasks]\nkind = \"ingest\"\npath = \"t.jsonl\"\n\n\
+         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\ntimeout = \"10m\"\n\n\
+         [stages.validate]\nkind = \"validate\"\ninputs = [\"tasks\", \"launch\"]\nrepeats = 0\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let output = run(kiln().args(["check", "--config"]).arg(&config));
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let path = config.display().to_string();
+    assert!(
+        stderr.contains(&format!("{path}:11:1: stages.launch.timeout: unknown key")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{path}:16:11: stages.validate.repeats: 0 is out of range 1..=20"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 problem(s)"), "{stderr}");
+    // `run` refuses the same config before touching anything.
+    let output = run(kiln().args(["run", "--config"]).arg(&config));
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        !tmp.path().join("datasets").exists(),
+        "nothing may be written for a bad config"
+    );
+}
+
+#[test]
+fn no_engine_is_one_clear_line_and_exit_code_4() {
+    let tmp = tempdir();
+    let demo = kiln_pipeline::demo::prepare(&tmp.path().join("d"), None, 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let output = run(kiln()
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["run", "--config"])
+        .arg(&demo.config_path));
+    assert_eq!(output.status.code(), Some(4), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(
+            "error: failed to reach the Docker engine at unix:///nonexistent/docker.sock"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("scripts/docker-engine.sh start"),
+        "says how to start one: {stderr}"
+    );
+}
+
+#[test]
+fn malformed_task_lines_are_recorded_and_the_others_proceed() {
+    let tmp = tempdir();
+    let layout = kiln_testkit::write_demo(&tmp.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    let bad = kiln_testkit::write_tasks_with_errors(&layout).unwrap_or_else(|e| panic!("{e}"));
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\nname = \"errors\"\n[sources.tasks]\nkind = \"ingest\"\npath = {:?}\n\
+             [stages.filter]\nkind = \"filter\"\ninputs = [\"tasks\"]\n",
+            bad.path.to_string_lossy()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let output = run(kiln().args(["run", "--config"]).arg(&config));
+    assert!(output.status.success(), "{}", text(&output));
+    let runs = tmp.path().join("datasets/errors/runs");
+    let run_dir = std::fs::read_dir(&runs)
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|e| e.path())
+        .unwrap_or_else(|| panic!("no run in {}", runs.display()));
+    let rows: Vec<Candidate> =
+        kiln_store::read_rows(&run_dir.join("tasks")).unwrap_or_else(|e| panic!("{e}"));
+    let ok: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .map(|r| r.instance_id.as_str())
+        .collect();
+    assert_eq!(
+        ok,
+        bad.valid_instance_ids
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
+    for invalid in &bad.invalid_lines {
+        let row = rows
+            .iter()
+            .find(|r| r.instance_id == invalid.instance_id)
+            .unwrap_or_else(|| panic!("no row for line {}", invalid.line));
+        assert_eq!(row.status, "error");
+        let error = row.error.clone().unwrap_or_default();
+        assert!(
+            error.starts_with(&format!("tasks-with-errors.jsonl:{}:", invalid.line)),
+            "the error names the file and line: {error}"
+        );
+        if let Some(field) = invalid.missing_field {
+            assert!(
+                error.contains(field),
+                "the error names the missing field: {error}"
+            );
+        }
+    }
+}

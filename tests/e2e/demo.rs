@@ -1,0 +1,131 @@
+//! `kiln demo` on the real engine: every fixture ends exactly as it must.
+
+use std::collections::BTreeMap;
+
+use kiln_schema::ReleaseInstance;
+
+use crate::{containers_with_label, kiln, run, tempdir, text};
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// The lists every validated fixture must produce, written out here (not taken from
+/// kiln-testkit) so that a wrong fixture expectation cannot confirm itself. They were checked
+/// by running pytest on the host (kiln-testkit's own integration test).
+fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
+    BTreeMap::from([
+        (
+            "kiln-demo__calc-1",
+            (
+                strings(&[
+                    "tests/test_ops.py::test_divide",
+                    "tests/test_parser.py::test_parse[16 / 4 / 2-2.0]",
+                    "tests/test_parser.py::test_parse[2 - 3 - 4--5]",
+                    "tests/test_stats.py::test_mean_empty_raises",
+                ]),
+                strings(&[
+                    "tests/test_ops.py::test_add",
+                    "tests/test_ops.py::test_divide_by_zero",
+                    "tests/test_ops.py::test_multiply",
+                    "tests/test_ops.py::test_subtract",
+                    "tests/test_parser.py::test_parse[(1 + 2) * 3-9]",
+                    "tests/test_parser.py::test_parse[1 + 2-3]",
+                    "tests/test_parser.py::test_parse[2 * 3 + 4-10]",
+                    "tests/test_parser.py::test_parse[8 / 2-4]",
+                    "tests/test_parser.py::test_parse_rejects_garbage",
+                    "tests/test_stats.py::test_mean",
+                ]),
+            ),
+        ),
+        (
+            "kiln-demo__textwrap2-2",
+            (
+                strings(&[
+                    "tests/test_wrapper.py::test_exact_fit",
+                    "tests/test_wrapper.py::test_width_must_be_positive[-3]",
+                    "tests/test_wrapper.py::test_width_must_be_positive[0]",
+                ]),
+                strings(&[
+                    "tests/test_wrap.py::test_wrap_long_text",
+                    "tests/test_wrap.py::test_wrap_short",
+                    "tests/test_wrapper.py::test_evolve_keeps_indent",
+                    "tests/test_wrapper.py::test_fill_with_indent",
+                ]),
+            ),
+        ),
+    ])
+}
+
+#[test]
+fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("demo");
+    let mut command = kiln();
+    command.args(["--json", "demo", "--dir"]).arg(&dir);
+    let output = run(&mut command);
+    assert!(output.status.success(), "{}", text(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
+
+    let instances = report["instances"].as_array().cloned().unwrap_or_default();
+    assert_eq!(instances.len(), 4, "{report:#}");
+    let by_id: BTreeMap<String, serde_json::Value> = instances
+        .into_iter()
+        .map(|i| {
+            (
+                i["instance_id"].as_str().unwrap_or_default().to_string(),
+                i["summary"].clone(),
+            )
+        })
+        .collect();
+    for (id, (fail_to_pass, pass_to_pass)) in expected_lists() {
+        let summary = &by_id[id];
+        assert_eq!(summary["state"], "validated", "{id}: {summary:#}");
+        let list = |key: &str| -> Vec<String> {
+            serde_json::from_value(summary[key].clone()).unwrap_or_default()
+        };
+        assert_eq!(list("fail_to_pass"), fail_to_pass, "{id}");
+        assert_eq!(list("pass_to_pass"), pass_to_pass, "{id}");
+    }
+    let badgold = &by_id["kiln-demo__badgold-3"];
+    assert_eq!(badgold["state"], "rejected", "{badgold:#}");
+    assert_eq!(badgold["failure_class"], "no-fail-to-pass");
+    let broken = &by_id["kiln-demo__broken-4"];
+    assert_eq!(broken["state"], "launch-failed", "{broken:#}");
+    assert_eq!(broken["failure_class"], "dependency-resolution");
+    assert!(
+        broken["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("uv pip install"),
+        "the deciding command is named: {broken:#}"
+    );
+
+    // The release holds exactly the validated instances, readable as Parquet.
+    let releases = dir.join("datasets/demo/releases");
+    let tag = std::fs::read_dir(&releases)
+        .ok()
+        .and_then(|mut entries| entries.next())
+        .and_then(Result::ok)
+        .map(|e| e.path())
+        .unwrap_or_else(|| panic!("no release under {}", releases.display()));
+    let shard = tag.join("data/test-00000-of-00001.parquet");
+    let rows: Vec<ReleaseInstance> =
+        kiln_store::read_parquet(&shard).unwrap_or_else(|e| panic!("{e}"));
+    let ids: Vec<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
+    assert_eq!(ids, ["kiln-demo__calc-1", "kiln-demo__textwrap2-2"]);
+    for row in &rows {
+        let (fail_to_pass, pass_to_pass) = &expected_lists()[row.instance_id.as_str()];
+        assert_eq!(&row.FAIL_TO_PASS, fail_to_pass);
+        assert_eq!(&row.PASS_TO_PASS, pass_to_pass);
+        assert!(row.image.starts_with("kiln-env/demo:"), "{}", row.image);
+        assert_eq!(row.parser, "pytest");
+    }
+    assert!(tag.join("README.md").exists());
+
+    let run_dir = report["run_dir"].as_str().unwrap_or_default();
+    let run_id = run_dir.rsplit('/').next().unwrap_or_default();
+    let left = containers_with_label(&format!("kiln.run=demo/{run_id}"));
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}

@@ -1,0 +1,69 @@
+//! kiln's system tests: the `kiln` binary on the real Docker engine and the real file system,
+//! driven as a user drives it. The engine must be running (`scripts/docker-engine.sh start`)
+//! with `debian:bookworm` present (`scripts/base-images.sh`); `.ci/run` does both.
+
+mod config;
+mod demo;
+mod resume;
+mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `kiln` binary built for these tests.
+pub fn kiln() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    command.arg("--quiet");
+    command
+}
+
+/// Runs a command to completion.
+pub fn run(command: &mut Command) -> Output {
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+}
+
+/// Stdout and stderr of an output, for assertion messages.
+pub fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Ids of containers carrying a label (`key=value`), running or not, via the docker CLI.
+pub fn containers_with_label(label: &str) -> Vec<String> {
+    let output =
+        run(Command::new("docker").args(["ps", "-aq", "--filter", &format!("label={label}")]));
+    assert!(
+        output.status.success(),
+        "docker ps failed: {}",
+        text(&output)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A temporary directory for one test.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("kiln-e2e-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The host's CA bundle, installed in the images so that a TLS-inspecting proxy works.
+pub fn ca_bundle() -> Option<PathBuf> {
+    let path = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
+    path.exists().then_some(path)
+}
