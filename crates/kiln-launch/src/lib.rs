@@ -9,6 +9,7 @@
 //! the stage: only an unreachable engine does that.
 
 pub mod images;
+pub mod plan;
 pub mod python;
 pub mod repo;
 
@@ -42,8 +43,8 @@ pub struct LaunchRequest {
     pub log_dir: PathBuf,
     /// Log directory as recorded in the row (relative to the run directory).
     pub log_dir_label: String,
-    /// Base image for Python projects (ensured by the caller).
-    pub python_image: String,
+    /// A PEM CA bundle to install in the images (TLS-inspecting proxies).
+    pub ca_bundle: Option<Arc<Vec<u8>>>,
     /// Tag to commit a successful environment to.
     pub image_tag: String,
     /// Labels for containers and images (run label included).
@@ -195,27 +196,25 @@ async fn build(
     };
     record.dependency_cutoff.clone_from(&cutoff);
 
-    let Some(project) = python::detect(&workdir) else {
+    let plan_cx = plan::PlanContext {
+        root: &workdir,
+        cutoff: cutoff.as_deref(),
+        ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
+    };
+    let Some(plan) = plan::choose(&plan_cx) else {
         return Ok(Some(Failure::new(
             FailureClass::UnsupportedProject,
             None,
-            "no build plan matched: no pyproject.toml, setup.py, setup.cfg or requirements file",
+            "no build plan matched the repository's files",
         )));
     };
-    record.language = "python".into();
-    record.plan = format!("python-{}", project.manifest);
-    record.base_image.clone_from(&request.python_image);
-    record.version_reason = match &project.requires_python {
-        Some(spec) if python::admits(spec, 3, 11) => {
-            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`")
-        }
-        Some(spec) => format!(
-            "Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"
-        ),
-        None => "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
-    };
-    record.parser = "pytest".into();
-    record.test_command = python::test_command();
+    record.language = plan.language.into();
+    record.plan.clone_from(&plan.name);
+    record.base_image.clone_from(&plan.image.tag);
+    record.version_reason.clone_from(&plan.version_reason);
+    record.parser = plan.parser.into();
+    record.test_command.clone_from(&plan.test);
+    record.rebuild_commands.clone_from(&plan.rebuild);
 
     let tar = match repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/')) {
         Ok(tar) => tar,
@@ -229,9 +228,14 @@ async fn build(
     };
     drop(checkout);
 
+    step("base image");
+    if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await? {
+        return Ok(Some(failure));
+    }
+
     step("start container");
     let spec = ContainerSpec {
-        image: request.python_image.clone(),
+        image: plan.image.tag.clone(),
         env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
         labels: request.labels.clone(),
         limits: Limits {
@@ -246,16 +250,7 @@ async fn build(
             + Duration::from_secs(600),
     };
     let mut session = Session::start(runtime, &spec, &request.log_dir.join("launch.log")).await?;
-    let result = run_plan(
-        &mut session,
-        request,
-        record,
-        &project,
-        cutoff.as_deref(),
-        tar,
-        step,
-    )
-    .await;
+    let result = run_plan(&mut session, request, record, &plan, tar, step).await;
     let closed = session.close().await;
     let failure = result?;
     closed?;
@@ -266,23 +261,15 @@ async fn run_plan(
     session: &mut Session,
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
-    project: &python::PythonProject,
-    cutoff: Option<&str>,
+    plan: &plan::Plan,
     tar: Vec<u8>,
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<Failure>, RuntimeError> {
     let runtime = Arc::clone(session.runtime());
     runtime.copy_in(session.id(), "/", tar).await?;
 
-    let setup = vec![
-        // The repository was copied in as root-owned files of another uid; git refuses to work
-        // in it without this.
-        "git config --global --add safe.directory '*' && git config --global user.email kiln@localhost && git config --global user.name kiln".to_string(),
-        format!("python3 -m venv {}", python::VENV),
-        python::install_command(project, cutoff),
-    ];
     let setup_started = Instant::now();
-    for command in &setup {
+    for command in &plan.setup {
         step(short(command));
         let outcome = session
             .run(command, request.settings.command_timeout)
@@ -316,6 +303,32 @@ async fn run_plan(
     record.image = Some(request.image_tag.clone());
     record.dockerfile = Some(dockerfile(record, &request.clone_url));
     Ok(None)
+}
+
+/// Builds the plan's base image unless it exists. Builds are serialised: concurrent items
+/// usually want the same image, and building it twice at once wastes minutes.
+async fn ensure_image(
+    runtime: &dyn ContainerRuntime,
+    image: &kiln_core::ImageBuild,
+    log_dir: &std::path::Path,
+) -> Result<Option<Failure>, RuntimeError> {
+    static BUILDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _guard = BUILDS.lock().await;
+    let mut log = Vec::new();
+    let mut sink = |bytes: &[u8]| log.extend_from_slice(bytes);
+    let built = images::ensure_image(runtime, image, &mut sink).await;
+    if !log.is_empty() {
+        let _ = std::fs::write(log_dir.join("image-build.log"), &log);
+    }
+    match built {
+        Ok(_) => Ok(None),
+        Err(RuntimeError::Build { image, message }) => Ok(Some(Failure::new(
+            FailureClass::Infra,
+            Some(&format!("build base image {image}")),
+            &message,
+        ))),
+        Err(other) => Err(other),
+    }
 }
 
 /// Reads the baseline run into the record; `Some` when it does not count as a working build.

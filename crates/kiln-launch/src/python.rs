@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+use crate::images;
+use crate::plan::{GIT_SETUP, Plan, PlanContext};
+
 /// Where the plan puts the project's virtualenv inside the container.
 pub const VENV: &str = "/opt/kiln/venv";
 
@@ -248,6 +251,36 @@ pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String 
 #[must_use]
 pub fn test_command() -> String {
     format!("{VENV}/bin/python -m pytest -rA --tb=short -p no:cacheprovider --color=no")
+}
+
+/// The Python plan, when the repository is a Python project.
+#[must_use]
+pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
+    let project = detect(cx.root)?;
+    let version_reason = match &project.requires_python {
+        Some(spec) if admits(spec, 3, 11) => {
+            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`")
+        }
+        Some(spec) => format!(
+            "Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"
+        ),
+        None => "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
+    };
+    Some(Plan {
+        name: format!("python-{}", project.manifest),
+        language: "python",
+        image: images::python_image(cx.ca_bundle),
+        version_reason,
+        setup: vec![
+            GIT_SETUP.to_string(),
+            format!("python3 -m venv {VENV}"),
+            install_command(&project, cx.cutoff),
+        ],
+        // An editable install picks up source changes without a rebuild.
+        rebuild: Vec::new(),
+        test: test_command(),
+        parser: "pytest",
+    })
 }
 
 #[cfg(test)]

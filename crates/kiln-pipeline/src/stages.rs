@@ -371,22 +371,11 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     started(cx, items.len(), skipped);
     let runtime = cx.runtime()?;
-    let python_image = if todo.is_empty() {
-        String::new()
-    } else {
-        let ca_bundle = match &cx.pipeline.docker.ca_bundle {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                PipelineError::Ingest(format!("read the CA bundle {}: {e}", path.display()))
-            })?),
-            None => None,
-        };
-        let build = kiln_launch::images::python_image(ca_bundle.as_deref());
-        cx.reporter.report(Event::Note {
-            message: format!("base image {}", build.tag),
-        });
-        let mut sink = |_: &[u8]| {};
-        kiln_launch::images::ensure_image(runtime.as_ref(), &build, &mut sink).await?;
-        build.tag
+    let ca_bundle = match &cx.pipeline.docker.ca_bundle {
+        Some(path) if !todo.is_empty() => Some(Arc::new(std::fs::read(path).map_err(|e| {
+            PipelineError::Ingest(format!("read the CA bundle {}: {e}", path.display()))
+        })?)),
+        _ => None,
     };
     let by_id: BTreeMap<String, Candidate> = candidates
         .into_iter()
@@ -412,7 +401,7 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 cache_dir: cache_dir.clone(),
                 log_dir,
                 log_dir_label,
-                python_image: python_image.clone(),
+                ca_bundle: ca_bundle.clone(),
                 image_tag: image_tag(
                     &cx.pipeline.docker.image_prefix,
                     &cx.pipeline.dataset.name,

@@ -100,3 +100,42 @@ pub(crate) fn parent(path: &Path) -> &Path {
         _ => Path::new("."),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_and_leaves_no_temp() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f.json");
+        write_atomic(&path, b"one")?;
+        write_atomic(&path, b"two")?;
+        assert_eq!(fs::read(&path)?, b"two");
+        assert_eq!(fs::read_dir(dir.path())?.count(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn dropped_atomic_file_is_removed() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let (atomic, _file) = AtomicFile::create(&dir.path().join("x"))?;
+        let temp = atomic.temp_path().to_path_buf();
+        assert!(temp.exists());
+        let name = temp.file_name().map(|n| n.to_string_lossy().into_owned());
+        assert!(name.is_some_and(|n| is_temp_name(&n)));
+        drop(atomic);
+        assert!(!temp.exists());
+        assert!(!dir.path().join("x").exists());
+        Ok(())
+    }
+
+    #[test]
+    fn missing_directory_error_names_the_path() {
+        let err = write_atomic(Path::new("/nonexistent-kiln-dir/f"), b"x")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("/nonexistent-kiln-dir/"), "{err}");
+    }
+}

@@ -131,3 +131,28 @@ pub fn write_dataset_card(
     write_atomic(&path, card.as_bytes())?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_names_and_matching() {
+        assert_eq!(shard_name("train", 0, 3), "train-00000-of-00003.parquet");
+        assert!(is_shard_of("train-00000-of-00003.parquet", "train"));
+        assert!(is_shard_of("train-00012-of-00100.parquet", "train"));
+        assert!(!is_shard_of("train_x-00000-of-00001.parquet", "train"));
+        assert!(!is_shard_of("test-00000-of-00001.parquet", "train"));
+        assert!(!is_shard_of("train-0-of-1.parquet", "train"));
+        assert!(!is_shard_of("train-00000-of-00001.parquet.bak", "train"));
+    }
+
+    #[test]
+    fn split_names() {
+        let d = Path::new("d");
+        assert!(check_split(d, "train").is_ok());
+        assert!(check_split(d, "dev_2").is_ok());
+        assert!(check_split(d, "a-b").is_err());
+        assert!(check_split(d, "").is_err());
+    }
+}

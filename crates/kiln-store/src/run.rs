@@ -246,3 +246,39 @@ impl RunStore {
         self.write_info()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_sort_by_time_then_suffix() {
+        let mut ids = vec![
+            "20240102-000000",
+            "20240101-120000-10",
+            "20240101-120000",
+            "20240101-120000-2",
+            "20231231-235959-3",
+        ];
+        ids.sort_by_key(|id| run_sort_key(id));
+        assert_eq!(
+            ids,
+            [
+                "20231231-235959-3",
+                "20240101-120000",
+                "20240101-120000-2",
+                "20240101-120000-10",
+                "20240102-000000",
+            ]
+        );
+    }
+
+    #[test]
+    fn components() {
+        let p = Path::new("p");
+        assert!(check_component(p, "x", "a__b-1").is_ok());
+        for bad in ["", ".", "..", "a/b", ".hidden", "a\\b"] {
+            assert!(check_component(p, "x", bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -186,8 +186,8 @@ pub struct StageTable<R: Row> {
     config_hash: String,
     input_hashes: BTreeMap<String, String>,
     next_part: u32,
-    /// Key -> part holding it; loaded on first use.
-    index: Option<BTreeMap<String, String>>,
+    /// Key -> part holding it (empty while stale).
+    index: BTreeMap<String, String>,
     _row: PhantomData<fn() -> R>,
 }
 
@@ -195,7 +195,9 @@ impl<R: Row> StageTable<R> {
     /// Opens the stage table in `dir` (the stage's directory, named `stage`), creating the
     /// directory and an empty `incomplete` manifest if absent.
     ///
-    /// Deletes part files the manifest does not list and temporary files left by a crash.
+    /// Deletes part files the manifest does not list and temporary files left by a crash, then
+    /// reads every listed part once to index the stored keys (which also checks that they are
+    /// readable).
     /// If the existing manifest has another config hash, other input hashes, another schema
     /// version or another table, the table opens [stale](Self::is_stale): reading works only if
     /// the schema matches, writing fails until [`reset`](Self::reset).
@@ -227,10 +229,13 @@ impl<R: Row> StageTable<R> {
             stale,
             config_hash: config_hash.to_string(),
             input_hashes,
-            index: None,
+            index: BTreeMap::new(),
             _row: PhantomData,
         };
         table.remove_orphans()?;
+        if !stale {
+            table.index = table.load_index()?;
+        }
         if fresh {
             table.manifest.write(dir)?;
         } else if table.manifest.stage != stage {
@@ -339,7 +344,7 @@ impl<R: Row> StageTable<R> {
         self.manifest = Self::empty_manifest(&stage, &self.config_hash, &self.input_hashes);
         self.manifest.write(&self.dir)?;
         self.stale = false;
-        self.index = Some(BTreeMap::new());
+        self.index = BTreeMap::new();
         self.delete_parts(&old_parts)
     }
 
@@ -348,33 +353,36 @@ impl<R: Row> StageTable<R> {
         read_listed(&self.dir, &self.manifest)
     }
 
-    /// Loads the key index if not loaded yet.
-    fn index(&mut self) -> Result<&mut BTreeMap<String, String>, StoreError> {
-        if self.index.is_none() {
-            self.manifest.check::<R>(&self.dir)?;
-            let mut index = BTreeMap::new();
-            for part in &self.manifest.parts {
-                let path = self.dir.join(part);
-                let batch = read_batch(&path, R::TABLE)?;
-                let rows = batch_to_rows::<R>(&batch)
-                    .map_err(|source| StoreError::Convert { path, source })?;
-                for row in rows {
-                    index.insert(row.key().to_string(), part.clone());
-                }
+    /// Reads the key index (key -> part) from the listed parts.
+    fn load_index(&self) -> Result<BTreeMap<String, String>, StoreError> {
+        self.manifest.check::<R>(&self.dir)?;
+        let mut index = BTreeMap::new();
+        for part in &self.manifest.parts {
+            let path = self.dir.join(part);
+            let batch = read_batch(&path, R::TABLE)?;
+            let rows = batch_to_rows::<R>(&batch)
+                .map_err(|source| StoreError::Convert { path, source })?;
+            for row in rows {
+                index.insert(row.key().to_string(), part.clone());
             }
-            self.index = Some(index);
         }
-        Ok(self.index.get_or_insert_with(BTreeMap::new))
+        Ok(index)
     }
 
     /// Keys of the rows stored (the items this stage has finished).
-    pub fn keys(&mut self) -> Result<BTreeSet<String>, StoreError> {
-        Ok(self.index()?.keys().cloned().collect())
+    pub fn keys(&self) -> Result<BTreeSet<String>, StoreError> {
+        if self.stale {
+            return Ok(self.load_index()?.into_keys().collect());
+        }
+        Ok(self.index.keys().cloned().collect())
     }
 
     /// Whether a row with this key is stored.
-    pub fn contains(&mut self, key: &str) -> Result<bool, StoreError> {
-        Ok(self.index()?.contains_key(key))
+    pub fn contains(&self, key: &str) -> Result<bool, StoreError> {
+        if self.stale {
+            return Ok(self.load_index()?.contains_key(key));
+        }
+        Ok(self.index.contains_key(key))
     }
 
     fn take_part_name(&mut self) -> String {
@@ -393,14 +401,12 @@ impl<R: Row> StageTable<R> {
         if rows.is_empty() {
             return Ok(());
         }
-        let dir = self.dir.clone();
-        let index = self.index()?;
         let mut new_keys = BTreeSet::new();
         for row in rows {
             let key = row.key();
-            if index.contains_key(key) || !new_keys.insert(key.to_string()) {
+            if self.index.contains_key(key) || !new_keys.insert(key.to_string()) {
                 return Err(StoreError::DuplicateKey {
-                    path: dir,
+                    path: self.dir.clone(),
                     key: key.to_string(),
                 });
             }
@@ -418,9 +424,8 @@ impl<R: Row> StageTable<R> {
         manifest.status = Status::Incomplete;
         manifest.content_hash = None;
         self.commit(manifest)?;
-        let index = self.index()?;
         for key in new_keys {
-            index.insert(key, name.clone());
+            self.index.insert(key, name.clone());
         }
         Ok(())
     }
@@ -457,9 +462,10 @@ impl<R: Row> StageTable<R> {
     /// back to `incomplete` if anything was removed.
     pub fn remove_keys(&mut self, keys: &BTreeSet<String>) -> Result<usize, StoreError> {
         self.ensure_fresh()?;
-        let index = self.index()?;
-        let affected: BTreeSet<String> =
-            keys.iter().filter_map(|k| index.get(k).cloned()).collect();
+        let affected: BTreeSet<String> = keys
+            .iter()
+            .filter_map(|k| self.index.get(k).cloned())
+            .collect();
         if affected.is_empty() {
             return Ok(0);
         }
@@ -500,11 +506,10 @@ impl<R: Row> StageTable<R> {
         manifest.status = Status::Incomplete;
         manifest.content_hash = None;
         self.commit(manifest)?;
-        let index = self.index()?;
         for key in keys {
-            index.remove(key);
+            self.index.remove(key);
         }
-        index.extend(moved);
+        self.index.extend(moved);
         self.delete_parts(&replaced)?;
         Ok(removed)
     }
@@ -577,9 +582,53 @@ impl<R: Row> StageTable<R> {
         let mut manifest = self.manifest.clone();
         let old = std::mem::replace(&mut manifest.parts, vec![name.clone()]);
         self.commit(manifest)?;
-        if let Some(index) = &mut self.index {
-            index.values_mut().for_each(|p| p.clone_from(&name));
-        }
+        self.index.values_mut().for_each(|p| p.clone_from(&name));
         self.delete_parts(&old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names() {
+        assert_eq!(part_name(7), "part-00007.parquet");
+        assert_eq!(part_name(123_456), "part-123456.parquet");
+        assert_eq!(part_number("part-00007.parquet"), Some(7));
+        assert_eq!(part_number("part-123456.parquet"), Some(123_456));
+        assert_eq!(part_number("part-7.parquet"), None);
+        assert_eq!(part_number("part-0000x.parquet"), None);
+        assert_eq!(part_number("manifest.json"), None);
+        assert_eq!(part_number(".part-00001.parquet.tmp-1-0"), None);
+    }
+
+    #[test]
+    fn content_hash_ignores_order() -> Result<(), serde_json::Error> {
+        let row = |id: &str| kiln_schema::PlatformLabel {
+            instance_id: id.into(),
+            platform: "linux".into(),
+            evidence: vec![],
+            labeller: "keyword".into(),
+        };
+        let a = content_hash(&[row("a"), row("b")])?;
+        let b = content_hash(&[row("b"), row("a")])?;
+        let c = content_hash(&[row("a")])?;
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.len(), 64);
+        Ok(())
+    }
+
+    #[test]
+    fn status_serialises_lowercase() {
+        assert_eq!(
+            serde_json::to_string(&Status::Incomplete).ok().as_deref(),
+            Some("\"incomplete\"")
+        );
+        assert_eq!(
+            serde_json::to_string(&Status::Complete).ok().as_deref(),
+            Some("\"complete\"")
+        );
     }
 }

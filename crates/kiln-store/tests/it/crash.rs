@@ -127,9 +127,10 @@ fn sigkill_never_loses_or_duplicates_rows() {
                 told.insert(key.to_string(), false);
             }
         }
-        assert!(
-            !status.success(),
-            "round {round}: the child finished before it was killed; stderr: {}",
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "round {round}: the child was not killed by SIGKILL but ended with {status}; stderr: {}",
             {
                 let mut s = String::new();
                 let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut s);
