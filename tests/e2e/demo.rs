@@ -124,6 +124,51 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     }
     assert!(tag.join("README.md").exists());
 
+    // History hygiene: from inside the environment image, no commit after the base commit
+    // (the fix, the merge, the later release) can be reached, and no tag or remote exists.
+    for row in &rows {
+        let repo = dir.join("repos").join(&row.repo);
+        let later = run(std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["rev-list", &format!("{}..main", row.base_commit)]));
+        let later: Vec<String> = String::from_utf8_lossy(&later.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(
+            later.len() >= 2,
+            "the fixture has commits after its base: {later:?}"
+        );
+        let mut script = format!(
+            "cd /testbed && test \"$(git rev-parse HEAD)\" = {} && test -z \"$(git tag)\" && test -z \"$(git remote)\"",
+            row.base_commit
+        );
+        for sha in &later {
+            script.push_str(&format!(" && ! git cat-file -e {sha} 2>/dev/null"));
+        }
+        script.push_str(
+            " && ! git log --all --format=%H | grep -v -x -f <(git rev-list HEAD) && echo clean",
+        );
+        let output = run(std::process::Command::new("docker").args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            &row.image,
+            "bash",
+            "-c",
+            &script,
+        ]));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "clean",
+            "{}: {}",
+            row.instance_id,
+            text(&output)
+        );
+    }
+
     let run_dir = report["run_dir"].as_str().unwrap_or_default();
     let run_id = run_dir.rsplit('/').next().unwrap_or_default();
     let left = containers_with_label(&format!("kiln.run=demo/{run_id}"));

@@ -101,6 +101,31 @@ enum Command {
     Check,
     /// Print the stage graph in Graphviz DOT.
     Graph,
+    /// Evaluate predicted patches (SWE-bench's `{instance_id, model_patch}` format) against a
+    /// release: per instance resolved, partial, unresolved, patch-apply failure or infra failure.
+    Evaluate {
+        /// A release directory (its `data/*.parquet`) or one Parquet file.
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Predictions: a JSON array, a JSON object keyed by instance id, or JSONL.
+        #[arg(long)]
+        predictions: PathBuf,
+        /// Where the report and logs go (default: ./evaluation-<time>).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Only these instance ids (repeatable).
+        #[arg(long = "only", value_name = "INSTANCE_ID")]
+        only: Vec<String>,
+        /// Instances evaluated at once.
+        #[arg(long, default_value_t = 2)]
+        concurrency: usize,
+        /// Timeout of each test run, e.g. "30m".
+        #[arg(long, default_value = "30m")]
+        timeout: String,
+        /// Give the test containers the network (default: loopback only).
+        #[arg(long)]
+        network: bool,
+    },
     /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
     Demo {
         /// Directory for the fixtures, the config and the datasets (replaced if it holds an earlier demo).
@@ -269,12 +294,133 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             print_summary(&runner, cli.json)?;
             Ok(exit::OK)
         }
+        Command::Evaluate {
+            dataset,
+            predictions,
+            output,
+            only,
+            concurrency,
+            timeout,
+            network,
+        } => {
+            let args = EvaluateArgs {
+                dataset,
+                predictions,
+                output,
+                only,
+                concurrency,
+                timeout,
+                network,
+            };
+            evaluate(args, reporter, cli.json).await
+        }
         Command::Demo {
             dir,
             repeats,
             ca_bundle,
         } => demo(&dir, repeats, ca_bundle, reporter, cli.json).await,
     }
+}
+
+struct EvaluateArgs {
+    dataset: PathBuf,
+    predictions: PathBuf,
+    output: Option<PathBuf>,
+    only: Vec<String>,
+    concurrency: usize,
+    timeout: String,
+    network: bool,
+}
+
+async fn evaluate(
+    args: EvaluateArgs,
+    reporter: Arc<dyn Reporter>,
+    json: bool,
+) -> Result<u8, Failure> {
+    use kiln_pipeline::evaluate as eval;
+    let timeout = kiln_core::config::parse_duration(&args.timeout)
+        .map_err(|e| Failure::new(exit::USAGE, format!("--timeout: {e}")))?;
+    let instances = eval::read_dataset(&args.dataset)?;
+    let predictions = eval::read_predictions(&args.predictions)?;
+    let engine = connect().await?;
+    let stamp = kiln_store::time_id();
+    let output = args
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("evaluation-{stamp}")));
+    std::fs::create_dir_all(&output).map_err(|e| {
+        Failure::new(
+            exit::STORE,
+            format!("failed to create {}: {e}", output.display()),
+        )
+    })?;
+    let options = eval::EvaluateOptions {
+        docker: kiln_core::config::DockerSettings {
+            ca_bundle: None,
+            memory_bytes: 4 << 30,
+            cpus: 2.0,
+            pids: 4096,
+            image_prefix: String::new(),
+        },
+        concurrency: args.concurrency,
+        timeout,
+        network: if args.network {
+            kiln_core::NetworkMode::Bridge
+        } else {
+            kiln_core::NetworkMode::None
+        },
+        log_dir: output.join("logs"),
+        run_label: format!("evaluate/{stamp}"),
+        only: (!args.only.is_empty()).then(|| args.only.into_iter().collect()),
+    };
+    let label = options.run_label.clone();
+    let work = eval::evaluate_all(
+        Arc::clone(&engine),
+        instances,
+        &predictions,
+        &options,
+        reporter,
+    );
+    let evaluations = tokio::select! {
+        result = work => result?,
+        () = shutdown_signal() => {
+            let removed = engine.remove_labelled(LABEL_RUN, &label).await.unwrap_or(0);
+            return Err(Failure::new(exit::INTERRUPTED, format!("interrupted; removed {removed} container(s)")));
+        }
+    };
+    let summary = eval::summarize(&evaluations, predictions.len());
+    let report = serde_json::json!({"summary": summary, "instances": evaluations});
+    let report_path = output.join("report.json");
+    let text = serde_json::to_vec_pretty(&report)
+        .map_err(|e| Failure::new(exit::INTERNAL, e.to_string()))?;
+    kiln_store::write_atomic(&report_path, &text)
+        .map_err(|e| Failure::from(PipelineError::from(e)))?;
+    if json {
+        print_json(&report)?;
+        return Ok(exit::OK);
+    }
+    for e in &evaluations {
+        println!(
+            "  {:<28} {:<20} {}",
+            e.instance_id,
+            e.resolution.as_str(),
+            e.reason.as_deref().unwrap_or("")
+        );
+    }
+    println!(
+        "{} instances, {} predicted: {} ({:.1}% resolved)\nreport: {}",
+        summary.total,
+        summary.predicted,
+        kiln_pipeline::counts_line(
+            &summary
+                .counts
+                .iter()
+                .map(|(k, v)| (k.clone(), *v as u64))
+                .collect()
+        ),
+        summary.resolved_rate * 100.0,
+        report_path.display()
+    );
+    Ok(exit::OK)
 }
 
 fn load(path: &Path) -> Result<Pipeline, Failure> {

@@ -90,7 +90,21 @@ impl Session {
         script: &str,
         timeout: Duration,
     ) -> Result<ExecOutcome, RuntimeError> {
+        self.run_capped(script, timeout, 1 << 20).await
+    }
+
+    /// [`Session::run`], keeping up to `output_cap` bytes of output in the outcome.
+    ///
+    /// # Errors
+    /// Only engine failures.
+    pub async fn run_capped(
+        &mut self,
+        script: &str,
+        timeout: Duration,
+        output_cap: usize,
+    ) -> Result<ExecOutcome, RuntimeError> {
         let mut exec = ExecSpec::new(script, timeout);
+        exec.output_cap = output_cap;
         exec.env = self.env.clone();
         exec.workdir = self.workdir.clone();
         self.note(&format!("$ {script}"));
@@ -126,18 +140,14 @@ impl Session {
         result
     }
 
-    /// Copies one file into the container.
+    /// Copies files into the container (absolute paths; parent directories are created), in
+    /// one upload.
     ///
     /// # Errors
     /// When the engine refuses the upload.
-    pub async fn write_file(&mut self, path: &str, contents: &[u8]) -> Result<(), RuntimeError> {
-        let (dir, name) = path.rsplit_once('/').unwrap_or(("/", path));
-        let dir = if dir.is_empty() { "/" } else { dir };
-        let tar =
-            tar_one_file(name, contents).map_err(|e| RuntimeError::engine("pack a file", e))?;
-        self.run(&format!("mkdir -p '{dir}'"), Duration::from_secs(60))
-            .await?;
-        self.runtime.copy_in(&self.id, dir, tar).await
+    pub async fn write_files(&mut self, files: &[(String, &[u8])]) -> Result<(), RuntimeError> {
+        let tar = tar_files(files).map_err(|e| RuntimeError::engine("pack files", e))?;
+        self.runtime.copy_in(&self.id, "/", tar).await
     }
 
     /// The runtime this session runs on.
@@ -187,18 +197,39 @@ impl Drop for Session {
     }
 }
 
-/// A tar archive holding one regular file.
+/// A tar archive of files at absolute paths (stored relative to `/`), with entries for their
+/// parent directories so extraction creates them.
 ///
 /// # Errors
-/// Only when the name is unusable in a tar header.
-pub fn tar_one_file(name: &str, contents: &[u8]) -> std::io::Result<Vec<u8>> {
+/// Only when a name is unusable in a tar header.
+pub fn tar_files(files: &[(String, &[u8])]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(contents.len() as u64);
-    header.set_mode(0o644);
-    header.set_mtime(0);
-    header.set_cksum();
-    builder.append_data(&mut header, name, contents)?;
+    let mut dirs = std::collections::BTreeSet::new();
+    for (path, _) in files {
+        let relative = path.trim_start_matches('/');
+        let mut parent = std::path::Path::new(relative).parent();
+        while let Some(dir) = parent.filter(|d| !d.as_os_str().is_empty()) {
+            dirs.insert(dir.to_path_buf());
+            parent = dir.parent();
+        }
+    }
+    for dir in dirs {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        header.set_mode(0o755);
+        header.set_mtime(0);
+        header.set_cksum();
+        builder.append_data(&mut header, &dir, std::io::empty())?;
+    }
+    for (path, contents) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(contents.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_cksum();
+        builder.append_data(&mut header, path.trim_start_matches('/'), *contents)?;
+    }
     builder.into_inner()
 }
 

@@ -6,6 +6,7 @@
 //! calls the stage crate for each item, and appends the rows it returns.
 
 pub mod demo;
+pub mod evaluate;
 mod stages;
 pub mod summary;
 

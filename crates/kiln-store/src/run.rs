@@ -56,6 +56,13 @@ pub(crate) fn check_component(parent: &Path, what: &str, name: &str) -> Result<(
     }
 }
 
+/// The current UTC time as `YYYYMMDD-HHMMSS`, the form of run ids (also used to name
+/// evaluation directories).
+#[must_use]
+pub fn time_id() -> String {
+    chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()
+}
+
 /// The directory holding the runs of a dataset.
 #[must_use]
 pub fn runs_dir(dataset_root: &Path, dataset: &str) -> PathBuf {
@@ -124,7 +131,7 @@ impl RunStore {
                 (id.to_string(), dir)
             }
             None => {
-                let base = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+                let base = time_id();
                 let mut n = 1u32;
                 loop {
                     let id = if n == 1 {

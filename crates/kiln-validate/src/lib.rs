@@ -6,21 +6,22 @@
 //! FAIL_TO_PASS, PASS_TO_PASS, flaky tests and the reasons for rejection.
 
 pub mod decide;
+pub mod evaluate;
 pub mod patch;
+pub mod run;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
-use kiln_core::runtime::Limits;
-use kiln_core::{
-    ContainerRuntime, ContainerSpec, Event, NetworkMode, Reporter, RuntimeError, Session,
-};
+use kiln_core::{ContainerRuntime, Event, NetworkMode, Reporter, RuntimeError};
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord};
 
 pub use decide::{Decision, RunResult, Side, decide};
+pub use evaluate::{EvaluateRequest, Evaluation, Resolution, evaluate};
+pub use run::{RunFailure, RunOutput, RunSpec, run_tests};
 
 /// Everything validation needs for one instance.
 #[derive(Debug, Clone)]
@@ -50,9 +51,6 @@ pub enum ValidateError {
     #[error(transparent)]
     Engine(#[from] RuntimeError),
 }
-
-/// Where patches are put inside the container.
-const PATCH_DIR: &str = "/tmp/kiln";
 
 /// Validates one instance.
 ///
@@ -112,34 +110,56 @@ pub async fn validate(
                 item: env.instance_id.clone(),
                 step: format!("{} run {repeat}/{repeats}", side.as_str()),
             });
-            let run =
-                match one_run(Arc::clone(&runtime), request, &image, network, side, repeat).await {
-                    Ok(run) => run,
-                    Err(RunFailure::Engine(RuntimeError::Unreachable { endpoint, message })) => {
-                        return Err(ValidateError::Engine(RuntimeError::Unreachable {
-                            endpoint,
-                            message,
-                        }));
-                    }
-                    Err(RunFailure::Engine(other)) => {
-                        record.failure_class = Some(FailureClass::Infra.as_str().into());
-                        record.reason = Some(other.to_string());
-                        record.total_seconds = started.elapsed().as_secs_f64();
-                        return Ok(record);
-                    }
-                    Err(RunFailure::Item(class, reason)) => {
-                        record.failure_class = Some(class.as_str().into());
-                        record.reason = Some(reason);
-                        record.total_seconds = started.elapsed().as_secs_f64();
-                        return Ok(record);
-                    }
-                };
-            record.test_seconds += run.seconds;
-            record.runs.insert(run.result.label(), run.summary());
-            record
-                .run_statuses
-                .insert(run.result.label(), run.result.statuses.clone());
-            runs.push(run.result);
+            let mut patches = vec![("test", request.candidate.test_patch.as_str())];
+            if side == Side::After {
+                patches.push(("gold", request.candidate.patch.as_str()));
+            }
+            let spec = RunSpec {
+                image: &image,
+                patches,
+                rebuild: &env.rebuild_commands,
+                test_command: &env.test_command,
+                parser: &env.parser,
+                docker: &request.docker,
+                network,
+                timeout: request.settings.test_timeout,
+                log: request
+                    .log_dir
+                    .join(format!("{}-{repeat}.log", side.as_str())),
+                labels: &request.labels,
+            };
+            let output = match run_tests(Arc::clone(&runtime), &spec).await {
+                Ok(output) => output,
+                Err(RunFailure::Engine(RuntimeError::Unreachable { endpoint, message })) => {
+                    return Err(ValidateError::Engine(RuntimeError::Unreachable {
+                        endpoint,
+                        message,
+                    }));
+                }
+                Err(RunFailure::Engine(other)) => {
+                    record.failure_class = Some(FailureClass::Infra.as_str().into());
+                    record.reason = Some(other.to_string());
+                    record.total_seconds = started.elapsed().as_secs_f64();
+                    return Ok(record);
+                }
+                Err(RunFailure::Item(class, reason)) => {
+                    record.failure_class = Some(class.as_str().into());
+                    record.reason = Some(format!("{} run {repeat}: {reason}", side.as_str()));
+                    record.total_seconds = started.elapsed().as_secs_f64();
+                    return Ok(record);
+                }
+            };
+            let result = RunResult {
+                side,
+                repeat,
+                exit_code: output.exit_code,
+                statuses: output.statuses.clone(),
+                parse_problems: output.parse_problems.clone(),
+            };
+            record.test_seconds += output.test_seconds;
+            record.runs.insert(result.label(), run_summary(&output));
+            record.run_statuses.insert(result.label(), output.statuses);
+            runs.push(result);
         }
     }
 
@@ -161,154 +181,23 @@ pub async fn validate(
     Ok(record)
 }
 
-/// One finished run with its bookkeeping.
-struct Run {
-    result: RunResult,
-    seconds: f64,
-    patch_methods: Vec<String>,
-}
-
-impl Run {
-    fn summary(&self) -> BTreeMap<String, String> {
-        let count = |s: TestStatus| {
-            self.result
-                .statuses
-                .values()
-                .filter(|v| **v == s)
-                .count()
-                .to_string()
-        };
-        BTreeMap::from([
-            ("exit_code".to_string(), self.result.exit_code.to_string()),
-            ("passed".to_string(), count(TestStatus::Pass)),
-            ("failed".to_string(), count(TestStatus::Fail)),
-            ("errors".to_string(), count(TestStatus::Error)),
-            ("skipped".to_string(), count(TestStatus::Skip)),
-            ("patch_methods".to_string(), self.patch_methods.join(",")),
-            ("seconds".to_string(), format!("{:.2}", self.seconds)),
-        ])
-    }
-}
-
-enum RunFailure {
-    Engine(RuntimeError),
-    Item(FailureClass, String),
-}
-
-impl From<RuntimeError> for RunFailure {
-    fn from(e: RuntimeError) -> Self {
-        Self::Engine(e)
-    }
-}
-
-async fn one_run(
-    runtime: Arc<dyn ContainerRuntime>,
-    request: &ValidateRequest,
-    image: &str,
-    network: NetworkMode,
-    side: Side,
-    repeat: usize,
-) -> Result<Run, RunFailure> {
-    let env = &request.environment;
-    let timeout = request.settings.test_timeout;
-    let spec = ContainerSpec {
-        image: image.to_string(),
-        env: Vec::new(),
-        labels: request.labels.clone(),
-        limits: Limits {
-            memory_bytes: request.docker.memory_bytes,
-            cpus: request.docker.cpus,
-            pids: request.docker.pids,
-        },
-        network,
-        workdir: Some("/testbed".into()),
-        max_lifetime: timeout * 2 + Duration::from_secs(600),
+/// A run's summary for the `runs` column.
+fn run_summary(output: &RunOutput) -> BTreeMap<String, String> {
+    let count = |s: TestStatus| {
+        output
+            .statuses
+            .values()
+            .filter(|v| **v == s)
+            .count()
+            .to_string()
     };
-    let log = request
-        .log_dir
-        .join(format!("{}-{repeat}.log", side.as_str()));
-    let mut session = Session::start(runtime, &spec, &log).await?;
-    let result = run_in(&mut session, request, side, repeat, timeout).await;
-    let closed = session.close().await;
-    let run = result?;
-    closed?;
-    let _ = env;
-    Ok(run)
-}
-
-async fn run_in(
-    session: &mut Session,
-    request: &ValidateRequest,
-    side: Side,
-    repeat: usize,
-    timeout: Duration,
-) -> Result<Run, RunFailure> {
-    let mut patches = vec![("test", request.candidate.test_patch.as_str())];
-    if side == Side::After {
-        patches.push(("gold", request.candidate.patch.as_str()));
-    }
-    let mut patch_methods = Vec::new();
-    for (name, text) in patches {
-        if text.trim().is_empty() {
-            continue;
-        }
-        let path = format!("{PATCH_DIR}/{name}.patch");
-        session.write_file(&path, text.as_bytes()).await?;
-        match patch::apply(session, &path).await? {
-            Some(method) => patch_methods.push(format!("{name}:{}", method.as_str())),
-            None => {
-                return Err(RunFailure::Item(
-                    FailureClass::PatchApply,
-                    format!(
-                        "the {name} patch applies with none of git apply, git apply --3way, patch --fuzz"
-                    ),
-                ));
-            }
-        }
-    }
-    for command in &request.environment.rebuild_commands {
-        let outcome = session.run(command, timeout).await?;
-        if outcome.exit_code != 0 {
-            return Err(RunFailure::Item(
-                FailureClass::Build,
-                format!(
-                    "rebuild command `{command}` exited {} on the {} side",
-                    outcome.exit_code,
-                    side.as_str()
-                ),
-            ));
-        }
-    }
-    let outcome = session
-        .run(&request.environment.test_command, timeout)
-        .await?;
-    if outcome.timed_out {
-        return Err(RunFailure::Item(
-            FailureClass::Timeout,
-            format!(
-                "the {} run {repeat} ran past {}s",
-                side.as_str(),
-                timeout.as_secs()
-            ),
-        ));
-    }
-    if outcome.oom_killed {
-        return Err(RunFailure::Item(
-            FailureClass::Oom,
-            format!("the {} run {repeat} ran out of memory", side.as_str()),
-        ));
-    }
-    let parsed = kiln_testlog::parse(&request.environment.parser, &outcome.output)
-        .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?;
-    Ok(Run {
-        result: RunResult {
-            side,
-            repeat,
-            exit_code: outcome.exit_code,
-            statuses: parsed.statuses.clone(),
-            parse_problems: parsed.problems.clone(),
-        },
-        seconds: outcome.duration.as_secs_f64(),
-        patch_methods,
-    })
+    BTreeMap::from([
+        ("exit_code".to_string(), output.exit_code.to_string()),
+        ("passed".to_string(), count(TestStatus::Pass)),
+        ("failed".to_string(), count(TestStatus::Fail)),
+        ("errors".to_string(), count(TestStatus::Error)),
+        ("skipped".to_string(), count(TestStatus::Skip)),
+        ("patch_methods".to_string(), output.patch_methods.join(",")),
+        ("seconds".to_string(), format!("{:.2}", output.test_seconds)),
+    ])
 }

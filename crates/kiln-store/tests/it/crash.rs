@@ -50,6 +50,9 @@ fn child_writer() {
         say(&format!("acked {key}"));
         if i % 5 == 4 {
             let victim = format!("k{:06}", i - 2);
+            // Said before the removal: a kill between the removal and the next line must not
+            // make the parent expect the row.
+            say(&format!("removing {victim}"));
             table
                 .remove_keys(&BTreeSet::from([victim.clone()]))
                 .unwrap();
@@ -123,7 +126,10 @@ fn sigkill_never_loses_or_duplicates_rows() {
             if let Some(key) = line.strip_prefix("acked ") {
                 told.insert(key.to_string(), true);
                 acked_now += 1;
-            } else if let Some(key) = line.strip_prefix("removed ") {
+            } else if let Some(key) = line
+                .strip_prefix("removed ")
+                .or_else(|| line.strip_prefix("removing "))
+            {
                 told.insert(key.to_string(), false);
             }
         }
