@@ -200,6 +200,9 @@ pub struct ValidateSettings {
     pub network: String,
     /// Repositories (`owner/name`) whose tests need the network.
     pub network_repos: Vec<String>,
+    /// Also run the tests once on the untouched base commit, to catch regressions the test
+    /// patch hides (a test it skips or removes that the gold patch breaks).
+    pub base_run: bool,
 }
 
 /// Settings of an `export` stage.
@@ -910,6 +913,7 @@ impl Compiler<'_> {
                     "test_timeout",
                     "network",
                     "network_repos",
+                    "base_run",
                 ],
             ),
             NodeKind::Export => (
@@ -1026,12 +1030,14 @@ impl Compiler<'_> {
         let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
         let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
         let network_repos = self.strings(keys, "network_repos");
+        let base_run = self.bool(keys, "base_run", false);
         Ok(NodeSettings::Validate(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
             test_timeout: test_timeout?,
             network: network?,
             network_repos: network_repos?,
+            base_run: base_run?,
         }))
     }
 

@@ -7,6 +7,8 @@ use kiln_schema::{FailureClass, TestStatus, TestStatuses};
 /// Which patches a run had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Side {
+    /// Base commit alone (optional, for classification).
+    Base,
     /// Base commit + test patch.
     Before,
     /// Base commit + test patch + gold patch.
@@ -14,10 +16,11 @@ pub enum Side {
 }
 
 impl Side {
-    /// `before` or `after`.
+    /// `base`, `before` or `after`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Base => "base",
             Self::Before => "before",
             Self::After => "after",
         }
@@ -114,8 +117,13 @@ pub fn decide(runs: &[RunResult]) -> Decision {
     };
     let mut dropped_flaky_candidates = 0usize;
     for test in tests {
-        let (before, after) = match (stable(Side::Before, test), stable(Side::After, test)) {
-            (Ok(before), Ok(after)) => (before, after),
+        let sides = (
+            stable(Side::Base, test),
+            stable(Side::Before, test),
+            stable(Side::After, test),
+        );
+        let (base, before, after) = match sides {
+            (Ok(base), Ok(before), Ok(after)) => (base, before, after),
             _ => {
                 let statuses = runs
                     .iter()
@@ -139,6 +147,15 @@ pub fn decide(runs: &[RunResult]) -> Decision {
                 continue;
             }
         };
+        // With a base run, a test that passes on the untouched base and fails after the gold
+        // patch is a regression too, even when the test patch made it absent or skipped.
+        let regressed_from_base = base == Some(TestStatus::Pass)
+            && before != Some(TestStatus::Pass)
+            && matches!(after, Some(TestStatus::Fail | TestStatus::Error));
+        if regressed_from_base {
+            decision.pass_to_fail.push(test.clone());
+            continue;
+        }
         match (before, after) {
             (Some(TestStatus::Pass), Some(TestStatus::Pass)) => {
                 decision.pass_to_pass.push(test.clone())
@@ -282,6 +299,19 @@ mod tests {
         assert!(d.pass_to_pass.is_empty());
         assert_eq!(d.flaky["t"]["before:2"], "fail");
         assert_eq!(d.rejection, None);
+    }
+
+    #[test]
+    fn a_base_run_catches_regressions_hidden_by_the_test_patch() {
+        // The test patch skips `old`; the gold patch breaks it; only the base run shows it passed.
+        let runs = [
+            run(Side::Base, 1, 0, &[("old", Pass)]),
+            run(Before, 1, 1, &[("old", Skip), ("new", Fail)]),
+            run(After, 1, 1, &[("old", Fail), ("new", Pass)]),
+        ];
+        let d = decide(&runs);
+        assert_eq!(d.pass_to_fail, ["old"]);
+        assert_eq!(d.rejection.map(|r| r.0), Some(FailureClass::PassToFail));
     }
 
     #[test]

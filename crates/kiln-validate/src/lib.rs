@@ -104,16 +104,21 @@ pub async fn validate(
     let mut runs = Vec::new();
     // Interleave the sides so that a slow drift of the machine affects both equally.
     for repeat in 1..=repeats {
-        for side in [Side::Before, Side::After] {
+        let base = (repeat == 1 && request.settings.base_run).then_some(Side::Base);
+        for side in base.into_iter().chain([Side::Before, Side::After]) {
             reporter.report(Event::ItemStep {
                 stage: request.stage.clone(),
                 item: env.instance_id.clone(),
                 step: format!("{} run {repeat}/{repeats}", side.as_str()),
             });
-            let mut patches = vec![("test", request.candidate.test_patch.as_str())];
-            if side == Side::After {
-                patches.push(("gold", request.candidate.patch.as_str()));
-            }
+            let patches = match side {
+                Side::Base => vec![],
+                Side::Before => vec![("test", request.candidate.test_patch.as_str())],
+                Side::After => vec![
+                    ("test", request.candidate.test_patch.as_str()),
+                    ("gold", request.candidate.patch.as_str()),
+                ],
+            };
             let spec = RunSpec {
                 image: &image,
                 patches,
