@@ -52,7 +52,7 @@ const APPLY_FUNCTION: &str = r#"kiln_apply() {
   if git apply --verbose --binary --3way "$file"; then git reset -q; printf '\nkiln-patch-applied-%s %s git-apply-3way\n' "$KILN_NONCE" "$name"; return 0; fi
   git reset -q --hard HEAD && git clean -fdq
   if [ -n "$snap" ]; then git stash apply --index -q "$snap"; git reset -q; fi
-  if patch --batch --forward --fuzz=5 -p1 --dry-run -i "$file" >/dev/null && patch --batch --forward --fuzz=5 -p1 -i "$file"; then
+  if patch --batch --forward --no-backup-if-mismatch --fuzz=5 -p1 --dry-run -i "$file" >/dev/null && patch --batch --forward --no-backup-if-mismatch --fuzz=5 -p1 -i "$file"; then
     printf '\nkiln-patch-applied-%s %s patch-fuzz\n' "$KILN_NONCE" "$name"; return 0
   fi
   printf '\nkiln-patch-failed-%s %s\n' "$KILN_NONCE" "$name"; return 1
