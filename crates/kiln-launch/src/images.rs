@@ -9,6 +9,21 @@ use sha2::{Digest, Sha256};
 /// Dockerfile of the Python image (Debian bookworm's Python 3.11, plus uv).
 pub const PYTHON_DOCKERFILE: &str = include_str!("../images/python.Dockerfile");
 
+/// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
+pub const RUST_DOCKERFILE: &str = include_str!("../images/rust.Dockerfile");
+
+/// Dockerfile of the Node image (`ARG SUITE` picks Debian's Node 18 or 20).
+pub const NODE_DOCKERFILE: &str = include_str!("../images/node.Dockerfile");
+
+/// Dockerfile of the Go image (`ARG SUITE` picks Debian's Go 1.19 or 1.24).
+pub const GO_DOCKERFILE: &str = include_str!("../images/go.Dockerfile");
+
+/// Dockerfile of the C/C++ image (Debian bookworm's GCC 12, CMake, Meson, autotools).
+pub const CPP_DOCKERFILE: &str = include_str!("../images/cpp.Dockerfile");
+
+/// Dockerfile of the Java image (`ARG SUITE` and `ARG JDK` pick OpenJDK 17 or 21, plus Maven).
+pub const JAVA_DOCKERFILE: &str = include_str!("../images/java.Dockerfile");
+
 /// Line of a Dockerfile that [`with_ca_bundle`] replaces: after the apt step that installs
 /// `ca-certificates`, before the first HTTPS download.
 pub const CA_BUNDLE_MARKER: &str = "# kiln:ca-bundle";
@@ -40,6 +55,110 @@ pub fn python_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
         labels: [("kiln.image".to_string(), "python".to_string())].into(),
     };
     tagged(with_ca_bundle(build, ca_bundle), "kiln/python", "3.11")
+}
+
+/// A Debian release that kiln's images start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// Debian 12.
+    Bookworm,
+    /// Debian 13.
+    Trixie,
+}
+
+impl Suite {
+    /// The suite's code name, as in `debian:<name>`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bookworm => "bookworm",
+            Self::Trixie => "trixie",
+        }
+    }
+}
+
+/// Sets the default of `ARG <name>=...` in a Dockerfile. The engine API kiln uses takes no build
+/// arguments, and the default is part of the text that [`tagged`] hashes, so each value gets
+/// its own tag.
+fn with_arg(dockerfile: &str, name: &str, value: &str) -> String {
+    let prefix = format!("ARG {name}=");
+    let mut out = String::new();
+    for line in dockerfile.lines() {
+        if line.starts_with(&prefix) {
+            out.push_str(&prefix);
+            out.push_str(value);
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One of kiln's images: `dockerfile` with the CA bundle, labelled and tagged
+/// `kiln/<name>:<version>-<hash>`.
+fn image(dockerfile: String, name: &str, version: &str, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let build = ImageBuild {
+        tag: String::new(),
+        dockerfile,
+        context: Vec::new(),
+        labels: [("kiln.image".to_string(), name.to_string())].into(),
+    };
+    tagged(
+        with_ca_bundle(build, ca_bundle),
+        &format!("kiln/{name}"),
+        version,
+    )
+}
+
+/// The Rust image (`kiln/rust:1.85-<hash>`): Debian trixie's rustc and cargo.
+#[must_use]
+pub fn rust_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
+    image(RUST_DOCKERFILE.to_string(), "rust", "1.85", ca_bundle)
+}
+
+/// The Node image for Debian's Node `major` (18 on bookworm, 20 on trixie; anything else gets
+/// the nearest of the two), tagged `kiln/node:<major>-<hash>`.
+#[must_use]
+pub fn node_image(major: u32, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let (suite, major) = if major >= 20 {
+        (Suite::Trixie, 20)
+    } else {
+        (Suite::Bookworm, 18)
+    };
+    let dockerfile = with_arg(NODE_DOCKERFILE, "SUITE", suite.name());
+    image(dockerfile, "node", &major.to_string(), ca_bundle)
+}
+
+/// The Go image of `suite` (bookworm: Go 1.19, trixie: Go 1.24), tagged `kiln/go:<version>-<hash>`.
+#[must_use]
+pub fn go_image(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let version = match suite {
+        Suite::Bookworm => "1.19",
+        Suite::Trixie => "1.24",
+    };
+    let dockerfile = with_arg(GO_DOCKERFILE, "SUITE", suite.name());
+    image(dockerfile, "go", version, ca_bundle)
+}
+
+/// The C/C++ image (`kiln/cpp:bookworm-<hash>`).
+#[must_use]
+pub fn cpp_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
+    image(CPP_DOCKERFILE.to_string(), "cpp", "bookworm", ca_bundle)
+}
+
+/// The Java image for OpenJDK `jdk` (17 on bookworm, 21 on trixie; anything newer than 17
+/// gets 21), tagged `kiln/java:<jdk>-<hash>`.
+#[must_use]
+pub fn java_image(jdk: u32, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let (suite, jdk) = if jdk > 17 {
+        (Suite::Trixie, 21)
+    } else {
+        (Suite::Bookworm, 17)
+    };
+    let dockerfile = with_arg(JAVA_DOCKERFILE, "SUITE", suite.name());
+    let dockerfile = with_arg(&dockerfile, "JDK", &jdk.to_string());
+    image(dockerfile, "java", &jdk.to_string(), ca_bundle)
 }
 
 /// Installs a PEM CA bundle into the image: copied under `/usr/local/share/ca-certificates/`
@@ -164,6 +283,36 @@ mod tests {
         assert_ne!(a.tag, plain.tag);
         assert_ne!(a.tag, python_image(Some(b"B")).tag);
         assert_eq!(a.tag, python_image(Some(b"A")).tag);
+    }
+
+    #[test]
+    fn every_image_installs_the_bundle_after_apt_and_gets_its_own_tag() {
+        use super::{Suite, cpp_image, go_image, java_image, node_image, rust_image};
+        let images = [
+            rust_image(Some(b"PEM")),
+            node_image(18, Some(b"PEM")),
+            node_image(22, Some(b"PEM")),
+            go_image(Suite::Bookworm, Some(b"PEM")),
+            go_image(Suite::Trixie, Some(b"PEM")),
+            cpp_image(Some(b"PEM")),
+            java_image(11, Some(b"PEM")),
+            java_image(21, Some(b"PEM")),
+        ];
+        for build in &images {
+            let file = &build.dockerfile;
+            let apt = file.find("apt-get install").unwrap_or(usize::MAX);
+            let update = file.find("RUN update-ca-certificates").unwrap_or(0);
+            assert!(apt < update, "{file}");
+            assert!(!file.contains(CA_BUNDLE_MARKER));
+        }
+        let mut tags: Vec<&str> = images.iter().map(|b| b.tag.as_str()).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), images.len(), "{tags:?}");
+        assert!(images[2].tag.starts_with("kiln/node:20-"));
+        assert!(images[2].dockerfile.contains("ARG SUITE=trixie\n"));
+        assert!(images[7].dockerfile.contains("ARG JDK=21\n"));
+        assert!(images[6].tag.starts_with("kiln/java:17-"));
     }
 
     #[test]

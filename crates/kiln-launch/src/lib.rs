@@ -1,17 +1,22 @@
 //! The launch stage: build an executable environment for one candidate at its base commit.
 //!
-//! Rules first: the repository's own files choose a deterministic plan (for now Python:
-//! `pyproject.toml` / `setup.py` / `setup.cfg` / requirements files), whose commands run in a
+//! Rules first: the repository's own files choose a deterministic plan (Python, Rust, Node,
+//! Go, C/C++ or Java, see [`plan::choose`]), whose commands run in a
 //! container from the plan's base image. Unpinned dependencies are resolved as of the base
 //! commit's date. The build counts when the test command's output parses into statuses and
 //! enough of them pass; the container is then committed to a tagged image. Any failure is a
 //! row with a failure class, the deciding command and its log tail, never an error that stops
 //! the stage: only an unreachable engine does that.
 
+pub mod go;
 pub mod images;
+pub mod java;
+pub mod native;
+pub mod node;
 pub mod plan;
 pub mod python;
 pub mod repo;
+pub mod rust;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -194,7 +199,6 @@ async fn build(
     } else {
         None
     };
-    record.dependency_cutoff.clone_from(&cutoff);
 
     let plan_cx = plan::PlanContext {
         root: &workdir,
@@ -211,7 +215,14 @@ async fn build(
     record.language = plan.language.into();
     record.plan.clone_from(&plan.name);
     record.base_image.clone_from(&plan.image.tag);
-    record.version_reason.clone_from(&plan.version_reason);
+    // The row has no column of its own for how versions were fixed; it follows the image's
+    // reason, and the cut-off column holds the date only when the plan applied it.
+    record.version_reason = if plan.resolution.is_empty() {
+        plan.version_reason.clone()
+    } else {
+        format!("{}; dependencies: {}", plan.version_reason, plan.resolution)
+    };
+    record.dependency_cutoff.clone_from(&plan.cutoff);
     record.parser = plan.parser.into();
     record.test_command.clone_from(&plan.test);
     record.rebuild_commands.clone_from(&plan.rebuild);
@@ -402,10 +413,55 @@ fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
         "Failed to download",
         "certificate verify failed",
         "self-signed certificate",
+        // cargo
+        "failed to download",
+        "failed to get `",
+        "failed to select a version for",
+        "no matching package named",
+        "failed to load source for dependency",
+        // network, any tool
+        "Could not resolve host",
+        "Temporary failure in name resolution",
+        "UnknownHostException",
+        "dial tcp",
+        // npm, yarn, pnpm
+        "npm ERR! code E404",
+        "npm error code E404",
+        "ETARGET",
+        "ENOTFOUND",
+        "EAI_AGAIN",
+        "ERR_PNPM_FETCH",
+        "ERR_PNPM_NO_MATCHING_VERSION",
+        "Couldn't find any versions for",
+        // go
+        "no required module provides",
+        "missing go.sum entry",
+        "reading https://proxy.golang.org",
+        "unrecognized import path",
+        // maven, gradle
+        "Could not resolve dependencies",
+        "Could not transfer artifact",
+        "could not be resolved",
+        "Could not resolve all files for configuration",
+        "Could not resolve all dependencies",
+        "Could not GET '",
+        // pkg-config, apt
+        "Unable to locate package",
     ];
-    if RESOLUTION
-        .iter()
-        .any(|needle| outcome.output.contains(needle))
+    // pkg-config reports a missing module as `Package foo was not found in the pkg-config search
+    // path` (autotools, meson) or `Package 'foo', required by ..., not found`.
+    let pkg_config_missing = outcome.output.lines().any(|line| {
+        let line = line.trim_start();
+        line.contains("Package ")
+            && (line.contains("not found") || line.contains("was not found"))
+            && (line.contains("pkg-config")
+                || line.contains("required by")
+                || line.starts_with("Package "))
+    });
+    if pkg_config_missing
+        || RESOLUTION
+            .iter()
+            .any(|needle| outcome.output.contains(needle))
     {
         FailureClass::DependencyResolution
     } else {
@@ -462,6 +518,31 @@ mod tests {
         assert_eq!(classify_setup(&missing), FailureClass::DependencyResolution);
         assert_eq!(
             classify_setup(&outcome(1, "error: command 'gcc' failed")),
+            FailureClass::Build
+        );
+        for log in [
+            "error: failed to download `serde v1.0.0`",
+            "npm ERR! code E404\nnpm ERR! 404 Not Found - GET https://registry.npmjs.org/nope",
+            "npm ERR! code ETARGET\nnpm ERR! notarget No matching version found for left-pad@99",
+            "go: github.com/pkg/errors@v0.9.1: Get \"https://proxy.golang.org/github.com/pkg/errors/@v/v0.9.1.mod\": dial tcp: lookup proxy.golang.org: no such host",
+            "main.go:3:8: no required module provides package github.com/x/y; to add it:",
+            "[ERROR] Failed to execute goal on project demo: Could not resolve dependencies for project demo:demo:jar:1.0",
+            "[ERROR] Plugin org.apache.maven.plugins:maven-resources-plugin:2.6 or one of its dependencies could not be resolved: Failed to read artifact descriptor for org.apache.maven.plugins:maven-resources-plugin:jar:2.6: Could not transfer artifact org.apache.maven.plugins:maven-resources-plugin:pom:2.6 from/to central",
+            "-- Checking for module 'libfoo'\n--   Package 'libfoo', required by 'virtual:world', not found",
+            "checking for FOO... no\nconfigure: error: Package requirements (libfoo >= 1) were not met:\n\nPackage libfoo was not found in the pkg-config search path.",
+            "curl: (6) Could not resolve host: example.com",
+        ] {
+            assert_eq!(
+                classify_setup(&outcome(1, log)),
+                FailureClass::DependencyResolution,
+                "{log}"
+            );
+        }
+        assert_eq!(
+            classify_setup(&outcome(
+                2,
+                "src/main.rs:1:1: error[E0425]: cannot find value `x`"
+            )),
             FailureClass::Build
         );
         let mut slow = outcome(137, "");

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use kiln_core::ImageBuild;
 
-use crate::python;
+use crate::{go, java, native, node, python, rust};
 
 /// What a plan may look at.
 #[derive(Debug, Clone, Copy)]
@@ -22,7 +22,7 @@ pub struct PlanContext<'a> {
 }
 
 /// A deterministic build plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Plan {
     /// Plan name recorded in the environment row (`python-pyproject`, ...).
     pub name: String,
@@ -40,6 +40,12 @@ pub struct Plan {
     pub test: String,
     /// The kiln-testlog parser that reads the test command's output.
     pub parser: &'static str,
+    /// How dependency versions are fixed: the lockfile that pins them, the cut-off applied, or
+    /// why none could be (`Cargo.lock pins every crate`, `npm install --before ...`).
+    pub resolution: String,
+    /// The dependency cut-off the commands actually apply, when they apply one; `None` when a
+    /// lockfile pins the versions or the ecosystem offers no way to resolve as of a date.
+    pub cutoff: Option<String>,
 }
 
 /// Commands every plan runs first: git must accept the copied-in repository, and commits made
@@ -49,6 +55,70 @@ pub const GIT_SETUP: &str = "git config --global --add safe.directory '*' && git
 /// The first plan that recognises the repository, or `None`.
 #[must_use]
 pub fn choose(cx: &PlanContext<'_>) -> Option<Plan> {
-    let planners: &[fn(&PlanContext<'_>) -> Option<Plan>] = &[python::plan];
+    // Python first (a repository with bindings in several languages is most often tested from
+    // Python), then the order of the brief: Rust, Node, Go, C/C++, Java. Within C/C++ the
+    // build systems go from the most to the least structured.
+    let planners: &[fn(&PlanContext<'_>) -> Option<Plan>] = &[
+        python::plan,
+        rust::plan,
+        node::plan,
+        go::plan,
+        native::plan,
+        java::plan,
+    ];
     planners.iter().find_map(|planner| planner(cx))
+}
+
+/// The contents of `name` under `root`, when it is a readable text file.
+pub(crate) fn read(root: &Path, name: &str) -> Option<String> {
+    std::fs::read_to_string(root.join(name)).ok()
+}
+
+/// Quotes `text` for a POSIX shell.
+pub(crate) fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c))
+    {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The date part (`YYYY-MM-DD`) of an RFC 3339 cut-off.
+pub(crate) fn cutoff_day(cutoff: &str) -> &str {
+    cutoff.get(..10).unwrap_or(cutoff)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Temporary project trees for the planners' unit tests.
+
+    /// Writes `files` (path, contents) under a new temporary directory.
+    pub(crate) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for (name, text) in files {
+            let path = tmp.path().join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+            }
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+        }
+        tmp
+    }
+
+    /// The plan of `planner` for a tree of `files`.
+    pub(crate) fn plan_of(
+        planner: fn(&super::PlanContext<'_>) -> Option<super::Plan>,
+        files: &[(&str, &str)],
+        cutoff: Option<&str>,
+    ) -> Option<super::Plan> {
+        let tmp = tree(files);
+        planner(&super::PlanContext {
+            root: tmp.path(),
+            cutoff,
+            ca_bundle: None,
+        })
+    }
 }

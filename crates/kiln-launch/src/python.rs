@@ -248,9 +248,15 @@ pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String 
 }
 
 /// The test command: pytest with a summary line per test, read by the `pytest` parser.
+///
+/// `--continue-on-collection-errors`: a test patch often adds a module that cannot be imported
+/// before the fix; without the flag pytest stops the whole session at collection, every other
+/// test is absent, and validation would take them all for new (n2p) tests.
 #[must_use]
 pub fn test_command() -> String {
-    format!("{VENV}/bin/python -m pytest -rA --tb=short -p no:cacheprovider --color=no")
+    format!(
+        "{VENV}/bin/python -m pytest -rA --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
+    )
 }
 
 /// The Python plan, when the repository is a Python project.
@@ -280,6 +286,11 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         rebuild: Vec::new(),
         test: test_command(),
         parser: "pytest",
+        resolution: match cx.cutoff {
+            Some(cutoff) => format!("uv pip install --exclude-newer {cutoff}"),
+            None => "latest versions: no cut-off date was given".into(),
+        },
+        cutoff: cx.cutoff.map(str::to_string),
     })
 }
 

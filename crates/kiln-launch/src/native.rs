@@ -1,0 +1,704 @@
+//! The C/C++ plan: CMake, Meson, autotools or a plain Makefile, on Debian bookworm's GCC, with
+//! the Debian `-dev` packages that the build files ask for (`find_package`, `pkg_check_modules`,
+//! `dependency()`, `PKG_CHECK_MODULES`) installed by apt.
+
+use std::path::{Path, PathBuf};
+
+use crate::images;
+use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
+
+/// Build directory of the CMake and Meson plans; not `build`, which many repositories commit
+/// (scripts, CMake modules).
+pub const BUILD_DIR: &str = "build-kiln";
+
+/// The build systems this plan drives, in the order they are looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildSystem {
+    /// `CMakeLists.txt`.
+    Cmake,
+    /// `meson.build`.
+    Meson,
+    /// `configure`, `configure.ac` or `configure.in`.
+    Autotools,
+    /// A Makefile with a `test` or `check` target.
+    Make {
+        /// The target that runs the tests.
+        target: &'static str,
+    },
+}
+
+/// Names of libraries in build files, mapped to the Debian packages that provide them. `None`
+/// for what needs no package (threads, the image's own test frameworks, build tools).
+const PACKAGES: &[(&str, Option<&str>)] = &[
+    ("zlib", Some("zlib1g-dev")),
+    ("z", Some("zlib1g-dev")),
+    ("openssl", Some("libssl-dev")),
+    ("ssl", Some("libssl-dev")),
+    ("crypto", Some("libssl-dev")),
+    ("libssl", Some("libssl-dev")),
+    ("libcrypto", Some("libssl-dev")),
+    ("curl", Some("libcurl4-openssl-dev")),
+    ("libcurl", Some("libcurl4-openssl-dev")),
+    ("threads", None),
+    ("pthread", None),
+    ("openmp", None),
+    ("m", None),
+    ("dl", None),
+    ("gtest", None),
+    ("googletest", None),
+    ("gmock", None),
+    ("gtest_main", None),
+    ("catch2", None),
+    ("doctest", None),
+    ("pkgconfig", None),
+    ("git", None),
+    ("doxygen", None),
+    ("boost", Some("libboost-all-dev")),
+    ("png", Some("libpng-dev")),
+    ("libpng", Some("libpng-dev")),
+    ("jpeg", Some("libjpeg-dev")),
+    ("libjpeg", Some("libjpeg-dev")),
+    ("sqlite3", Some("libsqlite3-dev")),
+    ("sqlite", Some("libsqlite3-dev")),
+    ("fmt", Some("libfmt-dev")),
+    ("spdlog", Some("libspdlog-dev")),
+    ("eigen3", Some("libeigen3-dev")),
+    ("nlohmann_json", Some("nlohmann-json3-dev")),
+    ("yaml-cpp", Some("libyaml-cpp-dev")),
+    ("yaml-0.1", Some("libyaml-dev")),
+    ("protobuf", Some("libprotobuf-dev protobuf-compiler")),
+    ("glib-2.0", Some("libglib2.0-dev")),
+    ("gobject-2.0", Some("libglib2.0-dev")),
+    ("gio-2.0", Some("libglib2.0-dev")),
+    ("gtk+-3.0", Some("libgtk-3-dev")),
+    ("libxml-2.0", Some("libxml2-dev")),
+    ("libxml2", Some("libxml2-dev")),
+    ("expat", Some("libexpat1-dev")),
+    ("bzip2", Some("libbz2-dev")),
+    ("bz2", Some("libbz2-dev")),
+    ("liblzma", Some("liblzma-dev")),
+    ("lzma", Some("liblzma-dev")),
+    ("zstd", Some("libzstd-dev")),
+    ("libzstd", Some("libzstd-dev")),
+    ("lz4", Some("liblz4-dev")),
+    ("liblz4", Some("liblz4-dev")),
+    ("libpcre", Some("libpcre3-dev")),
+    ("pcre2", Some("libpcre2-dev")),
+    ("libpcre2-8", Some("libpcre2-dev")),
+    ("curses", Some("libncurses-dev")),
+    ("ncurses", Some("libncurses-dev")),
+    ("readline", Some("libreadline-dev")),
+    ("libffi", Some("libffi-dev")),
+    ("uuid", Some("uuid-dev")),
+    ("x11", Some("libx11-dev")),
+    ("sdl2", Some("libsdl2-dev")),
+    ("opengl", Some("libgl-dev")),
+    ("glfw3", Some("libglfw3-dev")),
+    ("freetype", Some("libfreetype-dev")),
+    ("freetype2", Some("libfreetype-dev")),
+    ("harfbuzz", Some("libharfbuzz-dev")),
+    ("cairo", Some("libcairo2-dev")),
+    ("libevent", Some("libevent-dev")),
+    ("libuv", Some("libuv1-dev")),
+    ("benchmark", Some("libbenchmark-dev")),
+    ("python3", Some("python3-dev")),
+    ("python", Some("python3-dev")),
+    ("pythonlibs", Some("python3-dev")),
+    ("libusb-1.0", Some("libusb-1.0-0-dev")),
+    ("dbus-1", Some("libdbus-1-dev")),
+    ("libsystemd", Some("libsystemd-dev")),
+    ("tbb", Some("libtbb-dev")),
+    ("mpi", Some("libopenmpi-dev")),
+    ("blas", Some("libopenblas-dev")),
+    ("lapack", Some("liblapack-dev")),
+    ("hdf5", Some("libhdf5-dev")),
+    ("gmp", Some("libgmp-dev")),
+    ("mpfr", Some("libmpfr-dev")),
+    ("libarchive", Some("libarchive-dev")),
+    ("icu", Some("libicu-dev")),
+    ("icu-uc", Some("libicu-dev")),
+    ("cmocka", Some("libcmocka-dev")),
+    ("check", Some("check")),
+    ("cunit", Some("libcunit1-dev")),
+    ("absl", Some("libabsl-dev")),
+    ("json-c", Some("libjson-c-dev")),
+    ("jansson", Some("libjansson-dev")),
+    ("sodium", Some("libsodium-dev")),
+    ("libsodium", Some("libsodium-dev")),
+    ("qt5", Some("qtbase5-dev")),
+    ("libunwind", Some("libunwind-dev")),
+    ("libcap", Some("libcap-dev")),
+    ("libseccomp", Some("libseccomp-dev")),
+];
+
+/// The Debian package for a library name from a build file: exact (case-insensitive), then
+/// without a `lib` prefix. The outer `None` means the name is unknown.
+fn package_for(name: &str) -> Option<Option<&'static str>> {
+    let name = name.to_ascii_lowercase();
+    let look = |n: &str| PACKAGES.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+    look(&name).or_else(|| name.strip_prefix("lib").and_then(look))
+}
+
+/// What the build files say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeProject {
+    /// The build system.
+    pub system: BuildSystem,
+    /// Debian packages to install, sorted and deduplicated.
+    pub packages: Vec<String>,
+    /// Library names the table does not know, left to the image or the build.
+    pub unknown: Vec<String>,
+    /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
+    pub test_options: Vec<String>,
+    /// Git submodules declared in `.gitmodules` but absent from the checkout.
+    pub missing_submodules: Vec<String>,
+    /// The build fetches sources at configure time (`FetchContent`, meson wraps).
+    pub fetches: bool,
+    /// `cmake_minimum_required(VERSION ...)`, when declared.
+    pub cmake_minimum: Option<String>,
+    /// The test framework whose output the plain-make plan reads, when one is recognised.
+    pub framework: Option<&'static str>,
+}
+
+/// Directories not searched for build files: VCS data, build output, vendored third-party
+/// trees (their needs are the project's only if it builds them, which the top files say).
+fn skipped_dir(name: &str) -> bool {
+    name.starts_with('.')
+        || matches!(
+            name,
+            "build"
+                | "build-kiln"
+                | "node_modules"
+                | "third_party"
+                | "third-party"
+                | "3rdparty"
+                | "vendor"
+                | "external"
+                | "extern"
+                | "deps"
+        )
+}
+
+/// Files under `root` (to depth 4, at most 400) whose names satisfy `wanted`.
+fn find_files(root: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if depth < 4 && !skipped_dir(&name) {
+                    stack.push((entry.path(), depth + 1));
+                }
+            } else if wanted(&name) {
+                out.push(entry.path());
+                if out.len() >= 400 {
+                    return out;
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The words inside the parentheses of each `call(` in `text` (case-insensitive call name),
+/// with quotes and brackets removed.
+fn call_args(text: &str, call: &str) -> Vec<Vec<String>> {
+    let lower = text.to_ascii_lowercase();
+    let needle = format!("{}(", call.to_ascii_lowercase());
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find(&needle) {
+        let start = from + found;
+        from = start + needle.len();
+        // Only whole identifiers: `xfind_package(` is not `find_package(`.
+        if start > 0
+            && lower[..start]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &text[from..];
+        let end = rest.find(')').unwrap_or(rest.len());
+        let words = rest[..end]
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .map(|w| w.trim_matches(['\'', '"', '[', ']']).to_string())
+            .filter(|w| !w.is_empty())
+            .collect();
+        out.push(words);
+    }
+    out
+}
+
+/// Library names that the build files of `system` ask for.
+fn wanted_libraries(root: &Path, system: BuildSystem) -> Vec<String> {
+    let mut names = Vec::new();
+    let module_words = |words: &[String]| -> Vec<String> {
+        // pkg-config module lists: `libfoo >= 1.0 bar`; versions and operators are not names.
+        words
+            .iter()
+            .map(|w| w.split(['<', '>', '=']).next().unwrap_or("").to_string())
+            .filter(|w| {
+                !w.is_empty()
+                    && !w.starts_with(|c: char| c.is_ascii_digit())
+                    && !matches!(
+                        w.as_str(),
+                        "REQUIRED"
+                            | "QUIET"
+                            | "IMPORTED_TARGET"
+                            | "GLOBAL"
+                            | "NO_CMAKE_PATH"
+                            | "NO_CMAKE_ENVIRONMENT_PATH"
+                    )
+            })
+            .collect()
+    };
+    match system {
+        BuildSystem::Cmake => {
+            let files = find_files(root, &|n| n == "CMakeLists.txt" || n.ends_with(".cmake"));
+            for file in files {
+                let Ok(text) = std::fs::read_to_string(&file) else {
+                    continue;
+                };
+                for words in call_args(&text, "find_package") {
+                    if let Some(first) = words.first() {
+                        names.push(first.clone());
+                    }
+                }
+                for call in ["pkg_check_modules", "pkg_search_module"] {
+                    for words in call_args(&text, call) {
+                        names.extend(module_words(words.get(1..).unwrap_or_default()));
+                    }
+                }
+            }
+        }
+        BuildSystem::Meson => {
+            for file in find_files(root, &|n| n == "meson.build") {
+                let Ok(text) = std::fs::read_to_string(&file) else {
+                    continue;
+                };
+                for words in call_args(&text, "dependency") {
+                    if let Some(first) = words.first() {
+                        names.push(first.clone());
+                    }
+                }
+            }
+        }
+        BuildSystem::Autotools => {
+            for name in ["configure.ac", "configure.in"] {
+                let Some(text) = read(root, name) else {
+                    continue;
+                };
+                for words in call_args(&text, "PKG_CHECK_MODULES") {
+                    names.extend(module_words(words.get(1..).unwrap_or_default()));
+                }
+                for words in call_args(&text, "AC_CHECK_LIB") {
+                    if let Some(first) = words.first() {
+                        names.push(first.clone());
+                    }
+                }
+            }
+        }
+        BuildSystem::Make { .. } => {}
+    }
+    // Variables (`${PROJECT_NAME}`) and the project's own components are not libraries.
+    names.retain(|n| !n.contains('$') && !n.contains('{'));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Whether a Makefile has `target:` as a rule.
+fn has_target(makefile: &str, target: &str) -> bool {
+    makefile.lines().any(|line| {
+        line.split(':').next().is_some_and(|head| {
+            line.contains(':')
+                && !line.starts_with('\t')
+                && head.split_whitespace().any(|t| t == target)
+        })
+    })
+}
+
+/// The C/C++ test framework the sources include, for plans whose test output has no
+/// structure of its own.
+fn framework_of(root: &Path) -> Option<&'static str> {
+    let sources = find_files(root, &|n| {
+        [".c", ".cc", ".cpp", ".cxx", ".h", ".hpp"]
+            .iter()
+            .any(|ext| n.ends_with(ext))
+    });
+    for file in sources.iter().take(300) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        if text.contains("<gtest/gtest.h>") {
+            return Some("gtest");
+        }
+        if text.contains("catch2/")
+            || text.contains("<catch.hpp>")
+            || text.contains("\"catch.hpp\"")
+        {
+            return Some("catch2");
+        }
+        if text.contains("doctest.h") {
+            return Some("doctest");
+        }
+    }
+    None
+}
+
+/// Reads the build files at the root. `None` when no supported build system is found.
+#[must_use]
+pub fn detect(root: &Path) -> Option<NativeProject> {
+    let makefile = ["GNUmakefile", "makefile", "Makefile"]
+        .iter()
+        .find_map(|name| read(root, name));
+    let system = if root.join("CMakeLists.txt").is_file() {
+        BuildSystem::Cmake
+    } else if root.join("meson.build").is_file() {
+        BuildSystem::Meson
+    } else if ["configure", "configure.ac", "configure.in"]
+        .iter()
+        .any(|n| root.join(n).is_file())
+    {
+        BuildSystem::Autotools
+    } else if let Some(text) = &makefile {
+        if has_target(text, "test") {
+            BuildSystem::Make { target: "test" }
+        } else if has_target(text, "check") {
+            BuildSystem::Make { target: "check" }
+        } else {
+            return None;
+        }
+    } else {
+        return None;
+    };
+    let mut packages = Vec::new();
+    let mut unknown = Vec::new();
+    for name in wanted_libraries(root, system) {
+        match package_for(&name) {
+            Some(Some(package)) => packages.extend(package.split(' ').map(str::to_string)),
+            Some(None) => {}
+            None => unknown.push(name),
+        }
+    }
+    packages.sort();
+    packages.dedup();
+    let top_cmake = read(root, "CMakeLists.txt").unwrap_or_default();
+    let mut test_options: Vec<String> = call_args(&top_cmake, "option")
+        .into_iter()
+        .filter_map(|words| words.into_iter().next())
+        .filter(|name| {
+            let upper = name.to_ascii_uppercase();
+            upper.contains("TEST") && !upper.contains("DISABLE") && !upper.contains("NO_TEST")
+        })
+        .collect();
+    test_options.sort();
+    test_options.dedup();
+    let missing_submodules = read(root, ".gitmodules")
+        .map(|text| {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix("path"))
+                .filter_map(|rest| rest.trim_start().strip_prefix('='))
+                .map(|p| p.trim().to_string())
+                .filter(|p| {
+                    std::fs::read_dir(root.join(p)).map_or(true, |mut d| d.next().is_none())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let fetches = match system {
+        BuildSystem::Cmake => find_files(root, &|n| n == "CMakeLists.txt" || n.ends_with(".cmake"))
+            .iter()
+            .any(|f| {
+                std::fs::read_to_string(f).is_ok_and(|t| {
+                    t.contains("FetchContent_Declare") || t.contains("ExternalProject_Add")
+                })
+            }),
+        BuildSystem::Meson => root.join("subprojects").is_dir(),
+        _ => false,
+    };
+    let cmake_minimum = call_args(&top_cmake, "cmake_minimum_required")
+        .into_iter()
+        .next()
+        .and_then(|words| {
+            let at = words
+                .iter()
+                .position(|w| w.eq_ignore_ascii_case("VERSION"))?;
+            words.get(at + 1).cloned()
+        });
+    let framework = match system {
+        BuildSystem::Make { .. } => framework_of(root),
+        _ => None,
+    };
+    Some(NativeProject {
+        system,
+        packages,
+        unknown,
+        test_options,
+        missing_submodules,
+        fetches,
+        cmake_minimum,
+        framework,
+    })
+}
+
+/// The lines of an automake `make check` summary (`PASS: name`) rewritten as TAP, which the
+/// `tap` parser reads: kiln-testlog has no automake parser. The raw log is printed first with
+/// a `| ` prefix, so that nothing in it can be taken for a TAP line.
+fn automake_as_tap(run: &str) -> String {
+    let log = "/tmp/kiln-check.log";
+    format!(
+        "rm -f {log}; {run} >{log} 2>&1; rc=$?; sed 's/^/| /' {log}; echo '# automake results as TAP (kiln)'; \
+sed -n -e 's/^PASS: \\(.*\\)/ok - \\1/p' -e 's/^XFAIL: \\(.*\\)/ok - \\1 # TODO expected failure/p' \
+-e 's/^SKIP: \\(.*\\)/ok - \\1 # SKIP/p' -e 's/^FAIL: \\(.*\\)/not ok - \\1/p' \
+-e 's/^XPASS: \\(.*\\)/not ok - \\1/p' -e 's/^ERROR: \\(.*\\)/not ok - \\1/p' {log}; exit $rc"
+    )
+}
+
+/// The C/C++ plan, when the root holds a supported build system.
+#[must_use]
+pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
+    let project = detect(cx.root)?;
+    let mut setup = vec![GIT_SETUP.to_string()];
+    if !project.packages.is_empty() {
+        let list: Vec<String> = project.packages.iter().map(|p| shell_quote(p)).collect();
+        setup.push(format!(
+            "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
+            list.join(" ")
+        ));
+    }
+    let (name, build, test, parser) = match project.system {
+        BuildSystem::Cmake => {
+            let mut configure =
+                format!("cmake -S . -B {BUILD_DIR} -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON");
+            for option in &project.test_options {
+                configure.push_str(&format!(" -D{}=ON", shell_quote(option)));
+            }
+            if project.fetches {
+                // FetchContent uses an installed package first (CMake 3.24+), so the image's
+                // GoogleTest or Catch2 stand in for a download at configure time.
+                configure.push_str(" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS");
+            }
+            setup.push(configure);
+            (
+                "cpp-cmake",
+                format!("cmake --build {BUILD_DIR} -j2"),
+                format!("ctest --test-dir {BUILD_DIR} --output-on-failure 2>&1"),
+                "ctest",
+            )
+        }
+        BuildSystem::Meson => {
+            setup.push(format!("meson setup {BUILD_DIR} --buildtype=debug"));
+            let report = format!("{BUILD_DIR}/meson-logs/testlog.junit.xml");
+            (
+                "cpp-meson",
+                format!("meson compile -C {BUILD_DIR}"),
+                format!(
+                    "rm -f {report}; meson test -C {BUILD_DIR} --print-errorlogs 2>&1; rc=$?; cat {report} 2>/dev/null; exit $rc"
+                ),
+                "junit-xml",
+            )
+        }
+        BuildSystem::Autotools => {
+            let configure = if cx.root.join("configure").is_file() {
+                "./configure"
+            } else {
+                "autoreconf -fi && ./configure"
+            };
+            setup.push(configure.to_string());
+            (
+                "cpp-autotools",
+                "make -j2".to_string(),
+                automake_as_tap("make -k check"),
+                "tap",
+            )
+        }
+        BuildSystem::Make { target } => {
+            let run = format!("make {target} 2>&1");
+            (
+                "cpp-make",
+                "make -j2".to_string(),
+                match project.framework {
+                    Some(_) => run,
+                    None => automake_as_tap(&format!("make {target}")),
+                },
+                project.framework.unwrap_or("tap"),
+            )
+        }
+    };
+    setup.push(build.clone());
+    let mut reason = String::from(
+        "GCC 12, CMake 3.25 and Meson 1.0 (Debian bookworm), the only C/C++ image configured",
+    );
+    if let Some(minimum) = &project.cmake_minimum {
+        reason.push_str(&format!("; cmake_minimum_required {minimum}"));
+    }
+    if !project.missing_submodules.is_empty() {
+        reason.push_str(&format!(
+            "; git submodules not in the checkout ({}): system libraries stand in",
+            project.missing_submodules.join(", ")
+        ));
+    }
+    if let BuildSystem::Make { .. } = project.system {
+        match project.framework {
+            Some(framework) => reason.push_str(&format!("; tests use {framework}")),
+            None => reason.push_str(
+                "; no known test framework in the sources: automake-style PASS:/FAIL: lines are read as TAP",
+            ),
+        }
+    }
+    let mut resolution = if project.packages.is_empty() {
+        "no system packages needed beyond the image".to_string()
+    } else {
+        format!(
+            "Debian bookworm packages from the build files: {}",
+            project.packages.join(" ")
+        )
+    };
+    if !project.unknown.is_empty() {
+        resolution.push_str(&format!(
+            "; not mapped to a package: {}",
+            project.unknown.join(", ")
+        ));
+    }
+    if project.fetches {
+        resolution.push_str("; the build fetches sources at configure time (not pinned by kiln)");
+    }
+    Some(Plan {
+        name: name.to_string(),
+        language: "cpp",
+        image: images::cpp_image(cx.ca_bundle),
+        version_reason: reason,
+        setup,
+        rebuild: vec![build],
+        test,
+        parser,
+        resolution,
+        cutoff: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::testutil::{plan_of, tree};
+
+    #[test]
+    fn cmake_packages_options_and_ctest() {
+        let plan = plan_of(
+            plan,
+            &[
+                (
+                    "CMakeLists.txt",
+                    "cmake_minimum_required(VERSION 3.14)\nproject(x)\noption(X_BUILD_TESTS \"tests\" OFF)\nfind_package(ZLIB REQUIRED)\nfind_package(Threads)\nfind_package(OpenSSL 1.1 REQUIRED)\nfind_package(Frobnicate)\ninclude(FetchContent)\nFetchContent_Declare(googletest URL x)\n",
+                ),
+                (
+                    "src/CMakeLists.txt",
+                    "pkg_check_modules(DEPS REQUIRED IMPORTED_TARGET libcurl>=7 sqlite3)\n",
+                ),
+                (".gitmodules", "[submodule \"deps/json\"]\n\tpath = deps/json\n\turl = x\n"),
+            ],
+            None,
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.name, "cpp-cmake");
+        assert_eq!(
+            plan.setup[1],
+            "apt-get update && apt-get install -y --no-install-recommends libcurl4-openssl-dev libsqlite3-dev libssl-dev zlib1g-dev && rm -rf /var/lib/apt/lists/*"
+        );
+        assert_eq!(
+            plan.setup[2],
+            "cmake -S . -B build-kiln -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON -DX_BUILD_TESTS=ON -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS"
+        );
+        assert_eq!(plan.setup[3], "cmake --build build-kiln -j2");
+        assert_eq!(plan.rebuild, [plan.setup[3].clone()]);
+        assert_eq!(plan.parser, "ctest");
+        assert!(
+            plan.resolution
+                .contains("not mapped to a package: Frobnicate")
+        );
+        assert!(
+            plan.version_reason.contains("deps/json"),
+            "{}",
+            plan.version_reason
+        );
+        assert!(plan.version_reason.contains("cmake_minimum_required 3.14"));
+    }
+
+    #[test]
+    fn meson_autotools_and_make() {
+        let plan = plan_of(
+            plan,
+            &[(
+                "meson.build",
+                "project('x','c')\nglib = dependency('glib-2.0')\nt = dependency('threads')\n",
+            )],
+            None,
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.parser, "junit-xml");
+        assert!(plan.setup[1].contains("libglib2.0-dev"));
+        assert!(
+            plan.test
+                .contains("cat build-kiln/meson-logs/testlog.junit.xml")
+        );
+
+        let plan = plan_of(
+            plan_fn(),
+            &[("configure.ac", "AC_INIT([x],[1])\nPKG_CHECK_MODULES([XML], [libxml-2.0 >= 2.9])\nAC_CHECK_LIB([m], [cos])\n")],
+            None,
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.name, "cpp-autotools");
+        assert!(
+            plan.setup
+                .contains(&"autoreconf -fi && ./configure".to_string())
+        );
+        assert!(plan.setup[1].contains("libxml2-dev"), "{:?}", plan.setup);
+        assert_eq!(plan.parser, "tap");
+
+        let plan = plan_of(
+            plan_fn(),
+            &[
+                ("Makefile", "all:\n\tcc x.c\ntest: all\n\t./t\n"),
+                ("t.cc", "#include <gtest/gtest.h>\n"),
+            ],
+            None,
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.test, "make test 2>&1");
+        assert_eq!(plan.parser, "gtest");
+        assert!(detect(tree(&[("Makefile", "all:\n\tcc x.c\n")]).path()).is_none());
+    }
+
+    #[test]
+    fn automake_summaries_parse_as_tap() {
+        // What the translation prints for a typical `make check`.
+        let log = "| PASS: t/a\n# automake results as TAP (kiln)\nok - t/a\nnot ok - t/b\nok - t/c # SKIP\n";
+        let parsed = kiln_testlog::parse("tap", log).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.statuses.len(), 3, "{:?}", parsed.statuses);
+        assert_eq!(
+            parsed.statuses.get("t/b"),
+            Some(&kiln_schema::TestStatus::Fail)
+        );
+        let command = automake_as_tap("make -k check");
+        assert!(command.starts_with("rm -f /tmp/kiln-check.log; make -k check >"));
+        assert!(command.ends_with("exit $rc"));
+    }
+
+    fn plan_fn() -> fn(&PlanContext<'_>) -> Option<Plan> {
+        plan
+    }
+}

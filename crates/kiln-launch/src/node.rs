@@ -1,0 +1,773 @@
+//! The Node/TypeScript plan: `package.json` decides the Node version (with `.nvmrc` and
+//! `.node-version`), the lockfile decides the package manager, and the test script and
+//! dependencies decide the runner, which is asked for a structured report where it has one.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::images;
+use crate::plan::{GIT_SETUP, Plan, PlanContext, cutoff_day, read, shell_quote};
+
+/// Node versions the images offer: Debian bookworm's and trixie's `nodejs`, with the full
+/// version used to check ranges against.
+const NODE_VERSIONS: [(u32, (u32, u32, u32)); 2] = [(18, (18, 19, 0)), (20, (20, 19, 2))];
+
+/// How the repository installs its dependencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackageManager {
+    /// `package-lock.json` or `npm-shrinkwrap.json`: `npm ci`.
+    NpmLocked,
+    /// No lockfile: `npm install`, with `--before <cut-off>`.
+    NpmUnlocked,
+    /// `yarn.lock`; `berry` for a Yarn 2+ lockfile, with the version from `packageManager`.
+    Yarn {
+        /// The lockfile is Yarn 2+ (`__metadata:`).
+        berry: bool,
+        /// `packageManager: yarn@<version>`, when declared.
+        version: Option<String>,
+        /// `.yarnrc.yml` names a committed Yarn release (`yarnPath`).
+        yarn_path: bool,
+    },
+    /// `pnpm-lock.yaml`, with the pnpm version to install.
+    Pnpm {
+        /// `pnpm@<version or major>` for `npm install -g`.
+        version: String,
+    },
+}
+
+/// The test runner and the way it is asked for a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runner {
+    /// Jest, JSON report.
+    Jest,
+    /// Create React App's `react-scripts test`, which is Jest.
+    ReactScripts,
+    /// Vitest, JSON report.
+    Vitest,
+    /// Mocha, JSON reporter.
+    Mocha,
+    /// `node --test`.
+    NodeTest,
+    /// ava with its TAP reporter.
+    Ava,
+    /// Whatever `npm test` runs, read as TAP (tape, node-tap and many small harnesses print it).
+    Script,
+}
+
+/// What `package.json` and its neighbours say.
+#[derive(Debug, Clone)]
+pub struct NodeProject {
+    /// The package manager and lockfile.
+    pub manager: PackageManager,
+    /// The test runner.
+    pub runner: Runner,
+    /// Arguments of the runner taken from the `test` script (watch flags and reporters removed).
+    pub runner_args: Vec<String>,
+    /// Environment assignments that prefix the runner in the `test` script (`NODE_ENV=test`).
+    pub runner_env: Vec<String>,
+    /// The Node major chosen and why.
+    pub node_major: u32,
+    /// Why that major.
+    pub node_reason: String,
+    /// `scripts.build`, run before the tests when the package's entry point is a build output
+    /// missing from the checkout.
+    pub build_script: bool,
+    /// The package is written in TypeScript (`typescript` dependency or `tsconfig.json`).
+    pub typescript: bool,
+}
+
+/// Reads `package.json` at the root. `None` when it is missing or not a JSON object.
+#[must_use]
+pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
+    let manifest: Value = serde_json::from_str(&read(root, "package.json")?).ok()?;
+    let manifest = manifest.as_object()?;
+    let str_at = |path: &[&str]| -> Option<String> {
+        let mut value = manifest.get(path[0])?;
+        for key in &path[1..] {
+            value = value.get(key)?;
+        }
+        value.as_str().map(str::to_string)
+    };
+    let mut deps: Vec<String> = Vec::new();
+    for section in ["dependencies", "devDependencies", "peerDependencies"] {
+        if let Some(table) = manifest.get(section).and_then(Value::as_object) {
+            deps.extend(table.keys().cloned());
+        }
+    }
+    let has = |name: &str| deps.iter().any(|d| d == name);
+    let package_manager = str_at(&["packageManager"]);
+    let pm_version = |tool: &str| {
+        package_manager
+            .as_deref()
+            .and_then(|pm| pm.strip_prefix(&format!("{tool}@")))
+            .map(|v| v.split('+').next().unwrap_or(v).to_string())
+    };
+    let manager = if root.join("pnpm-lock.yaml").is_file() {
+        let lock = read(root, "pnpm-lock.yaml").unwrap_or_default();
+        let version = pm_version("pnpm").unwrap_or_else(|| pnpm_for_lockfile(&lock).to_string());
+        PackageManager::Pnpm { version }
+    } else if root.join("yarn.lock").is_file() {
+        let lock = read(root, "yarn.lock").unwrap_or_default();
+        PackageManager::Yarn {
+            berry: lock.contains("__metadata:"),
+            version: pm_version("yarn"),
+            yarn_path: read(root, ".yarnrc.yml").is_some_and(|t| t.contains("yarnPath:")),
+        }
+    } else if root.join("package-lock.json").is_file() || root.join("npm-shrinkwrap.json").is_file()
+    {
+        PackageManager::NpmLocked
+    } else {
+        PackageManager::NpmUnlocked
+    };
+    let script = str_at(&["scripts", "test"]).unwrap_or_default();
+    let (runner, runner_args, runner_env) = runner_of(&script, &has);
+    let (node_major, node_reason) = node_version(
+        str_at(&["engines", "node"]).as_deref(),
+        read(root, ".nvmrc").as_deref(),
+        read(root, ".node-version").as_deref(),
+        cutoff,
+    );
+    // A package whose entry point is a build output (`dist/index.js`) that is not committed
+    // has tests that usually import that output, so it is built first.
+    let entry_missing = ["main", "module", "types"]
+        .iter()
+        .filter_map(|key| str_at(&[key]))
+        .any(|entry| !root.join(entry.trim_start_matches("./")).exists());
+    let build_script = str_at(&["scripts", "build"]).is_some() && entry_missing;
+    Some(NodeProject {
+        manager,
+        runner,
+        runner_args,
+        runner_env,
+        node_major,
+        node_reason,
+        build_script,
+        typescript: has("typescript") || root.join("tsconfig.json").is_file(),
+    })
+}
+
+/// The pnpm major that writes a lockfile of this `lockfileVersion`.
+fn pnpm_for_lockfile(lock: &str) -> &'static str {
+    let version = lock
+        .lines()
+        .find_map(|l| l.strip_prefix("lockfileVersion:"))
+        .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
+        .unwrap_or_default();
+    if version.starts_with('5') {
+        "7"
+    } else if version.starts_with('6') {
+        "8"
+    } else {
+        "9"
+    }
+}
+
+/// Finds the runner in the `test` script, then in the dependencies. Returns the runner, the
+/// arguments the script gives it and the environment assignments before it.
+fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> (Runner, Vec<String>, Vec<String>) {
+    const BINARIES: &[(&str, Runner)] = &[
+        ("vitest", Runner::Vitest),
+        ("jest", Runner::Jest),
+        ("react-scripts", Runner::ReactScripts),
+        ("mocha", Runner::Mocha),
+        ("ava", Runner::Ava),
+    ];
+    for segment in script.split("&&").flat_map(|s| s.split(';')) {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        for (i, word) in words.iter().enumerate() {
+            if *word == "node" && words.get(i + 1) == Some(&"--test") {
+                return (
+                    Runner::NodeTest,
+                    words[i + 2..].iter().map(|w| (*w).to_string()).collect(),
+                    env_prefix(&words[..i]),
+                );
+            }
+            if let Some((_, runner)) = BINARIES.iter().find(|(bin, _)| bin == word) {
+                let args = &words[i + 1..];
+                if *runner == Runner::ReactScripts && args.first() != Some(&"test") {
+                    continue;
+                }
+                return (*runner, clean_args(*runner, args), env_prefix(&words[..i]));
+            }
+        }
+    }
+    let from_deps = [
+        ("vitest", Runner::Vitest),
+        ("jest", Runner::Jest),
+        ("react-scripts", Runner::ReactScripts),
+        ("mocha", Runner::Mocha),
+        ("ava", Runner::Ava),
+    ]
+    .iter()
+    .find(|(dep, _)| has(dep))
+    .map_or(Runner::Script, |(_, runner)| *runner);
+    // A test script that the runner detection did not recognise may still be the way the
+    // project runs a dependency-detected runner (through a wrapper script); the plain
+    // runner with its defaults is the better bet for a structured report.
+    (from_deps, Vec::new(), Vec::new())
+}
+
+/// `NAME=value` words before the runner, `cross-env` dropped.
+fn env_prefix(words: &[&str]) -> Vec<String> {
+    words
+        .iter()
+        .filter(|w| w.contains('=') && !w.starts_with('-'))
+        .map(|w| (*w).to_string())
+        .collect()
+}
+
+/// The script's arguments minus those that would block (watch mode) or replace kiln's
+/// reporter.
+fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for (i, arg) in args.iter().enumerate() {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        // Redirections, pipes and further commands end the runner's arguments.
+        if arg.starts_with(['|', '>', '<']) || *arg == "||" {
+            break;
+        }
+        let name = arg.split('=').next().unwrap_or(arg);
+        let drops_value = matches!(name, "--reporter" | "-R" | "--outputFile" | "--config-env")
+            && !arg.contains('=');
+        if drops_value {
+            skip_value = true;
+            continue;
+        }
+        if matches!(
+            name,
+            "--watch"
+                | "-w"
+                | "--watchAll"
+                | "--reporter"
+                | "-R"
+                | "--json"
+                | "--outputFile"
+                | "--coverage"
+                | "--silent"
+        ) {
+            continue;
+        }
+        if i == 0 && matches!((runner, *arg), (Runner::Vitest, "run" | "watch" | "dev")) {
+            continue;
+        }
+        if i == 0 && runner == Runner::ReactScripts && *arg == "test" {
+            continue;
+        }
+        out.push((*arg).to_string());
+    }
+    out
+}
+
+/// Parses `major[.minor[.patch]]`, with `v` and `x`/`*` wildcards; wildcards and missing parts
+/// are `None`.
+fn semver_parts(text: &str) -> Option<(u32, Option<u32>, Option<u32>)> {
+    let text = text.trim().trim_start_matches(['v', '=']);
+    let mut parts = text.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let part = |p: Option<&str>| p.and_then(|p| p.split('-').next()?.parse().ok());
+    Some((major, part(parts.next()), part(parts.next())))
+}
+
+/// Whether an npm semver range (`>=16`, `^18.12.0 || >=20`, `14.x`, `>=14 <21`) admits
+/// `version`. Forms it cannot read admit everything.
+#[must_use]
+pub fn admits(range: &str, version: (u32, u32, u32)) -> bool {
+    let range = range.trim();
+    if range.is_empty() || range == "*" || range == "x" {
+        return true;
+    }
+    range.split("||").any(|alternative| {
+        // `a - b` is the hyphen range `>=a <=b`.
+        if let Some((low, high)) = alternative.split_once(" - ") {
+            return comparator_admits(&format!(">={}", low.trim()), version)
+                && comparator_admits(&format!("<={}", high.trim()), version);
+        }
+        // Operators may stand apart from their versions (`>= 14`).
+        let mut comparators: Vec<String> = Vec::new();
+        let mut pending_op = String::new();
+        for word in alternative.split_whitespace() {
+            if word.chars().all(|c| "<>=~^".contains(c)) {
+                pending_op = word.to_string();
+            } else {
+                comparators.push(format!("{pending_op}{word}"));
+                pending_op.clear();
+            }
+        }
+        comparators.iter().all(|c| comparator_admits(c, version))
+    })
+}
+
+fn comparator_admits(comparator: &str, (major, minor, patch): (u32, u32, u32)) -> bool {
+    let op_len = comparator
+        .find(|c: char| !"<>=~^".contains(c))
+        .unwrap_or(comparator.len());
+    let (op, rest) = comparator.split_at(op_len);
+    let Some((a, b, c)) = semver_parts(rest) else {
+        return true;
+    };
+    let have = (major, minor, patch);
+    let low = (a, b.unwrap_or(0), c.unwrap_or(0));
+    let matches_given = major == a && b.is_none_or(|b| b == minor) && c.is_none_or(|c| c == patch);
+    match op {
+        ">=" => have >= low,
+        ">" => match (b, c) {
+            (None, _) => major > a,
+            (Some(b), None) => (major, minor) > (a, b),
+            _ => have > low,
+        },
+        "<" => have < low,
+        "<=" => match (b, c) {
+            (None, _) => major <= a,
+            (Some(b), None) => (major, minor) <= (a, b),
+            _ => have <= low,
+        },
+        "^" => have >= low && major == a,
+        "~" => have >= low && major == a && b.is_none_or(|b| b == minor),
+        _ => matches_given,
+    }
+}
+
+/// Node majors named by nvm's LTS aliases.
+fn lts_alias(name: &str) -> Option<u32> {
+    let name = name.trim().trim_start_matches("lts/").to_ascii_lowercase();
+    Some(match name.as_str() {
+        "fermium" => 14,
+        "gallium" => 16,
+        "hydrogen" => 18,
+        "iron" => 20,
+        "jod" => 22,
+        _ => return None,
+    })
+}
+
+/// Chooses Node 18 (bookworm) or 20 (trixie) and says why.
+fn node_version(
+    engines: Option<&str>,
+    nvmrc: Option<&str>,
+    node_version_file: Option<&str>,
+    cutoff: Option<&str>,
+) -> (u32, String) {
+    let nearest = |major: u32| if major >= 20 { 20 } else { 18 };
+    for (file, text) in [(".nvmrc", nvmrc), (".node-version", node_version_file)] {
+        let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        let first = text.lines().next().unwrap_or(text).trim();
+        let major = semver_parts(first)
+            .map(|(major, _, _)| major)
+            .or_else(|| lts_alias(first));
+        if let Some(major) = major {
+            let chosen = nearest(major);
+            let how = if chosen == major {
+                "matches".to_string()
+            } else {
+                format!("is the nearest available to Node {major}")
+            };
+            return (
+                chosen,
+                format!(
+                    "Node {chosen} ({}) {how}: {file} says `{first}`",
+                    suite_of(chosen)
+                ),
+            );
+        }
+    }
+    // The era of the base commit breaks ties: Node 20 became the active LTS in October 2023.
+    let era = cutoff.map(cutoff_day);
+    let prefer = match era {
+        Some(day) if day < "2023-10-24" => 18,
+        _ => 20,
+    };
+    let era_note = match era {
+        Some(day) => format!("the base commit ({day}) prefers Node {prefer}"),
+        None => format!("no commit date, Node {prefer} preferred"),
+    };
+    if let Some(range) = engines.filter(|r| !r.trim().is_empty()) {
+        let admitted: Vec<u32> = NODE_VERSIONS
+            .iter()
+            .filter(|(_, full)| admits(range, *full))
+            .map(|(major, _)| *major)
+            .collect();
+        return match admitted.as_slice() {
+            [only] => (
+                *only,
+                format!(
+                    "Node {only} ({}): engines.node `{range}` admits only it",
+                    suite_of(*only)
+                ),
+            ),
+            [] => {
+                // Neither fits: take the newer for minimum versions above 20, else the older.
+                let chosen = if admits(range, (22, 0, 0)) || admits(range, (24, 0, 0)) {
+                    20
+                } else {
+                    18
+                };
+                (
+                    chosen,
+                    format!(
+                        "Node {chosen} ({}): engines.node `{range}` admits neither Node 18 nor 20; the nearest is used",
+                        suite_of(chosen)
+                    ),
+                )
+            }
+            _ => (
+                prefer,
+                format!(
+                    "Node {prefer} ({}): engines.node `{range}` admits Node 18 and 20; {era_note}",
+                    suite_of(prefer)
+                ),
+            ),
+        };
+    }
+    (
+        prefer,
+        format!(
+            "Node {prefer} ({}): no engines.node, .nvmrc or .node-version; {era_note}",
+            suite_of(prefer)
+        ),
+    )
+}
+
+fn suite_of(major: u32) -> &'static str {
+    if major >= 20 {
+        "Debian trixie"
+    } else {
+        "Debian bookworm"
+    }
+}
+
+/// Setup commands that install the dependencies, and what fixes their versions.
+fn install(manager: &PackageManager, cutoff: Option<&str>) -> (Vec<String>, String, bool) {
+    match manager {
+        PackageManager::NpmLocked => (
+            // A lockfile out of step with package.json makes `npm ci` refuse; `npm install`
+            // then keeps every version the lockfile still allows.
+            vec!["npm ci || { echo '[kiln] package-lock.json does not match package.json; npm install'; npm install; }".into()],
+            "package-lock.json pins every dependency (npm ci)".into(),
+            false,
+        ),
+        PackageManager::NpmUnlocked => match cutoff {
+            Some(cutoff) => (
+                vec![format!("npm install --before {}", shell_quote(cutoff))],
+                format!("no lockfile: npm install --before {cutoff}"),
+                true,
+            ),
+            None => (
+                vec!["npm install".into()],
+                "no lockfile and no cut-off date: newest versions".into(),
+                false,
+            ),
+        },
+        PackageManager::Yarn {
+            berry,
+            version,
+            yarn_path,
+        } => {
+            let mut setup = Vec::new();
+            if *berry && !yarn_path {
+                // Yarn 2+ without a committed release: install the declared one over the
+                // image's yarn classic (`@yarnpkg/cli-dist` is the published Yarn 2+ CLI).
+                let version = version.clone().unwrap_or_else(|| "4".into());
+                setup.push(format!(
+                    "npm install -g --force @yarnpkg/cli-dist@{}",
+                    shell_quote(&version)
+                ));
+            }
+            let command = if *berry {
+                "yarn install --immutable"
+            } else {
+                "yarn install --frozen-lockfile --non-interactive"
+            };
+            setup.push(command.to_string());
+            (setup, "yarn.lock pins every dependency".into(), false)
+        }
+        PackageManager::Pnpm { version } => (
+            vec![
+                format!("npm install -g pnpm@{}", shell_quote(version)),
+                "pnpm install --frozen-lockfile".into(),
+            ],
+            format!("pnpm-lock.yaml pins every dependency (pnpm {version})"),
+            false,
+        ),
+    }
+}
+
+/// How to run a package binary with this package manager.
+fn exec_prefix(manager: &PackageManager) -> &'static str {
+    match manager {
+        // `--no-install`: a missing runner must fail, not be fetched at today's version.
+        PackageManager::NpmLocked | PackageManager::NpmUnlocked => "npx --no-install",
+        PackageManager::Yarn { .. } => "yarn",
+        PackageManager::Pnpm { .. } => "pnpm exec",
+    }
+}
+
+/// The test command and its parser.
+fn test_command(project: &NodeProject) -> (String, &'static str) {
+    let exec = exec_prefix(&project.manager);
+    // The script's words are shell words already (npm runs scripts with sh), so they are
+    // passed on as written, quotes included.
+    let mut env: String = project.runner_env.iter().map(|e| format!("{e} ")).collect();
+    env.insert_str(0, "CI=true ");
+    let args: String = project
+        .runner_args
+        .iter()
+        .map(|a| format!(" {a}"))
+        .collect();
+    // Reports written to a file are removed first: the image keeps the baseline's, and a later
+    // run that crashes before writing its own must not be read as the baseline again.
+    let report = |file: &str, run: String| {
+        format!("rm -f {file}; {run}; rc=$?; echo; cat {file} 2>/dev/null; exit $rc")
+    };
+    match project.runner {
+        Runner::Jest => (
+            report(
+                "/tmp/kiln-jest.json",
+                format!("{env}{exec} jest{args} --ci --json --outputFile=/tmp/kiln-jest.json 2>&1"),
+            ),
+            "jest-json",
+        ),
+        Runner::ReactScripts => (
+            report(
+                "/tmp/kiln-jest.json",
+                format!(
+                    "{env}{exec} react-scripts test{args} --watchAll=false --ci --json --outputFile=/tmp/kiln-jest.json 2>&1"
+                ),
+            ),
+            "jest-json",
+        ),
+        Runner::Vitest => (
+            report(
+                "/tmp/kiln-vitest.json",
+                format!(
+                    "{env}{exec} vitest run{args} --reporter=json --outputFile=/tmp/kiln-vitest.json 2>&1"
+                ),
+            ),
+            "vitest-json",
+        ),
+        Runner::Mocha => (
+            format!("{env}{exec} mocha{args} --reporter json 2>&1"),
+            "mocha-json",
+        ),
+        Runner::NodeTest => (format!("{env}node --test{args} 2>&1"), "node-test"),
+        Runner::Ava => (format!("{env}{exec} ava{args} --tap 2>&1"), "tap"),
+        Runner::Script => {
+            let run = match project.manager {
+                PackageManager::Yarn { .. } => "yarn test",
+                PackageManager::Pnpm { .. } => "pnpm test",
+                _ => "npm test",
+            };
+            (format!("CI=true {run} 2>&1"), "tap")
+        }
+    }
+}
+
+/// The Node plan, when the root holds a `package.json`.
+#[must_use]
+pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
+    let project = detect(cx.root, cx.cutoff)?;
+    let (mut setup, resolution, cutoff_applied) = install(&project.manager, cx.cutoff);
+    setup.insert(0, GIT_SETUP.to_string());
+    let mut rebuild = Vec::new();
+    if project.build_script {
+        let build = match project.manager {
+            PackageManager::Yarn { .. } => "yarn run build",
+            PackageManager::Pnpm { .. } => "pnpm run build",
+            _ => "npm run build",
+        };
+        setup.push(build.to_string());
+        rebuild.push(build.to_string());
+    }
+    let (test, parser) = test_command(&project);
+    let manager = match project.manager {
+        PackageManager::NpmLocked | PackageManager::NpmUnlocked => "npm",
+        PackageManager::Yarn { .. } => "yarn",
+        PackageManager::Pnpm { .. } => "pnpm",
+    };
+    let runner = match project.runner {
+        Runner::Jest | Runner::ReactScripts => "jest",
+        Runner::Vitest => "vitest",
+        Runner::Mocha => "mocha",
+        Runner::NodeTest => "node-test",
+        Runner::Ava => "ava",
+        Runner::Script => "script",
+    };
+    let mut version_reason = project.node_reason.clone();
+    if project.runner == Runner::Script {
+        version_reason.push_str(
+            "; no known test runner in the test script or dependencies: `npm test` read as TAP",
+        );
+    }
+    Some(Plan {
+        name: format!(
+            "{}-{manager}-{runner}",
+            if project.typescript { "ts" } else { "node" }
+        ),
+        language: if project.typescript {
+            "typescript"
+        } else {
+            "javascript"
+        },
+        image: images::node_image(project.node_major, cx.ca_bundle),
+        version_reason,
+        setup,
+        rebuild,
+        test,
+        parser,
+        resolution,
+        cutoff: if cutoff_applied {
+            cx.cutoff.map(str::to_string)
+        } else {
+            None
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::testutil::plan_of;
+
+    fn node_plan(files: &[(&str, &str)], cutoff: Option<&str>) -> Plan {
+        plan_of(plan, files, cutoff).unwrap_or_else(|| panic!("no plan"))
+    }
+
+    #[test]
+    fn jest_with_a_lockfile_uses_npm_ci_and_a_json_report() {
+        let plan = node_plan(
+            &[
+                (
+                    "package.json",
+                    r#"{"scripts":{"test":"NODE_ENV=test jest --config jest.config.js --watch"},"devDependencies":{"jest":"^29"},"engines":{"node":">=16"}}"#,
+                ),
+                ("package-lock.json", "{}"),
+            ],
+            Some("2023-03-01T00:00:00Z"),
+        );
+        assert_eq!(plan.name, "node-npm-jest");
+        assert_eq!(plan.parser, "jest-json");
+        assert!(plan.setup[1].starts_with("npm ci"), "{:?}", plan.setup);
+        assert!(
+            plan.test.contains(
+                "CI=true NODE_ENV=test npx --no-install jest --config jest.config.js --ci --json"
+            ),
+            "{}",
+            plan.test
+        );
+        assert!(plan.test.starts_with("rm -f /tmp/kiln-jest.json;"));
+        assert!(plan.test.ends_with("exit $rc"));
+        assert!(
+            plan.image.tag.starts_with("kiln/node:18-"),
+            "{}",
+            plan.image.tag
+        );
+        assert!(plan.version_reason.contains("admits Node 18 and 20"));
+        assert_eq!(plan.cutoff, None);
+    }
+
+    #[test]
+    fn no_lockfile_installs_before_the_cutoff() {
+        let plan = node_plan(
+            &[(
+                "package.json",
+                r#"{"scripts":{"test":"node --test test/"},"engines":{"node":">=20"}}"#,
+            )],
+            Some("2024-05-01T10:00:00Z"),
+        );
+        assert_eq!(plan.setup[1], "npm install --before 2024-05-01T10:00:00Z");
+        assert_eq!(plan.cutoff.as_deref(), Some("2024-05-01T10:00:00Z"));
+        assert_eq!(plan.test, "CI=true node --test test/ 2>&1");
+        assert_eq!(plan.parser, "node-test");
+        assert!(plan.image.tag.starts_with("kiln/node:20-"));
+        assert!(
+            plan.version_reason.contains("admits only it"),
+            "{}",
+            plan.version_reason
+        );
+    }
+
+    #[test]
+    fn yarn_pnpm_vitest_mocha_and_nvmrc() {
+        let plan = node_plan(
+            &[
+                (
+                    "package.json",
+                    r#"{"scripts":{"test":"vitest"},"devDependencies":{"vitest":"1","typescript":"5"},"main":"dist/index.js","scripts2":{}}"#,
+                ),
+                ("yarn.lock", "# yarn lockfile v1\n"),
+                (".nvmrc", "v16.20.0\n"),
+            ],
+            None,
+        );
+        assert_eq!(plan.name, "ts-yarn-vitest");
+        assert_eq!(plan.language, "typescript");
+        assert_eq!(
+            plan.setup[1],
+            "yarn install --frozen-lockfile --non-interactive"
+        );
+        assert!(
+            plan.test.contains("yarn vitest run --reporter=json"),
+            "{}",
+            plan.test
+        );
+        assert!(plan.version_reason.contains(".nvmrc says `v16.20.0`"));
+        assert!(plan.image.tag.starts_with("kiln/node:18-"));
+
+        let plan = node_plan(
+            &[
+                (
+                    "package.json",
+                    r#"{"scripts":{"test":"mocha -R spec 'test/**/*.js'","build":"tsc"},"main":"lib/index.js"}"#,
+                ),
+                ("pnpm-lock.yaml", "lockfileVersion: '6.0'\n"),
+            ],
+            None,
+        );
+        assert_eq!(plan.setup[1], "npm install -g pnpm@8");
+        assert_eq!(plan.setup[3], "pnpm run build");
+        assert_eq!(plan.rebuild, ["pnpm run build"]);
+        assert_eq!(
+            plan.test,
+            "CI=true pnpm exec mocha 'test/**/*.js' --reporter json 2>&1"
+        );
+        assert_eq!(plan.parser, "mocha-json");
+    }
+
+    #[test]
+    fn engines_ranges_are_read() {
+        assert!(admits(">=14", (18, 19, 0)));
+        assert!(!admits(">=20", (18, 19, 0)));
+        assert!(admits("^18.12.0 || >=20", (20, 19, 2)));
+        assert!(!admits("^16", (18, 19, 0)));
+        assert!(admits("18.x", (18, 19, 0)));
+        assert!(admits(">=14 <21", (20, 19, 2)));
+        assert!(!admits(">= 14 < 19", (20, 19, 2)));
+        assert!(admits("16 - 18", (18, 19, 0)));
+        assert!(!admits("16 - 18", (20, 19, 2)));
+        assert!(admits("lts/*", (18, 19, 0)));
+        let (major, reason) = node_version(Some("^14"), None, None, None);
+        assert_eq!(major, 18, "{reason}");
+        let (major, _) = node_version(Some(">=22"), None, None, None);
+        assert_eq!(major, 20);
+        let (major, _) = node_version(None, Some("lts/hydrogen"), None, None);
+        assert_eq!(major, 18);
+    }
+
+    #[test]
+    fn unknown_runners_fall_back_to_npm_test_as_tap() {
+        let plan = node_plan(
+            &[("package.json", r#"{"scripts":{"test":"tape test/*.js"}}"#)],
+            None,
+        );
+        assert_eq!(plan.test, "CI=true npm test 2>&1");
+        assert_eq!(plan.parser, "tap");
+        assert!(plan.version_reason.contains("read as TAP"));
+        assert!(plan_of(super::plan, &[("README", "")], None).is_none());
+    }
+}

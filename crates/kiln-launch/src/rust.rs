@@ -1,0 +1,303 @@
+//! The Rust plan: a Cargo package or workspace, fetched from its lockfile, compiled once during
+//! setup and tested with `cargo test`, on Debian trixie's Rust 1.85.
+
+use crate::images;
+use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
+
+/// The toolchain of the Rust image (Debian trixie's rustc).
+pub const RUSTC_VERSION: (u32, u32) = (1, 85);
+
+/// What the repository's Cargo files say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RustProject {
+    /// The root manifest declares `[workspace]`.
+    pub workspace: bool,
+    /// The root manifest's `[package]` name, when it has one.
+    pub package: Option<String>,
+    /// `Cargo.lock` is committed.
+    pub lockfile: bool,
+    /// `rust-version` of the package or of `[workspace.package]`.
+    pub rust_version: Option<String>,
+    /// `edition` of the package or of `[workspace.package]`.
+    pub edition: Option<String>,
+    /// The channel named by `rust-toolchain.toml` or `rust-toolchain`.
+    pub toolchain: Option<String>,
+    /// Root-package features whose names mark them as needed by tests (`test-utils`, ...).
+    pub test_features: Vec<String>,
+}
+
+/// Reads `Cargo.toml` and friends at the root. `None` when there is no readable root manifest.
+#[must_use]
+pub fn detect(root: &std::path::Path) -> Option<RustProject> {
+    let manifest: toml::Table = read(root, "Cargo.toml")?.parse().ok()?;
+    let package = manifest.get("package").and_then(toml::Value::as_table);
+    let workspace_package = manifest
+        .get("workspace")
+        .and_then(|w| w.get("package"))
+        .and_then(toml::Value::as_table);
+    // A field may be `{ workspace = true }` in the package; the string then lives in
+    // `[workspace.package]`.
+    let field = |key: &str| {
+        package
+            .and_then(|p| p.get(key))
+            .and_then(toml::Value::as_str)
+            .or_else(|| {
+                workspace_package
+                    .and_then(|p| p.get(key))
+                    .and_then(toml::Value::as_str)
+            })
+            .map(str::to_string)
+    };
+    let toolchain = read(root, "rust-toolchain.toml")
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|doc| {
+            doc.get("toolchain")
+                .and_then(|t| t.get("channel"))
+                .and_then(toml::Value::as_str)
+                .map(str::to_string)
+        })
+        .or_else(|| {
+            read(root, "rust-toolchain").and_then(|text| {
+                // The legacy file is either a bare channel or the same TOML as the new one.
+                let text = text.trim();
+                match text.parse::<toml::Table>() {
+                    Ok(doc) => doc
+                        .get("toolchain")
+                        .and_then(|t| t.get("channel"))
+                        .and_then(toml::Value::as_str)
+                        .map(str::to_string),
+                    Err(_) => text.lines().next().map(|l| l.trim().to_string()),
+                }
+            })
+        });
+    let test_features = if package.is_some() {
+        manifest
+            .get("features")
+            .and_then(toml::Value::as_table)
+            .map(|features| {
+                features
+                    .keys()
+                    .filter(|k| is_test_feature(k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    Some(RustProject {
+        workspace: manifest.contains_key("workspace"),
+        package: package
+            .and_then(|p| p.get("name"))
+            .and_then(toml::Value::as_str)
+            .map(str::to_string),
+        lockfile: root.join("Cargo.lock").is_file(),
+        rust_version: field("rust-version"),
+        edition: field("edition"),
+        toolchain,
+        test_features,
+    })
+}
+
+/// Feature names that projects use for what their tests need (`test-utils`, `testing`).
+fn is_test_feature(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name == "test" || name.starts_with("test-") || name.starts_with("test_") || name == "testing"
+}
+
+/// `major.minor` of a version string such as `1.70`, `1.70.0` or `1.70.0-nightly`.
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    Some((major, minor))
+}
+
+/// Why the image's Rust 1.85 was chosen, naming the file and field that were read.
+#[must_use]
+pub fn version_reason(project: &RustProject) -> String {
+    let (major, minor) = RUSTC_VERSION;
+    let base = format!("Rust {major}.{minor} (Debian trixie), the only Rust image configured");
+    let mut notes = Vec::new();
+    if let Some(channel) = &project.toolchain {
+        match major_minor(channel) {
+            Some(want) if want > RUSTC_VERSION => notes.push(format!(
+                "rust-toolchain asks for {channel}, newer than {major}.{minor}: the build may fail"
+            )),
+            Some(_) => notes.push(format!(
+                "rust-toolchain asks for {channel}; {major}.{minor} is used instead"
+            )),
+            None => notes.push(format!(
+                "rust-toolchain asks for `{channel}`; stable {major}.{minor} is used instead"
+            )),
+        }
+    }
+    if let Some(version) = &project.rust_version {
+        match major_minor(version) {
+            Some(want) if want > RUSTC_VERSION => notes.push(format!(
+                "rust-version {version} is newer than {major}.{minor}: the build may fail"
+            )),
+            _ => notes.push(format!("rust-version {version} is satisfied")),
+        }
+    }
+    if let Some(edition) = &project.edition {
+        notes.push(format!("edition {edition}"));
+    }
+    if notes.is_empty() {
+        format!("{base}: the repository declares no toolchain, rust-version or edition")
+    } else {
+        format!("{base}: {}", notes.join("; "))
+    }
+}
+
+/// `--features pkg/feat,...` for the test features of the root package, or an empty string.
+fn features_flag(project: &RustProject) -> String {
+    let Some(package) = &project.package else {
+        return String::new();
+    };
+    if project.test_features.is_empty() {
+        return String::new();
+    }
+    // `pkg/feature` is accepted whichever packages `--workspace` selects, where a bare name is
+    // an error in a workspace whose other members lack the feature.
+    let list: Vec<String> = project
+        .test_features
+        .iter()
+        .map(|f| format!("{package}/{f}"))
+        .collect();
+    format!(" --features {}", shell_quote(&list.join(",")))
+}
+
+/// The Rust plan, when the root holds a `Cargo.toml`.
+#[must_use]
+pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
+    let project = detect(cx.root)?;
+    let features = features_flag(&project);
+    let mut setup = vec![GIT_SETUP.to_string()];
+    let resolution = if project.lockfile {
+        // A lockfile that no longer matches the manifests (edited by hand, or written by an old
+        // cargo that resolved differently) makes `--locked` fail; resolving anew is then the
+        // closest thing to what the developers built, and the log says it happened.
+        setup.push(
+            "cargo fetch --locked || { echo '[kiln] Cargo.lock does not match the manifests; resolving again'; cargo fetch; }"
+                .to_string(),
+        );
+        "Cargo.lock pins every dependency".to_string()
+    } else {
+        // Cargo cannot resolve as of a date. The image sets
+        // CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback, so the resolver prefers versions
+        // whose rust-version the project (or Rust 1.85) supports, which keeps most of the
+        // graph to releases of the project's era.
+        setup.push("cargo generate-lockfile".to_string());
+        setup.push("cargo fetch".to_string());
+        "no Cargo.lock: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback); the date cut-off could not be applied".to_string()
+    };
+    let compile = format!("cargo test --workspace --no-run{features}");
+    setup.push(compile.clone());
+    let name = match (project.workspace, project.package.is_some()) {
+        (true, false) => "rust-workspace",
+        _ => "rust-cargo",
+    };
+    Some(Plan {
+        name: name.to_string(),
+        language: "rust",
+        image: images::rust_image(cx.ca_bundle),
+        version_reason: version_reason(&project),
+        setup,
+        rebuild: vec![compile],
+        test: format!("cargo test --workspace --no-fail-fast{features} 2>&1"),
+        parser: "cargo",
+        resolution,
+        cutoff: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::testutil::{plan_of, tree};
+
+    #[test]
+    fn a_locked_package_fetches_locked_and_tests_the_workspace() {
+        let plan = plan_of(
+            plan,
+            &[
+                (
+                    "Cargo.toml",
+                    "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\nrust-version = \"1.70\"\n[features]\ndefault = []\ntest-utils = []\n",
+                ),
+                ("Cargo.lock", "version = 3\n"),
+            ],
+            Some("2024-01-01T00:00:00Z"),
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.name, "rust-cargo");
+        assert_eq!(plan.parser, "cargo");
+        assert!(
+            plan.setup[1].starts_with("cargo fetch --locked"),
+            "{:?}",
+            plan.setup
+        );
+        assert_eq!(
+            plan.setup[2],
+            "cargo test --workspace --no-run --features demo/test-utils"
+        );
+        assert_eq!(
+            plan.test,
+            "cargo test --workspace --no-fail-fast --features demo/test-utils 2>&1"
+        );
+        assert!(
+            plan.version_reason
+                .contains("rust-version 1.70 is satisfied")
+        );
+        assert!(plan.resolution.contains("Cargo.lock"));
+        assert_eq!(plan.cutoff, None);
+        assert!(
+            plan.image.tag.starts_with("kiln/rust:1.85-"),
+            "{}",
+            plan.image.tag
+        );
+    }
+
+    #[test]
+    fn a_virtual_workspace_without_lockfile_generates_one() {
+        let plan = plan_of(
+            plan,
+            &[(
+                "Cargo.toml",
+                "[workspace]\nmembers = [\"a\"]\n[workspace.package]\nrust-version = \"1.90\"\nedition = \"2024\"\n",
+            )],
+            Some("2024-01-01T00:00:00Z"),
+        )
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.name, "rust-workspace");
+        assert_eq!(plan.setup[1], "cargo generate-lockfile");
+        assert!(plan.resolution.contains("could not be applied"));
+        assert!(
+            plan.version_reason
+                .contains("rust-version 1.90 is newer than 1.85"),
+            "{}",
+            plan.version_reason
+        );
+        assert!(!plan.test.contains("--features"));
+    }
+
+    #[test]
+    fn toolchain_files_are_read() {
+        let tmp = tree(&[
+            ("Cargo.toml", "[package]\nname = \"x\"\n"),
+            ("rust-toolchain.toml", "[toolchain]\nchannel = \"1.92.0\"\n"),
+        ]);
+        let project = detect(tmp.path()).unwrap_or_default();
+        assert_eq!(project.toolchain.as_deref(), Some("1.92.0"));
+        assert!(version_reason(&project).contains("newer than 1.85"));
+        let tmp = tree(&[
+            ("Cargo.toml", "[package]\nname = \"x\"\n"),
+            ("rust-toolchain", "nightly-2023-05-01\n"),
+        ]);
+        let project = detect(tmp.path()).unwrap_or_default();
+        assert_eq!(project.toolchain.as_deref(), Some("nightly-2023-05-01"));
+        assert!(version_reason(&project).contains("stable 1.85 is used instead"));
+        assert!(detect(tree(&[("README.md", "")]).path()).is_none());
+    }
+}

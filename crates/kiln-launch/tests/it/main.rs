@@ -1,0 +1,203 @@
+//! Integration tests of the ecosystem plans against the real Docker engine: each builds its
+//! image (minutes on first use, then cached by tag) and launches a tiny dependency-free project
+//! generated in a temporary git repository, asserting the plan, the parser and the baseline.
+//! Tests that need the engine fail when it is missing: they never skip.
+
+#![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
+
+mod support;
+
+use kiln_schema::TestStatus;
+use support::{launch, status_of};
+
+#[tokio::test]
+async fn rust_crate_with_a_lockfile_builds_and_reports_each_test() {
+    let record = launch(
+        "rust",
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\nrust-version = \"1.70\"\n",
+            ),
+            (
+                "Cargo.lock",
+                "version = 3\n\n[[package]]\nname = \"demo\"\nversion = \"0.1.0\"\n",
+            ),
+            (
+                "src/lib.rs",
+                "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(1, 2), 3); }\n    #[test]\n    fn fails() { assert_eq!(super::add(1, 2), 4); }\n}\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "rust-cargo");
+    assert_eq!(record.parser, "cargo");
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+    assert!(
+        record.version_reason.contains("Cargo.lock pins"),
+        "{}",
+        record.version_reason
+    );
+    assert_eq!(record.dependency_cutoff, None);
+}
+
+#[tokio::test]
+async fn node_test_without_dependencies_installs_before_the_cutoff() {
+    let record = launch(
+        "node-test",
+        &[
+            (
+                "package.json",
+                r#"{"name":"demo","version":"1.0.0","scripts":{"test":"node --test"},"engines":{"node":">=18"}}"#,
+            ),
+            (
+                "test/math.test.js",
+                "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => assert.strictEqual(1 + 2, 3));\ntest('fails', () => assert.strictEqual(1 + 2, 4));\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "node-npm-node-test");
+    assert_eq!(record.parser, "node-test");
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+    assert!(
+        record.base_image.starts_with("kiln/node:20-"),
+        "{}",
+        record.base_image
+    );
+    assert_eq!(
+        record.dependency_cutoff.as_deref(),
+        Some(support::COMMIT_DATE)
+    );
+}
+
+#[tokio::test]
+async fn jest_from_npm_reports_json() {
+    let record = launch(
+        "jest",
+        &[
+            (
+                "package.json",
+                r#"{"name":"demo","version":"1.0.0","scripts":{"test":"jest"},"devDependencies":{"jest":"^29.0.0"}}"#,
+            ),
+            (
+                "sum.test.js",
+                "test('adds', () => { expect(1 + 2).toBe(3); });\ntest('fails', () => { expect(1 + 2).toBe(4); });\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "node-npm-jest");
+    assert_eq!(record.parser, "jest-json");
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}
+
+#[tokio::test]
+async fn go_module_builds_and_a_real_dependency_is_a_resolution_failure() {
+    let record = launch(
+        "go",
+        &[
+            ("go.mod", "module example.com/demo\n\ngo 1.21\n"),
+            ("calc.go", "package demo\n\nfunc Add(a, b int) int { return a + b }\n"),
+            (
+                "calc_test.go",
+                "package demo\n\nimport \"testing\"\n\nfunc TestAdds(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n\nfunc TestFails(t *testing.T) {\n\tif Add(1, 2) != 4 {\n\t\tt.Fatal(\"expected\")\n\t}\n}\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "go-module");
+    assert_eq!(record.parser, "go-test-json");
+    assert!(
+        record.base_image.starts_with("kiln/go:1.24-"),
+        "{}",
+        record.base_image
+    );
+    assert_eq!(status_of(&record, "TestAdds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "TestFails"), Some(TestStatus::Fail));
+
+    // The Go module proxy is not reachable from every site; where it is, the download
+    // succeeds and the build goes on, so only the failure's class is checked.
+    let record = support::launch_any(
+        "go-deps",
+        &[
+            (
+                "go.mod",
+                "module example.com/deps\n\ngo 1.21\n\nrequire github.com/kiln-nonexistent/nothing-here v0.0.1\n",
+            ),
+            ("main.go", "package deps\n"),
+        ],
+    )
+    .await;
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(kiln_schema::FailureClass::DependencyResolution.as_str()),
+        "{:?}",
+        record.log_tail
+    );
+    assert!(
+        record
+            .failure_command
+            .as_deref()
+            .is_some_and(|c| c.ends_with("go mod download")),
+        "{:?}",
+        record.failure_command
+    );
+}
+
+#[tokio::test]
+async fn cmake_project_runs_ctest() {
+    let record = launch(
+        "cmake",
+        &[
+            (
+                "CMakeLists.txt",
+                "cmake_minimum_required(VERSION 3.16)\nproject(demo C)\nenable_testing()\nadd_executable(check check.c)\nadd_test(NAME adds COMMAND check 3)\nadd_test(NAME fails COMMAND check 4)\n",
+            ),
+            (
+                "check.c",
+                "#include <stdlib.h>\nint main(int argc, char **argv) { return argc > 1 && atoi(argv[1]) == 1 + 2 ? 0 : 1; }\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "cpp-cmake");
+    assert_eq!(record.parser, "ctest");
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}
+
+#[tokio::test]
+async fn maven_project_builds_offline_from_debians_repository() {
+    let record = launch(
+        "maven",
+        &[
+            (
+                "pom.xml",
+                "<project xmlns=\"http://maven.apache.org/POM/4.0.0\">\n  <modelVersion>4.0.0</modelVersion>\n  <groupId>demo</groupId><artifactId>demo</artifactId><version>1.0</version>\n  <properties><maven.compiler.release>17</maven.compiler.release><project.build.sourceEncoding>UTF-8</project.build.sourceEncoding></properties>\n  <dependencies><dependency><groupId>junit</groupId><artifactId>junit</artifactId><version>4.13.2</version><scope>test</scope></dependency></dependencies>\n</project>\n",
+            ),
+            (
+                "src/main/java/demo/Calc.java",
+                "package demo;\npublic class Calc { public static int add(int a, int b) { return a + b; } }\n",
+            ),
+            (
+                "src/test/java/demo/CalcTest.java",
+                "package demo;\nimport org.junit.Test;\nimport static org.junit.Assert.assertEquals;\npublic class CalcTest {\n  @Test public void adds() { assertEquals(3, Calc.add(1, 2)); }\n  @Test public void fails() { assertEquals(4, Calc.add(1, 2)); }\n}\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "java-maven");
+    assert_eq!(record.parser, "junit-xml");
+    assert!(
+        record.base_image.starts_with("kiln/java:17-"),
+        "{}",
+        record.base_image
+    );
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}

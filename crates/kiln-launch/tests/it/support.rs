@@ -1,0 +1,150 @@
+//! Shared helpers: a git repository from a list of files, and one launch of it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kiln_core::config::{DockerSettings, LaunchSettings};
+use kiln_core::{ContainerRuntime, NullReporter};
+use kiln_docker::DockerRuntime;
+use kiln_launch::{LaunchRequest, launch as run_launch};
+use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
+
+/// Commit date of every generated repository: the dependency cut-off of its launch.
+pub const COMMIT_DATE: &str = "2024-06-01T12:00:00Z";
+
+/// The host's CA bundle, which containers here need for HTTPS (a TLS-inspecting proxy).
+const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_DATE", COMMIT_DATE)
+        .env("GIT_COMMITTER_DATE", COMMIT_DATE)
+        .env("GIT_AUTHOR_NAME", "kiln")
+        .env("GIT_AUTHOR_EMAIL", "kiln@localhost")
+        .env("GIT_COMMITTER_NAME", "kiln")
+        .env("GIT_COMMITTER_EMAIL", "kiln@localhost")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Launches a repository holding `files`, whatever the outcome.
+pub async fn launch_any(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for (path, text) in files {
+        let path = repo.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "fixture"]);
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let runtime: Arc<dyn ContainerRuntime> = match DockerRuntime::connect().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(e) => panic!("these tests need a Docker engine (scripts/docker-engine.sh start): {e}"),
+    };
+    let image_tag = format!("kiln-it/launch:{name}-{}", std::process::id());
+    let request = LaunchRequest {
+        candidate: Candidate {
+            instance_id: format!("kiln-it__{name}-1"),
+            status: "ok".into(),
+            error: None,
+            repo: format!("kiln-it/{name}"),
+            pull_number: Some(1),
+            base_commit,
+            patch: String::new(),
+            test_patch: String::new(),
+            problem_statement: String::new(),
+            hints_text: String::new(),
+            created_at: COMMIT_DATE.into(),
+            version: None,
+            language: None,
+            given_fail_to_pass: Vec::new(),
+            given_pass_to_pass: Vec::new(),
+            origin: "kiln-launch it".into(),
+        },
+        clone_url: repo.display().to_string(),
+        cache_dir: tmp.path().join("cache"),
+        log_dir: tmp.path().join("logs"),
+        log_dir_label: "logs".into(),
+        ca_bundle: std::fs::read(HOST_CA).ok().map(Arc::new),
+        image_tag: image_tag.clone(),
+        labels: BTreeMap::from([(
+            kiln_core::runtime::LABEL_RUN.to_string(),
+            format!("it-{}-{name}", std::process::id()),
+        )]),
+        settings: LaunchSettings {
+            concurrency: 1,
+            command_timeout: Duration::from_secs(1200),
+            test_timeout: Duration::from_secs(600),
+            // Every fixture has one passing and one failing test.
+            min_pass_ratio: 0.5,
+            date_cutoff: true,
+        },
+        docker: DockerSettings {
+            ca_bundle: None,
+            memory_bytes: 4 << 30,
+            cpus: 2.0,
+            pids: 4096,
+            image_prefix: "kiln-it".into(),
+        },
+        stage: "launch".into(),
+    };
+    let started = Instant::now();
+    let record = run_launch(Arc::clone(&runtime), &request, &NullReporter)
+        .await
+        .unwrap();
+    eprintln!(
+        "[{name}] {} in {:.0}s (setup {:.0}s, tests {:.0}s); image {}",
+        record.status,
+        started.elapsed().as_secs_f64(),
+        record.setup_seconds,
+        record.test_seconds,
+        record.base_image
+    );
+    if record.image.is_some() {
+        let _ = runtime.remove_image(&image_tag).await;
+    }
+    record
+}
+
+/// Launches a repository holding `files` and asserts that it built.
+pub async fn launch(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord {
+    let record = launch_any(name, files).await;
+    assert_eq!(
+        record.status,
+        "built",
+        "{name}: {:?} at {:?}\n{}",
+        record.failure_class,
+        record.failure_command,
+        record.log_tail.as_deref().unwrap_or("")
+    );
+    record
+}
+
+/// The status of the one test whose id ends with `name`.
+pub fn status_of(record: &EnvironmentRecord, name: &str) -> Option<TestStatus> {
+    let matching: Vec<_> = record
+        .baseline
+        .iter()
+        .filter(|(id, _)| id.ends_with(name))
+        .collect();
+    assert!(matching.len() <= 1, "{name}: {:?}", record.baseline);
+    matching.first().map(|(_, status)| **status)
+}
