@@ -169,7 +169,25 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         );
     }
 
+    // Every built environment's Dockerfile was rebuilt and reproduced the baseline.
     let run_dir = report["run_dir"].as_str().unwrap_or_default();
+    let environments: Vec<kiln_schema::EnvironmentRecord> =
+        kiln_store::read_rows(&std::path::Path::new(run_dir).join("launch"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    for env in environments.iter().filter(|e| e.status == "built") {
+        let check = env.dockerfile_check.as_deref().unwrap_or_default();
+        assert!(
+            check.starts_with("rebuilt and passed ("),
+            "{}: {check}",
+            env.instance_id
+        );
+        assert!(
+            env.dockerfile
+                .as_deref()
+                .is_some_and(|d| d.contains("COPY testbed /testbed"))
+        );
+    }
+
     let run_id = run_dir.rsplit('/').next().unwrap_or_default();
     let left = containers_with_label(&format!("kiln.run=demo/{run_id}"));
     assert!(left.is_empty(), "containers left behind: {left:?}");

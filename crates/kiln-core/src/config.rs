@@ -185,6 +185,8 @@ pub struct LaunchSettings {
     pub min_pass_ratio: f64,
     /// Resolve unpinned dependencies as of the base commit's date.
     pub date_cutoff: bool,
+    /// Rebuild each environment from its synthesised Dockerfile and re-run the tests.
+    pub verify_dockerfile: bool,
 }
 
 /// Settings of a `validate` stage.
@@ -901,6 +903,7 @@ impl Compiler<'_> {
                     "test_timeout",
                     "min_pass_ratio",
                     "date_cutoff",
+                    "verify_dockerfile",
                 ],
             ),
             NodeKind::Validate => (
@@ -1015,12 +1018,14 @@ impl Compiler<'_> {
         let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
         let min_pass_ratio = self.float(keys, "min_pass_ratio", 0.5, 0.0, 1.0);
         let date_cutoff = self.bool(keys, "date_cutoff", true);
+        let verify_dockerfile = self.bool(keys, "verify_dockerfile", false);
         Ok(NodeSettings::Launch(LaunchSettings {
             concurrency: concurrency?,
             command_timeout: command_timeout?,
             test_timeout: test_timeout?,
             min_pass_ratio: min_pass_ratio?,
             date_cutoff: date_cutoff?,
+            verify_dockerfile: verify_dockerfile?,
         }))
     }
 

@@ -40,8 +40,13 @@ pub fn dockerfile(record: &EnvironmentRecord) -> String {
 
 /// Whether a rebuilt image reproduces the environment: every test that passed in the launch's
 /// baseline run passes again.
-#[must_use]
-pub fn reproduces(baseline: &BTreeMap<String, TestStatus>, rebuilt: &BTreeMap<String, TestStatus>) -> Result<(), String> {
+///
+/// # Errors
+/// Which baseline-passing tests did not pass, as a sentence.
+pub fn reproduces(
+    baseline: &BTreeMap<String, TestStatus>,
+    rebuilt: &BTreeMap<String, TestStatus>,
+) -> Result<(), String> {
     let missing: Vec<&String> = baseline
         .iter()
         .filter(|(_, s)| **s == TestStatus::Pass)
@@ -54,7 +59,12 @@ pub fn reproduces(baseline: &BTreeMap<String, TestStatus>, rebuilt: &BTreeMap<St
         Err(format!(
             "{} baseline-passing test(s) do not pass in the rebuilt image, e.g. {}",
             missing.len(),
-            missing.iter().take(3).map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+            missing
+                .iter()
+                .take(3)
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     }
 }
@@ -77,15 +87,22 @@ pub async fn verify(
     };
     let mut context = Vec::new();
     let mut archive = tar::Archive::new(context_tar);
-    let entries = archive.entries().map_err(|e| RuntimeError::engine("read the build context", e))?;
+    let entries = archive
+        .entries()
+        .map_err(|e| RuntimeError::engine("read the build context", e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| RuntimeError::engine("read the build context", e))?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
-        let path = entry.path().map_err(|e| RuntimeError::engine("read the build context", e))?.to_string_lossy().to_string();
+        let path = entry
+            .path()
+            .map_err(|e| RuntimeError::engine("read the build context", e))?
+            .to_string_lossy()
+            .to_string();
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes).map_err(|e| RuntimeError::engine("read the build context", e))?;
+        std::io::Read::read_to_end(&mut entry, &mut bytes)
+            .map_err(|e| RuntimeError::engine("read the build context", e))?;
         context.push((path, bytes));
     }
     let build = ImageBuild {
@@ -98,7 +115,10 @@ pub async fn verify(
     match runtime.build_image(&build, &mut sink).await {
         Ok(()) => {}
         Err(RuntimeError::Build { message, .. }) => {
-            return Ok(format!("rebuild failed: {}", kiln_core::session::tail(&message, 5)));
+            return Ok(format!(
+                "rebuild failed: {}",
+                kiln_core::session::tail(&message, 5)
+            ));
         }
         Err(other) => return Err(other),
     }
@@ -112,12 +132,21 @@ pub async fn verify(
     let id = runtime.create(&spec).await?;
     let mut sink = |_: &[u8]| {};
     let outcome = runtime
-        .exec(&id, &kiln_core::ExecSpec { output_cap: 256 << 20, ..kiln_core::ExecSpec::new(&record.test_command, timeout) }, &mut sink)
+        .exec(
+            &id,
+            &kiln_core::ExecSpec {
+                output_cap: 256 << 20,
+                ..kiln_core::ExecSpec::new(&record.test_command, timeout)
+            },
+            &mut sink,
+        )
         .await;
     let _ = runtime.remove(&id).await;
     let _ = runtime.remove_image(tag).await;
     let outcome = outcome?;
-    let statuses = kiln_testlog::parse(&record.parser, &outcome.output).map(|p| p.statuses).unwrap_or_default();
+    let statuses = kiln_testlog::parse(&record.parser, &outcome.output)
+        .map(|p| p.statuses)
+        .unwrap_or_default();
     Ok(match reproduces(&record.baseline, &statuses) {
         Ok(()) => "rebuilt and passed".into(),
         Err(why) => format!("rebuilt, but {why}"),
@@ -130,7 +159,10 @@ mod tests {
 
     #[test]
     fn reproduction_needs_every_baseline_pass() {
-        let baseline = BTreeMap::from([("a".to_string(), TestStatus::Pass), ("b".to_string(), TestStatus::Fail)]);
+        let baseline = BTreeMap::from([
+            ("a".to_string(), TestStatus::Pass),
+            ("b".to_string(), TestStatus::Fail),
+        ]);
         let same = BTreeMap::from([("a".to_string(), TestStatus::Pass)]);
         assert!(reproduces(&baseline, &same).is_ok());
         let broken = BTreeMap::from([("a".to_string(), TestStatus::Fail)]);

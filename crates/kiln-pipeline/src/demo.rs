@@ -102,6 +102,7 @@ kind = "launch"
 inputs = ["tasks", "filter", "split"]
 command_timeout = "10m"
 test_timeout = "5m"
+verify_dockerfile = true
 
 [stages.validate]
 kind = "validate"

@@ -125,8 +125,11 @@ table! {
         pub test_seconds: f64,
         /// Wall seconds for the whole launch of this instance.
         pub total_seconds: f64,
-        /// A Dockerfile replaying the successful commands.
+        /// A Dockerfile replaying the successful commands (build context: the checkout in `testbed/`).
         pub dockerfile: Option<String>,
+        /// Result of rebuilding the Dockerfile and re-running the tests (`rebuilt and passed`,
+        /// `rebuild failed: ...`), or null when the check is off.
+        pub dockerfile_check: Option<String>,
         /// Where the raw logs of this launch are, relative to the run directory.
         pub log_dir: String,
     }

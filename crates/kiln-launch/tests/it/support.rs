@@ -96,6 +96,7 @@ pub async fn launch_any(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord
             // Every fixture has one passing and one failing test.
             min_pass_ratio: 0.5,
             date_cutoff: true,
+            verify_dockerfile: false,
         },
         docker: DockerSettings {
             ca_bundle: None,

@@ -87,6 +87,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         test_seconds: 0.1,
         total_seconds: 1e-300,
         dockerfile: None,
+        dockerfile_check: Some("rebuilt and passed".into()),
         log_dir: format!("logs/{id}/launch"),
     }
 }
