@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-engine.sh start
-bash scripts/base-images.sh bookworm trixie
+bash scripts/base-images.sh bookworm
 cargo run --quiet --locked -p kiln-cli -- demo "$@"
