@@ -4,7 +4,9 @@
 
 mod config;
 mod demo;
+mod ecosystems;
 mod resume;
+mod validation;
 mod workspace;
 
 use std::path::{Path, PathBuf};

@@ -13,8 +13,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod ecosystems;
 mod fixtures;
 mod git;
+
+pub use ecosystems::write_ecosystems;
+mod validation_cases;
+pub use validation_cases::write_validation_cases;
 
 use fixtures::{FIXTURES, Fixture, Outcome};
 use git::git;
@@ -107,8 +112,9 @@ pub struct ExpectedInstance {
 /// The outcome kiln must reach for one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
-    /// Launch and validation succeed with exactly these lists (sorted pytest node ids as
-    /// `pytest -rA` prints them, e.g. `tests/test_ops.py::test_add`).
+    /// Launch and validation succeed with exactly these lists (sorted test ids as kiln-testlog's
+    /// parser gives them: pytest node ids as `pytest -rA` prints them for the demo, e.g.
+    /// `tests/test_ops.py::test_add`; see [`write_ecosystems`] for the other ecosystems).
     Validated {
         /// Tests failing with the test patch alone and passing with the gold patch too.
         fail_to_pass: Vec<String>,
@@ -337,6 +343,16 @@ fn task_row(fixture: &Fixture, built: &BuiltRepo) -> Result<TaskRow, TestkitErro
 
 /// Builds one fixture repository at `repo_dir` and returns its base commit and patches.
 fn build_repo(fixture: &Fixture, repo_dir: &Path) -> Result<BuiltRepo, TestkitError> {
+    build_repo_with(fixture, repo_dir, is_test_path)
+}
+
+/// [`build_repo`] with the ecosystem's own rule for which changed files are tests (Go keeps its
+/// tests beside the code as `*_test.go`, which the Python rule would call code).
+fn build_repo_with(
+    fixture: &Fixture,
+    repo_dir: &Path,
+    is_test: fn(&str) -> bool,
+) -> Result<BuiltRepo, TestkitError> {
     if repo_dir.exists() {
         return Err(TestkitError::AlreadyExists {
             path: repo_dir.to_path_buf(),
@@ -392,7 +408,7 @@ fn build_repo(fixture: &Fixture, repo_dir: &Path) -> Result<BuiltRepo, TestkitEr
     let (tests, code): (Vec<&str>, Vec<&str>) = changed
         .lines()
         .filter(|l| !l.is_empty())
-        .partition(|path| is_test_path(path));
+        .partition(|path| is_test(path));
     let patch = diff(repo_dir, &base_commit, &fix_commit, &code)?;
     let test_patch = diff(repo_dir, &base_commit, &fix_commit, &tests)?;
     Ok(BuiltRepo {

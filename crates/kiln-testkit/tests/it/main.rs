@@ -4,6 +4,9 @@
 //! `venv` and `pip`, and PyPI): it checks every expectation of the demo against real pytest runs.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+mod ecosystems;
+mod validation_cases;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,257 @@
+//! `kiln run` on one fixture project per ecosystem (Rust, Node, Go, C, Java) from kiln-testkit:
+//! every instance validates with exactly the lists the real tools give, and no container is
+//! left behind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kiln_schema::EnvironmentRecord;
+
+use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// FAIL_TO_PASS and PASS_TO_PASS of every instance, written out here (not taken from
+/// kiln-testkit) so that a wrong fixture expectation cannot confirm itself. They were read from
+/// real runs of cargo, jest, go test, ctest and Maven/surefire through kiln-testlog's parsers
+/// (kiln-testkit's `host_tools_confirm_ecosystem_lists`, and Maven offline in Docker).
+fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
+    BTreeMap::from([
+        (
+            "kiln-eco__runlength-11",
+            (
+                strings(&[
+                    "decode::test::decodes_multi_digit_counts",
+                    "decode::test::round_trips_long_runs",
+                ]),
+                strings(&[
+                    "decode::test::decodes_runs",
+                    "decode::test::rejects_missing_count",
+                    "decode::test::rejects_trailing_count",
+                    "encode::test::encodes_empty_text",
+                    "encode::test::encodes_runs",
+                    "encode::test::encodes_single_characters",
+                    "runlength::lib::tests::errors_name_the_character",
+                    "runlength::lib::tests::runs_are_counted_in_decimal",
+                ]),
+            ),
+        ),
+        (
+            "kiln-eco__durations-12",
+            (
+                strings(&[
+                    "/testbed/test/format.test.js::format › round-trips 1500 through parse",
+                    "/testbed/test/format.test.js::format › round-trips 3723004 through parse",
+                    "/testbed/test/parse.test.js::parse › reads milliseconds",
+                ]),
+                strings(&[
+                    "/testbed/test/format.test.js::format › formats hours and minutes",
+                    "/testbed/test/format.test.js::format › formats zero",
+                    "/testbed/test/format.test.js::format › rejects negative numbers",
+                    "/testbed/test/parse.test.js::parse › reads hours and minutes",
+                    "/testbed/test/parse.test.js::parse › reads seconds",
+                    "/testbed/test/parse.test.js::parse › rejects garbage",
+                ]),
+            ),
+        ),
+        (
+            "kiln-eco__semver-13",
+            (
+                strings(&[
+                    "github.com/kiln-eco/semver::TestCompare",
+                    "github.com/kiln-eco/semver::TestCompare/1.10.0_vs_1.9.0",
+                    "github.com/kiln-eco/semver::TestCompare/1.2.9_vs_1.2.10",
+                    "github.com/kiln-eco/semver::TestParseLeadingZeros",
+                ]),
+                strings(&[
+                    "github.com/kiln-eco/semver::TestCompare/1.2.3_vs_1.2.3",
+                    "github.com/kiln-eco/semver::TestCompare/1.2.3_vs_1.2.4",
+                    "github.com/kiln-eco/semver::TestCompare/2.0.0_vs_1.9.9",
+                    "github.com/kiln-eco/semver::TestParse",
+                    "github.com/kiln-eco/semver::TestParseRejects",
+                ]),
+            ),
+        ),
+        (
+            "kiln-eco__ringbuf-14",
+            (
+                strings(&["ringbuf.fifo_after_wrap", "ringbuf.interleaved"]),
+                strings(&[
+                    "ringbuf.empty",
+                    "ringbuf.full",
+                    "ringbuf.peek",
+                    "ringbuf.push_pop",
+                    "ringbuf.wraparound",
+                ]),
+            ),
+        ),
+        (
+            "kiln-eco__csvline-15",
+            (
+                strings(&[
+                    "dev.kilneco.csvline.CsvLineTest::unescapesDoubledQuotes",
+                    "dev.kilneco.csvline.JoinTest::roundTripsQuotes",
+                ]),
+                strings(&[
+                    "dev.kilneco.csvline.CsvLineTest::keepsCommasInQuotes",
+                    "dev.kilneco.csvline.CsvLineTest::keepsEmptyFields",
+                    "dev.kilneco.csvline.CsvLineTest::splitsPlainFields",
+                    "dev.kilneco.csvline.JoinTest::joinsPlainFields",
+                    "dev.kilneco.csvline.JoinTest::quotesCommas",
+                    "dev.kilneco.csvline.JoinTest::roundTripsCommas",
+                ]),
+            ),
+        ),
+    ])
+}
+
+/// The pipeline of `kiln demo`, for the ecosystem fixtures: dataset `eco`, one repeat.
+fn config_text(ca_bundle: Option<&Path>) -> String {
+    let docker = match ca_bundle {
+        Some(path) => format!("[docker]\nca_bundle = {:?}\n", path.to_string_lossy()),
+        None => String::new(),
+    };
+    format!(
+        r#"[dataset]
+name = "eco"
+root = "datasets"
+
+{docker}
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+clone_url = "{{config_dir}}/repos/{{owner}}/{{name}}"
+
+[stages.filter]
+kind = "filter"
+inputs = ["tasks"]
+
+[stages.split]
+kind = "split"
+inputs = ["tasks", "filter"]
+
+[stages.launch]
+kind = "launch"
+inputs = ["tasks", "filter", "split"]
+command_timeout = "15m"
+test_timeout = "5m"
+
+[stages.validate]
+kind = "validate"
+inputs = ["tasks", "launch"]
+repeats = 1
+test_timeout = "5m"
+
+[stages.export]
+kind = "export"
+inputs = ["tasks", "split", "launch", "validate"]
+"#
+    )
+}
+
+/// The last `lines` lines of a text.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// What launch recorded for an instance, for a failure message: plan, class, command, log tail.
+fn launch_report(run_dir: &Path, id: &str) -> String {
+    let rows: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&run_dir.join("launch")).unwrap_or_default();
+    let Some(row) = rows.iter().find(|r| r.instance_id == id) else {
+        return "no launch row".to_string();
+    };
+    let log = std::fs::read_to_string(run_dir.join("logs").join(id).join("launch/launch.log"))
+        .unwrap_or_default();
+    format!(
+        "launch {} (plan {}, image {}, class {:?})\n  failed command: {:?}\n  log tail:\n{}\n  launch.log tail:\n{}",
+        row.status,
+        row.plan,
+        row.base_image,
+        row.failure_class,
+        row.failure_command,
+        row.log_tail
+            .as_deref()
+            .map(|t| tail(t, 25))
+            .unwrap_or_default(),
+        tail(&log, 25),
+    )
+}
+
+/// SLOW (minutes; the first run builds one image per ecosystem): every ecosystem fixture
+/// through `kiln run` on the real engine. All instances are checked before anything is asserted,
+/// so one run reports every ecosystem that does not validate.
+#[test]
+// Which ecosystems validated is printed even when all do: the plans change under this test.
+#[allow(clippy::print_stderr)]
+fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("eco");
+    let layout = kiln_testkit::write_ecosystems(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.join("pipeline.toml");
+    std::fs::write(&config, config_text(ca_bundle().as_deref())).unwrap_or_else(|e| panic!("{e}"));
+
+    let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
+    let run_dir = Path::new(report["run_dir"].as_str().unwrap_or_default()).to_path_buf();
+    let run_id = report["run_id"].as_str().unwrap_or_default().to_string();
+    let by_id: BTreeMap<String, serde_json::Value> = report["instances"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| {
+            (
+                i["instance_id"].as_str().unwrap_or_default().to_string(),
+                i.clone(),
+            )
+        })
+        .collect();
+    let mut ids: Vec<&String> = layout.instances.iter().map(|i| &i.instance_id).collect();
+    ids.sort();
+    assert_eq!(by_id.keys().collect::<Vec<_>>(), ids, "{report:#}");
+
+    let mut failures = Vec::new();
+    let mut passed = Vec::new();
+    for (id, (fail_to_pass, pass_to_pass)) in expected_lists() {
+        let summary = &by_id[id];
+        let list = |key: &str| -> Vec<String> {
+            serde_json::from_value(summary[key].clone()).unwrap_or_default()
+        };
+        let problem = if summary["state"] != "validated" {
+            Some(format!(
+                "state {} ({}): {}",
+                summary["state"], summary["failure_class"], summary["reason"]
+            ))
+        } else if list("fail_to_pass") != fail_to_pass || list("pass_to_pass") != pass_to_pass {
+            Some(format!(
+                "lists differ:\n  FAIL_TO_PASS {:?}\n   expected    {fail_to_pass:?}\n  PASS_TO_PASS {:?}\n   expected    {pass_to_pass:?}",
+                list("fail_to_pass"),
+                list("pass_to_pass")
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => {
+                failures.push(format!("{id}: {problem}\n{}", launch_report(&run_dir, id)));
+            }
+            None => passed.push(id),
+        }
+    }
+    eprintln!("validated end to end: {passed:?}");
+
+    let left = containers_with_label(&format!("kiln.run=eco/{run_id}"));
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+    assert!(
+        failures.is_empty(),
+        "{} of 5 ecosystems did not validate as expected:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    assert!(output.status.success(), "{}", text(&output));
+}
