@@ -107,50 +107,6 @@ fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
     ])
 }
 
-/// The pipeline of `kiln demo`, for the ecosystem fixtures: dataset `eco`, one repeat.
-fn config_text(ca_bundle: Option<&Path>) -> String {
-    let docker = match ca_bundle {
-        Some(path) => format!("[docker]\nca_bundle = {:?}\n", path.to_string_lossy()),
-        None => String::new(),
-    };
-    format!(
-        r#"[dataset]
-name = "eco"
-root = "datasets"
-
-{docker}
-[sources.tasks]
-kind = "ingest"
-path = "tasks.jsonl"
-clone_url = "{{config_dir}}/repos/{{owner}}/{{name}}"
-
-[stages.filter]
-kind = "filter"
-inputs = ["tasks"]
-
-[stages.split]
-kind = "split"
-inputs = ["tasks", "filter"]
-
-[stages.launch]
-kind = "launch"
-inputs = ["tasks", "filter", "split"]
-command_timeout = "15m"
-test_timeout = "5m"
-
-[stages.validate]
-kind = "validate"
-inputs = ["tasks", "launch"]
-repeats = 1
-test_timeout = "5m"
-
-[stages.export]
-kind = "export"
-inputs = ["tasks", "split", "launch", "validate"]
-"#
-    )
-}
-
 /// The last `lines` lines of a text.
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
@@ -192,7 +148,11 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
     let dir = tmp.path().join("eco");
     let layout = kiln_testkit::write_ecosystems(&dir).unwrap_or_else(|e| panic!("{e}"));
     let config = dir.join("pipeline.toml");
-    std::fs::write(&config, config_text(ca_bundle().as_deref())).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &config,
+        kiln_pipeline::demo::config_text("eco", ca_bundle().as_deref(), 1, false),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 
     let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
     let report: serde_json::Value =

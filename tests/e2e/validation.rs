@@ -23,50 +23,6 @@ const FAIRNESS: [&str; 5] = [
     "tests/test_fairness.py::test_roll_is_fair[8]",
 ];
 
-/// A pipeline config like `kiln demo`'s, for the validation cases, dataset `vc`, three repeats.
-fn config_text(ca_bundle: Option<&Path>) -> String {
-    let docker = match ca_bundle {
-        Some(path) => format!("[docker]\nca_bundle = {:?}\n", path.to_string_lossy()),
-        None => String::new(),
-    };
-    format!(
-        r#"[dataset]
-name = "vc"
-root = "datasets"
-
-{docker}
-[sources.tasks]
-kind = "ingest"
-path = "tasks.jsonl"
-clone_url = "{{config_dir}}/repos/{{owner}}/{{name}}"
-
-[stages.filter]
-kind = "filter"
-inputs = ["tasks"]
-
-[stages.split]
-kind = "split"
-inputs = ["tasks", "filter"]
-
-[stages.launch]
-kind = "launch"
-inputs = ["tasks", "filter", "split"]
-command_timeout = "10m"
-test_timeout = "5m"
-
-[stages.validate]
-kind = "validate"
-inputs = ["tasks", "launch"]
-repeats = 3
-test_timeout = "5m"
-
-[stages.export]
-kind = "export"
-inputs = ["tasks", "split", "launch", "validate"]
-"#
-    )
-}
-
 /// Labels of the runs of one side (`before:1`, ...) in a row's `runs` map.
 fn side_runs<'r>(
     row: &'r ValidationRecord,
@@ -340,7 +296,11 @@ fn validation_rules_hold_on_their_fixtures_and_gold_patches_resolve() {
     let dir = tmp.path().join("vc");
     let layout = kiln_testkit::write_validation_cases(&dir).unwrap_or_else(|e| panic!("{e}"));
     let config = dir.join("pipeline.toml");
-    std::fs::write(&config, config_text(ca_bundle().as_deref())).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &config,
+        kiln_pipeline::demo::config_text("vc", ca_bundle().as_deref(), 3, false),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 
     let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));

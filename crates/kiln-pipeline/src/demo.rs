@@ -65,22 +65,31 @@ pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Dem
     )
     .map_err(io(&marker))?;
     let config_path = dir.join("pipeline.toml");
-    std::fs::write(&config_path, config_text(ca_bundle, repeats)).map_err(io(&config_path))?;
+    std::fs::write(&config_path, config_text("demo", ca_bundle, repeats, true))
+        .map_err(io(&config_path))?;
     Ok(Demo {
         layout,
         config_path,
     })
 }
 
-fn config_text(ca_bundle: Option<&Path>, repeats: u32) -> String {
+/// The demo's pipeline config for fixtures written next to it (`tasks.jsonl`, `repos/`), under
+/// dataset name `dataset`; the system tests run other fixture sets with it too.
+#[must_use]
+pub fn config_text(
+    dataset: &str,
+    ca_bundle: Option<&Path>,
+    repeats: u32,
+    verify_dockerfile: bool,
+) -> String {
     let docker = match ca_bundle {
         Some(path) => format!("[docker]\nca_bundle = {:?}\n", path.to_string_lossy()),
         None => String::new(),
     };
     format!(
-        r#"# The kiln demo: four fixture Python projects, run through every stage on the local engine.
+        r#"# kiln fixture projects, run through every stage on the local engine.
 [dataset]
-name = "demo"
+name = "{dataset}"
 root = "datasets"
 
 {docker}
@@ -100,9 +109,9 @@ inputs = ["tasks", "filter"]
 [stages.launch]
 kind = "launch"
 inputs = ["tasks", "filter", "split"]
-command_timeout = "10m"
+command_timeout = "15m"
 test_timeout = "5m"
-verify_dockerfile = true
+verify_dockerfile = {verify_dockerfile}
 
 [stages.validate]
 kind = "validate"
