@@ -1,6 +1,8 @@
-# kiln's Python base image: Debian bookworm's Python 3.11 plus uv, which kiln uses to resolve
-# dependencies as of a date (`uv pip install --exclude-newer`).
-FROM debian:bookworm
+# kiln's Python base image: Debian's Python (bookworm 3.11 or trixie 3.13, chosen by the SUITE
+# argument that kiln fills in from the repository's declared Python version) plus uv, which kiln
+# uses to resolve dependencies as of a date (`uv pip install --exclude-newer`).
+ARG SUITE=bookworm
+FROM debian:${SUITE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \

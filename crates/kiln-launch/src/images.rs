@@ -45,16 +45,22 @@ pub const CA_ENV_VARS: &[&str] = &[
     "GIT_SSL_CAINFO",
 ];
 
-/// The Python image (`kiln/python:3.11-<hash>`), with `ca_bundle` (PEM) installed if given.
+/// The Python 3.11 image (`kiln/python:3.11-<hash>`, Debian bookworm), with `ca_bundle` (PEM)
+/// installed if given.
 #[must_use]
 pub fn python_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
-    let build = ImageBuild {
-        tag: String::new(),
-        dockerfile: PYTHON_DOCKERFILE.to_string(),
-        context: Vec::new(),
-        labels: [("kiln.image".to_string(), "python".to_string())].into(),
+    python_image_on(Suite::Bookworm, ca_bundle)
+}
+
+/// The Python image of `suite` (bookworm: Python 3.11, trixie: Python 3.13).
+#[must_use]
+pub fn python_image_on(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let version = match suite {
+        Suite::Bookworm => "3.11",
+        Suite::Trixie => "3.13",
     };
-    tagged(with_ca_bundle(build, ca_bundle), "kiln/python", "3.11")
+    let dockerfile = with_arg(PYTHON_DOCKERFILE, "SUITE", suite.name());
+    image(dockerfile, "python", version, ca_bundle)
 }
 
 /// A Debian release that kiln's images start from.

@@ -259,23 +259,68 @@ pub fn test_command() -> String {
     )
 }
 
+/// Picks Python 3.11 (bookworm) or 3.13 (trixie) from `.python-version` (first) or
+/// `requires-python`, with the reason. 3.11 is the default: most of the ecosystem's history
+/// supports it, and older pins of test tools often break on 3.13.
+fn choose_python(requires: Option<&str>, pinned: Option<&str>) -> (images::Suite, String) {
+    use images::Suite::{Bookworm, Trixie};
+    if let Some(line) = pinned.and_then(|p| {
+        p.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+    }) {
+        let mut parts = line.split('.');
+        let minor = (
+            parts.next(),
+            parts.next().and_then(|m| m.parse::<u32>().ok()),
+        );
+        if let (Some("3"), Some(minor)) = minor {
+            return if minor >= 12 {
+                (
+                    Trixie,
+                    format!("Python 3.13 (Debian trixie): .python-version asks for {line}"),
+                )
+            } else {
+                (
+                    Bookworm,
+                    format!("Python 3.11 (Debian bookworm): .python-version asks for {line}"),
+                )
+            };
+        }
+    }
+    match requires {
+        Some(spec) if admits(spec, 3, 11) => (
+            Bookworm,
+            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`"),
+        ),
+        Some(spec) if admits(spec, 3, 13) => (
+            Trixie,
+            format!("Python 3.13 (Debian trixie): requires-python `{spec}` excludes 3.11"),
+        ),
+        Some(spec) => (
+            Bookworm,
+            format!(
+                "Python 3.11 (Debian bookworm), though neither 3.11 nor 3.13 meets requires-python `{spec}`"
+            ),
+        ),
+        None => (
+            Bookworm,
+            "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
+        ),
+    }
+}
+
 /// The Python plan, when the repository is a Python project.
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
-    let version_reason = match &project.requires_python {
-        Some(spec) if admits(spec, 3, 11) => {
-            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`")
-        }
-        Some(spec) => format!(
-            "Python 3.11 (Debian bookworm), the only Python image configured, though requires-python is `{spec}`"
-        ),
-        None => "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
-    };
+    let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
+    let (suite, version_reason) =
+        choose_python(project.requires_python.as_deref(), pinned.as_deref());
     Some(Plan {
         name: format!("python-{}", project.manifest),
         language: "python",
-        image: images::python_image(cx.ca_bundle),
+        image: images::python_image_on(suite, cx.ca_bundle),
         version_reason,
         setup: vec![
             GIT_SETUP.to_string(),
@@ -342,6 +387,18 @@ mod tests {
         .unwrap_or_default();
         assert_eq!(p.test_extras, ["tests"]);
         assert!(project(&[("README.md", "hi")]).is_none());
+    }
+
+    #[test]
+    fn python_version_follows_the_repository() {
+        use images::Suite::{Bookworm, Trixie};
+        assert_eq!(choose_python(Some(">=3.8"), None).0, Bookworm);
+        assert_eq!(choose_python(Some(">=3.12"), None).0, Trixie);
+        assert_eq!(choose_python(None, Some("3.13.1\n")).0, Trixie);
+        assert_eq!(choose_python(Some(">=3.12"), Some("3.10")).0, Bookworm);
+        let (suite, reason) = choose_python(Some(">=3.14"), None);
+        assert_eq!(suite, Bookworm);
+        assert!(reason.contains("neither"), "{reason}");
     }
 
     #[test]
