@@ -39,8 +39,8 @@ def replay(image, patches, rebuild, test_command):
             if text.strip():
                 Path(tmp, f"{i}.patch").write_text(text)
                 script.append(f"git apply /patches/{i}.patch")
-        script.extend(rebuild)
-        script.append(f"{test_command} >/dev/null 2>&1; true")
+        script.extend(f"( {command} )" for command in rebuild)
+        script.append(f"( {test_command} ) >/dev/null 2>&1; true")
         started = time.monotonic()
         subprocess.run(
             ["docker", "run", "--rm", "--network", "none", "-v", f"{tmp}:/patches:ro",
