@@ -162,19 +162,19 @@ async fn output_is_capped_to_head_and_tail_but_fully_streamed() {
 async fn files_round_trip_through_copy_in_and_copy_out() {
     let rt = runtime().await;
     let c = start(&rt, &spec("copy")).await;
-    sh(&rt, &c.0, "mkdir -p /work").await;
+    sh(&rt, &c.0, "mkdir -p /data").await;
     let tar = tar_of(&[
         ("src/app.py", b"print('hi')\n", 0o644),
         ("run.sh", b"#!/bin/sh\necho ran\n", 0o755),
     ]);
-    rt.copy_in(&c.0, "/work", tar).await.unwrap();
+    rt.copy_in(&c.0, "/data", tar).await.unwrap();
     assert_eq!(
-        sh(&rt, &c.0, "cat /work/src/app.py; /work/run.sh").await,
+        sh(&rt, &c.0, "cat /data/src/app.py; /data/run.sh").await,
         "print('hi')\nran\n"
     );
 
-    sh(&rt, &c.0, "echo report > /work/src/out.txt").await;
-    let files = files_of(&rt.copy_out(&c.0, "/work/src").await.unwrap());
+    sh(&rt, &c.0, "echo report > /data/src/out.txt").await;
+    let files = files_of(&rt.copy_out(&c.0, "/data/src").await.unwrap());
     let names: Vec<_> = files
         .iter()
         .map(|(p, c, _)| (p.as_str(), c.as_slice()))
@@ -186,7 +186,7 @@ async fn files_round_trip_through_copy_in_and_copy_out() {
             ("src/out.txt", b"report\n")
         ]
     );
-    let run_sh = files_of(&rt.copy_out(&c.0, "/work/run.sh").await.unwrap());
+    let run_sh = files_of(&rt.copy_out(&c.0, "/data/run.sh").await.unwrap());
     assert_eq!(run_sh[0].0, "run.sh");
     assert_eq!(run_sh[0].2 & 0o777, 0o755);
 
