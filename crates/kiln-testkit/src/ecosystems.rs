@@ -8,9 +8,7 @@
 use std::path::Path;
 
 use crate::fixtures::{Fixture, Outcome};
-use crate::{
-    DemoLayout, ExpectedInstance, TestkitError, build_repo_with, expectation, task_row, write_file,
-};
+use crate::{DemoLayout, TestkitError, build_repo_with, write_set};
 
 /// Owner of every ecosystem fixture repository.
 const OWNER: &str = "kiln-eco";
@@ -214,33 +212,8 @@ fn is_test_path(path: &str) -> bool {
 /// # Errors
 /// [`TestkitError`] when a target already exists, a file cannot be written, or git fails.
 pub fn write_ecosystems(dir: &Path) -> Result<DemoLayout, TestkitError> {
-    let repos_dir = dir.join("repos");
-    let tasks_file = dir.join("tasks.jsonl");
-    for path in [&repos_dir, &tasks_file] {
-        if path.exists() {
-            return Err(TestkitError::AlreadyExists { path: path.clone() });
-        }
-    }
-    let mut lines = String::new();
-    let mut instances = Vec::new();
-    for fixture in ECOSYSTEMS {
-        let repo_dir = repos_dir.join(fixture.owner).join(fixture.name);
-        let built = build_repo_with(fixture, &repo_dir, is_test_path)?;
-        let row = task_row(fixture, &built)?;
-        lines.push_str(&serde_json::to_string(&row)?);
-        lines.push('\n');
-        instances.push(ExpectedInstance {
-            instance_id: fixture.instance_id(),
-            repo: fixture.repo(),
-            expect: expectation(fixture),
-        });
-    }
-    write_file(&tasks_file, &lines)?;
-    Ok(DemoLayout {
-        root: dir.to_path_buf(),
-        repos_dir,
-        tasks_file,
-        instances,
+    write_set(dir, ECOSYSTEMS, |fixture, repo_dir| {
+        build_repo_with(fixture, repo_dir, is_test_path)
     })
 }
 

@@ -187,6 +187,16 @@ struct TaskRow {
 /// # Errors
 /// [`TestkitError`] when a target already exists, a file cannot be written, or git fails.
 pub fn write_demo(dir: &Path) -> Result<DemoLayout, TestkitError> {
+    write_set(dir, FIXTURES, build_repo)
+}
+
+/// Writes one fixture set into `dir`: each fixture's repository, built by `build`, under
+/// `repos/<owner>/<name>/`, and the task file `tasks.jsonl` in fixture order.
+fn write_set(
+    dir: &Path,
+    fixtures: &[Fixture],
+    build: impl Fn(&Fixture, &Path) -> Result<BuiltRepo, TestkitError>,
+) -> Result<DemoLayout, TestkitError> {
     let repos_dir = dir.join("repos");
     let tasks_file = dir.join("tasks.jsonl");
     for path in [&repos_dir, &tasks_file] {
@@ -196,9 +206,9 @@ pub fn write_demo(dir: &Path) -> Result<DemoLayout, TestkitError> {
     }
     let mut lines = String::new();
     let mut instances = Vec::new();
-    for fixture in FIXTURES {
+    for fixture in fixtures {
         let repo_dir = repos_dir.join(fixture.owner).join(fixture.name);
-        let built = build_repo(fixture, &repo_dir)?;
+        let built = build(fixture, &repo_dir)?;
         let row = task_row(fixture, &built)?;
         lines.push_str(&serde_json::to_string(&row)?);
         lines.push('\n');

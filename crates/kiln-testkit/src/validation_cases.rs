@@ -5,9 +5,7 @@
 use std::path::Path;
 
 use crate::fixtures::{Fixture, Outcome};
-use crate::{
-    DemoLayout, ExpectedInstance, TestkitError, build_repo, expectation, task_row, write_file,
-};
+use crate::{DemoLayout, TestkitError, build_repo, write_set};
 
 /// The validation cases, in task file order.
 static CASES: &[Fixture] = &[
@@ -207,40 +205,16 @@ const FUZZ_INDEX: &str = "index 0badc0d..0ddba11";
 /// # Errors
 /// [`TestkitError`] when a target already exists, a file cannot be written, or git fails.
 pub fn write_validation_cases(dir: &Path) -> Result<DemoLayout, TestkitError> {
-    let repos_dir = dir.join("repos");
-    let tasks_file = dir.join("tasks.jsonl");
-    for path in [&repos_dir, &tasks_file] {
-        if path.exists() {
-            return Err(TestkitError::AlreadyExists { path: path.clone() });
-        }
-    }
-    let mut lines = String::new();
-    let mut instances = Vec::new();
-    for case in CASES {
-        let repo_dir = repos_dir.join(case.owner).join(case.name);
-        let mut built = build_repo(case, &repo_dir)?;
+    write_set(dir, CASES, |case, repo_dir| {
+        let mut built = build_repo(case, repo_dir)?;
         if case.dir == FUZZ_CASE {
             built.patch =
                 as_if_from_another_revision(&built.patch).map_err(|what| TestkitError::Io {
-                    path: repo_dir.clone(),
+                    path: repo_dir.to_path_buf(),
                     source: std::io::Error::new(std::io::ErrorKind::InvalidData, what),
                 })?;
         }
-        let row = task_row(case, &built)?;
-        lines.push_str(&serde_json::to_string(&row)?);
-        lines.push('\n');
-        instances.push(ExpectedInstance {
-            instance_id: case.instance_id(),
-            repo: case.repo(),
-            expect: expectation(case),
-        });
-    }
-    write_file(&tasks_file, &lines)?;
-    Ok(DemoLayout {
-        root: dir.to_path_buf(),
-        repos_dir,
-        tasks_file,
-        instances,
+        Ok(built)
     })
 }
 
