@@ -354,13 +354,7 @@ async fn evaluate(
         )
     })?;
     let options = eval::EvaluateOptions {
-        docker: kiln_core::config::DockerSettings {
-            ca_bundle: None,
-            memory_bytes: 4 << 30,
-            cpus: 2.0,
-            pids: 4096,
-            image_prefix: String::new(),
-        },
+        docker: kiln_core::config::DockerSettings::default(),
         concurrency: args.concurrency,
         timeout,
         network: if args.network {

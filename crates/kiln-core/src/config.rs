@@ -145,6 +145,31 @@ pub struct DockerSettings {
     pub image_prefix: String,
 }
 
+impl Default for DockerSettings {
+    /// The values a config without `[docker]` gets.
+    fn default() -> Self {
+        Self {
+            ca_bundle: None,
+            memory_bytes: 4 << 30,
+            cpus: 2.0,
+            pids: 4096,
+            image_prefix: "kiln-env".into(),
+        }
+    }
+}
+
+impl DockerSettings {
+    /// The resource limits of every container.
+    #[must_use]
+    pub fn limits(&self) -> crate::runtime::Limits {
+        crate::runtime::Limits {
+            memory_bytes: self.memory_bytes,
+            cpus: self.cpus,
+            pids: self.pids,
+        }
+    }
+}
+
 /// Settings of an `ingest` source.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IngestSettings {
@@ -788,13 +813,7 @@ impl Compiler<'_> {
     }
 
     fn docker(&mut self, value: Option<&Value<'_>>) -> Option<DockerSettings> {
-        let defaults = DockerSettings {
-            ca_bundle: None,
-            memory_bytes: 4 << 30,
-            cpus: 2.0,
-            pids: 4096,
-            image_prefix: "kiln-env".into(),
-        };
+        let defaults = DockerSettings::default();
         let Some(value) = value else {
             return Some(defaults);
         };

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_core::config::{DockerSettings, LaunchSettings};
-use kiln_core::runtime::{LABEL_RUN, Limits};
+use kiln_core::runtime::LABEL_RUN;
 use kiln_core::session::tail;
 use kiln_core::{
     ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Reporter, RuntimeError,
@@ -280,11 +280,7 @@ async fn build(
         image: plan.image.tag.clone(),
         env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
         labels: request.labels.clone(),
-        limits: Limits {
-            memory_bytes: request.docker.memory_bytes,
-            cpus: request.docker.cpus,
-            pids: request.docker.pids,
-        },
+        limits: request.docker.limits(),
         network: NetworkMode::Bridge,
         workdir: Some(WORKDIR.into()),
         max_lifetime: request.settings.command_timeout * 4

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_core::config::DockerSettings;
-use kiln_core::runtime::Limits;
 use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, RuntimeError, Session};
 use kiln_schema::{FailureClass, TestStatuses};
 
@@ -80,11 +79,7 @@ pub async fn run_tests(
         image: spec.image.to_string(),
         env: Vec::new(),
         labels: spec.labels.clone(),
-        limits: Limits {
-            memory_bytes: spec.docker.memory_bytes,
-            cpus: spec.docker.cpus,
-            pids: spec.docker.pids,
-        },
+        limits: spec.docker.limits(),
         network: spec.network,
         workdir: Some("/testbed".into()),
         max_lifetime: spec.timeout * 2 + Duration::from_secs(600),
