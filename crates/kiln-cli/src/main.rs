@@ -162,7 +162,7 @@ impl From<PipelineError> for Failure {
             PipelineError::Engine(RuntimeError::Unreachable { .. })
             | PipelineError::NoEngine(_) => exit::ENGINE,
             PipelineError::Engine(_) | PipelineError::Internal(_) => exit::INTERNAL,
-            PipelineError::Ingest(_)
+            PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
             | PipelineError::NoRun(_) => exit::INPUT,

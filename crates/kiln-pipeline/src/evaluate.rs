@@ -15,6 +15,13 @@ use tokio::task::JoinSet;
 
 use crate::PipelineError;
 
+fn input(what: String, message: impl std::fmt::Display) -> PipelineError {
+    PipelineError::Input {
+        what,
+        message: message.to_string(),
+    }
+}
+
 /// Reads the instances of a release: a release directory (every `data/*.parquet`), a `data/`
 /// directory, or one Parquet file.
 ///
@@ -28,7 +35,7 @@ pub fn read_dataset(path: &Path) -> Result<Vec<ReleaseInstance>, PipelineError> 
             path.to_path_buf()
         };
         let mut files: Vec<PathBuf> = std::fs::read_dir(&data)
-            .map_err(|e| PipelineError::Ingest(format!("{}: {e}", data.display())))?
+            .map_err(|e| input(format!("the release {}", data.display()), e))?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
@@ -39,10 +46,10 @@ pub fn read_dataset(path: &Path) -> Result<Vec<ReleaseInstance>, PipelineError> 
         vec![path.to_path_buf()]
     };
     if files.is_empty() {
-        return Err(PipelineError::Ingest(format!(
-            "{}: no Parquet files",
-            path.display()
-        )));
+        return Err(input(
+            format!("the release {}", path.display()),
+            "it holds no Parquet files",
+        ));
     }
     let mut rows = Vec::new();
     for file in files {
@@ -58,9 +65,12 @@ pub fn read_dataset(path: &Path) -> Result<Vec<ReleaseInstance>, PipelineError> 
 /// An unreadable file, or a malformed entry (with its line).
 pub fn read_predictions(path: &Path) -> Result<BTreeMap<String, String>, PipelineError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| PipelineError::Ingest(format!("{}: {e}", path.display())))?;
+        .map_err(|e| input(format!("the predictions {}", path.display()), e))?;
     let bad = |line: usize, what: &str| {
-        PipelineError::Ingest(format!("{}:{line}: {what}", path.display()))
+        input(
+            "the predictions".into(),
+            format!("{}:{line}: {what}", path.display()),
+        )
     };
     let entry =
         |value: &serde_json::Value, line: usize| -> Result<(String, String), PipelineError> {

@@ -32,9 +32,14 @@ pub enum PipelineError {
     /// The container engine failed or cannot be reached.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
-    /// The task file could not be read.
-    #[error("read the task file: {0}")]
-    Ingest(String),
+    /// An input file (task file, CA bundle, release, predictions) could not be read.
+    #[error("read {what}: {message}")]
+    Input {
+        /// Which file, in words.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
     /// No stage of that name is declared.
     #[error("find stage `{name}`; the config declares: {known}")]
     UnknownStage {

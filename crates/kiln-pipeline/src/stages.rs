@@ -233,8 +233,11 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         ));
     };
     let mut table = cx.table::<Candidate>()?;
-    let mut rows = kiln_github::read_task_file(&settings.path)
-        .map_err(|e| PipelineError::Ingest(e.to_string()))?;
+    let mut rows =
+        kiln_github::read_task_file(&settings.path).map_err(|e| PipelineError::Input {
+            what: "the task file".into(),
+            message: e.to_string(),
+        })?;
     if !settings.instances.is_empty() {
         rows.retain(|r| settings.instances.contains(&r.instance_id));
     }
@@ -373,7 +376,10 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let runtime = cx.runtime()?;
     let ca_bundle = match &cx.pipeline.docker.ca_bundle {
         Some(path) if !todo.is_empty() => Some(Arc::new(std::fs::read(path).map_err(|e| {
-            PipelineError::Ingest(format!("read the CA bundle {}: {e}", path.display()))
+            PipelineError::Input {
+                what: format!("the CA bundle {}", path.display()),
+                message: e.to_string(),
+            }
         })?)),
         _ => None,
     };
