@@ -233,11 +233,12 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         ));
     };
     let mut table = cx.table::<Candidate>()?;
-    let mut rows =
-        kiln_github::read_task_file(&settings.path).map_err(|e| PipelineError::Input {
-            what: "the task file".into(),
-            message: e.to_string(),
-        })?;
+    let mut rows = kiln_github::read_task_file(&settings.path).map_err(
+        |kiln_github::IngestError::Read { path, source }| PipelineError::Input {
+            what: format!("the task file {}", path.display()),
+            message: source.to_string(),
+        },
+    )?;
     if !settings.instances.is_empty() {
         rows.retain(|r| settings.instances.contains(&r.instance_id));
     }
