@@ -10,6 +10,9 @@ ENV DEBIAN_FRONTEND=noninteractive \
     NO_COLOR=1 \
     FORCE_COLOR=0 \
     npm_config_update_notifier=false \
+    npm_config_fetch_retries=5 \
+    npm_config_fetch_retry_mintimeout=20000 \
+    npm_config_fetch_retry_maxtimeout=120000 \
     npm_config_fund=false \
     npm_config_audit=false
 

@@ -7,7 +7,10 @@ FROM debian:${SUITE}
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_INPUT=1
+    PIP_NO_INPUT=1 \
+    PIP_RETRIES=5 \
+    UV_HTTP_RETRIES=5 \
+    UV_HTTP_TIMEOUT=120
 
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \

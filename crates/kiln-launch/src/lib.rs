@@ -461,6 +461,11 @@ fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
         "Temporary failure in name resolution",
         "UnknownHostException",
         "dial tcp",
+        "ETIMEDOUT",
+        "ERR_SOCKET_TIMEOUT",
+        "ECONNRESET",
+        "operation timed out",
+        "Connection timed out",
         // npm, yarn, pnpm
         "npm ERR! code E404",
         "npm error code E404",
@@ -543,6 +548,7 @@ mod tests {
         for log in [
             "error: failed to download `serde v1.0.0`",
             "npm ERR! code E404\nnpm ERR! 404 Not Found - GET https://registry.npmjs.org/nope",
+            "npm ERR! code ERR_SOCKET_TIMEOUT\nnpm ERR! network Socket timeout",
             "npm ERR! code ETARGET\nnpm ERR! notarget No matching version found for left-pad@99",
             "go: github.com/pkg/errors@v0.9.1: Get \"https://proxy.golang.org/github.com/pkg/errors/@v/v0.9.1.mod\": dial tcp: lookup proxy.golang.org: no such host",
             "main.go:3:8: no required module provides package github.com/x/y; to add it:",
