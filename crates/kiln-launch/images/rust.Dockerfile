@@ -1,5 +1,6 @@
 # kiln's Rust image: Debian trixie's rustc and cargo (1.85), with the C toolchain and the -dev
-# packages that the most common -sys crates link against.
+# packages that the most common -sys crates link against, and Python for kiln's date cut-off of
+# Cargo resolution (cargo-cutoff.py).
 FROM debian:trixie
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -13,11 +14,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       rustc cargo build-essential pkg-config libssl-dev zlib1g-dev \
-      git patch ca-certificates procps \
+      git patch ca-certificates procps python3 \
  && rm -rf /var/lib/apt/lists/*
 
 # kiln:ca-bundle
 # (An extra CA bundle is installed here, after apt has installed `ca-certificates`; cargo reads
 # it through CARGO_HTTP_CAINFO.)
 
-RUN mkdir -p /opt/cargo && rustc --version && cargo --version
+COPY cargo-cutoff.py /usr/local/lib/kiln/cargo-cutoff.py
+RUN mkdir -p /opt/cargo && rustc --version && cargo --version \
+ && python3 /usr/local/lib/kiln/cargo-cutoff.py --self-test

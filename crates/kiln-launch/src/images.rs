@@ -12,6 +12,13 @@ pub const PYTHON_DOCKERFILE: &str = include_str!("../images/python.Dockerfile");
 /// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
 pub const RUST_DOCKERFILE: &str = include_str!("../images/rust.Dockerfile");
 
+/// kiln's script that moves a generated `Cargo.lock` to crates published before a date; the
+/// Rust image holds it at [`CARGO_CUTOFF_PATH`].
+pub const CARGO_CUTOFF_SCRIPT: &str = include_str!("../images/cargo-cutoff.py");
+
+/// Where the Rust image holds [`CARGO_CUTOFF_SCRIPT`].
+pub const CARGO_CUTOFF_PATH: &str = "/usr/local/lib/kiln/cargo-cutoff.py";
+
 /// Dockerfile of the Node image (`ARG SUITE` picks Debian's Node 18 or 20).
 pub const NODE_DOCKERFILE: &str = include_str!("../images/node.Dockerfile");
 
@@ -104,10 +111,21 @@ fn with_arg(dockerfile: &str, name: &str, value: &str) -> String {
 /// One of kiln's images: `dockerfile` with the CA bundle, labelled and tagged
 /// `kiln/<name>:<version>-<hash>`.
 fn image(dockerfile: String, name: &str, version: &str, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    image_with(dockerfile, Vec::new(), name, version, ca_bundle)
+}
+
+/// [`image`] with extra files in the build context.
+fn image_with(
+    dockerfile: String,
+    context: Vec<(String, Vec<u8>)>,
+    name: &str,
+    version: &str,
+    ca_bundle: Option<&[u8]>,
+) -> ImageBuild {
     let build = ImageBuild {
         tag: String::new(),
         dockerfile,
-        context: Vec::new(),
+        context,
         labels: [("kiln.image".to_string(), name.to_string())].into(),
     };
     tagged(
@@ -120,7 +138,17 @@ fn image(dockerfile: String, name: &str, version: &str, ca_bundle: Option<&[u8]>
 /// The Rust image (`kiln/rust:1.85-<hash>`): Debian trixie's rustc and cargo.
 #[must_use]
 pub fn rust_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
-    image(RUST_DOCKERFILE.to_string(), "rust", "1.85", ca_bundle)
+    let script = (
+        "cargo-cutoff.py".to_string(),
+        CARGO_CUTOFF_SCRIPT.as_bytes().to_vec(),
+    );
+    image_with(
+        RUST_DOCKERFILE.to_string(),
+        vec![script],
+        "rust",
+        "1.85",
+        ca_bundle,
+    )
 }
 
 /// The Node image for Debian's Node `major` (18 on bookworm, 20 on trixie; anything else gets
@@ -319,6 +347,32 @@ mod tests {
         assert!(images[2].dockerfile.contains("ARG SUITE=trixie\n"));
         assert!(images[7].dockerfile.contains("ARG JDK=21\n"));
         assert!(images[6].tag.starts_with("kiln/java:17-"));
+    }
+
+    #[test]
+    fn the_cargo_cutoff_script_passes_its_self_test() {
+        // The script runs inside the Rust image; its pure parts (version order, caret
+        // compatibility, index paths, lock rewriting) are checked here with the host's Python.
+        let out = std::process::Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/images/cargo-cutoff.py"
+            ))
+            .arg("--self-test")
+            .output()
+            .unwrap_or_else(|e| panic!("python3 (needed by this test): {e}"));
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rust = super::rust_image(None);
+        assert!(
+            rust.dockerfile
+                .contains("COPY cargo-cutoff.py /usr/local/lib/kiln/cargo-cutoff.py")
+        );
+        assert_eq!(rust.context[0].0, "cargo-cutoff.py");
     }
 
     #[test]

@@ -58,11 +58,17 @@ pub fn ensure_mirror(
     url: &str,
     commit: &str,
 ) -> Result<PathBuf, GitError> {
-    let mirror = mirror_path(cache_dir, repo);
     std::fs::create_dir_all(cache_dir).map_err(|e| GitError {
         command: format!("mkdir {}", cache_dir.display()),
         message: e.to_string(),
     })?;
+    // The mirror is later read from other working directories (`git -C <checkout> fetch
+    // <mirror>`), so a relative dataset root must not leak into its path.
+    let cache_dir = &std::path::absolute(cache_dir).map_err(|e| GitError {
+        command: format!("realpath {}", cache_dir.display()),
+        message: e.to_string(),
+    })?;
+    let mirror = mirror_path(cache_dir, repo);
     let has_commit = |m: &Path| {
         git(
             Some(m),
@@ -192,6 +198,35 @@ mod tests {
         assert_eq!(git(Some(&dest), &["remote"]).ok().as_deref(), Some(""));
         let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
         assert_eq!(all.lines().collect::<Vec<_>>(), vec![base.as_str()]);
+    }
+
+    #[test]
+    fn a_relative_cache_dir_gives_a_mirror_usable_from_elsewhere() {
+        // Tests run in the crate directory; the cache is named relative to it, as a dataset
+        // root of `datasets` in pipeline.toml is.
+        let local = tempfile::Builder::new()
+            .prefix(".kiln-repo-test-")
+            .tempdir_in(".")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let name = local
+            .path()
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let base = commit(&upstream, "a.txt", "one");
+        let mirror = ensure_mirror(
+            &name.join("cache"),
+            "o/up",
+            &upstream.to_string_lossy(),
+            &base,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(mirror.is_absolute(), "{}", mirror.display());
+        checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The Rust plan: a Cargo package or workspace, fetched from its lockfile, compiled once during
-//! setup and tested with `cargo test`, on Debian trixie's Rust 1.85.
+//! The Rust plan: a Cargo package or workspace, fetched from its lockfile (or, without one, from a
+//! lock generated and moved back to the crates published before the base commit's date),
+//! compiled once during setup and tested with `cargo test`, on Debian trixie's Rust 1.85.
 
 use crate::images;
 use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
@@ -174,6 +175,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let features = features_flag(&project);
     let mut setup = vec![GIT_SETUP.to_string()];
+    let mut applied_cutoff = None;
     let resolution = if project.lockfile {
         // A lockfile that no longer matches the manifests (edited by hand, or written by an old
         // cargo that resolved differently) makes `--locked` fail; resolving anew is then the
@@ -183,14 +185,27 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                 .to_string(),
         );
         "Cargo.lock pins every dependency".to_string()
+    } else if let Some(cutoff) = cx.cutoff {
+        // Cargo cannot resolve as of a date: kiln's script moves the generated lock to the
+        // newest compatible releases published before the cut-off (the crates.io index records
+        // each version's publication time). The image also sets
+        // CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback, so what stays newer still prefers
+        // versions that Rust 1.85 supports.
+        setup.push("cargo generate-lockfile".to_string());
+        setup.push(format!(
+            "python3 {} {}",
+            images::CARGO_CUTOFF_PATH,
+            shell_quote(cutoff)
+        ));
+        setup.push("cargo fetch".to_string());
+        applied_cutoff = Some(cutoff.to_string());
+        format!(
+            "no Cargo.lock: generated, then every crates.io package moved to its newest compatible release published before {cutoff} (the setup log lists any left newer)"
+        )
     } else {
-        // Cargo cannot resolve as of a date. The image sets
-        // CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback, so the resolver prefers versions
-        // whose rust-version the project (or Rust 1.85) supports, which keeps most of the
-        // graph to releases of the project's era.
         setup.push("cargo generate-lockfile".to_string());
         setup.push("cargo fetch".to_string());
-        "no Cargo.lock: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback); the date cut-off could not be applied".to_string()
+        "no Cargo.lock and no date cut-off: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback)".to_string()
     };
     let compile = format!("cargo test --workspace --no-run{features}");
     setup.push(compile.clone());
@@ -208,7 +223,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         test: format!("cargo test --workspace --no-fail-fast{features} 2>&1"),
         parser: "cargo",
         resolution,
-        cutoff: None,
+        cutoff: applied_cutoff,
     })
 }
 
@@ -272,7 +287,13 @@ mod tests {
         .unwrap_or_else(|| panic!("no plan"));
         assert_eq!(plan.name, "rust-workspace");
         assert_eq!(plan.setup[1], "cargo generate-lockfile");
-        assert!(plan.resolution.contains("could not be applied"));
+        assert_eq!(
+            plan.setup[2],
+            "python3 /usr/local/lib/kiln/cargo-cutoff.py 2024-01-01T00:00:00Z"
+        );
+        assert_eq!(plan.setup[3], "cargo fetch");
+        assert_eq!(plan.cutoff.as_deref(), Some("2024-01-01T00:00:00Z"));
+        assert!(plan.resolution.contains("published before 2024-01-01"));
         assert!(
             plan.version_reason
                 .contains("rust-version 1.90 is newer than 1.85"),
@@ -280,6 +301,15 @@ mod tests {
             plan.version_reason
         );
         assert!(!plan.test.contains("--features"));
+    }
+
+    #[test]
+    fn without_lockfile_or_cutoff_the_newest_versions_are_resolved() {
+        let plan = plan_of(plan, &[("Cargo.toml", "[package]\nname = \"x\"\n")], None)
+            .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.setup[1..3], ["cargo generate-lockfile", "cargo fetch"]);
+        assert_eq!(plan.cutoff, None);
+        assert!(plan.resolution.contains("no date cut-off"));
     }
 
     #[test]

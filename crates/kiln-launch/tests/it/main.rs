@@ -201,3 +201,33 @@ async fn maven_project_builds_offline_from_debians_repository() {
     assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
+
+#[tokio::test]
+async fn rust_crate_without_lockfile_resolves_as_of_the_commit_date() {
+    // itoa 1.0.11 is the newest itoa published before the fixture's commit date (2024-06-01);
+    // the test reads the lock that launch generated and moved back to that date.
+    let record = launch(
+        "rust-cutoff",
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"1\"\n",
+            ),
+            (
+                "src/lib.rs",
+                "pub fn show(n: u32) -> String { itoa::Buffer::new().format(n).to_string() }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn itoa_is_locked_as_of_the_commit_date() {\n        let lock = std::fs::read_to_string(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/Cargo.lock\")).unwrap();\n        assert!(lock.contains(\"name = \\\"itoa\\\"\\nversion = \\\"1.0.11\\\"\"), \"{lock}\");\n    }\n    #[test]\n    fn fails() { assert_eq!(super::show(12), \"21\"); }\n}\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "rust-cargo");
+    assert_eq!(
+        status_of(&record, "itoa_is_locked_as_of_the_commit_date"),
+        Some(TestStatus::Pass)
+    );
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+    assert_eq!(
+        record.dependency_cutoff.as_deref(),
+        Some(support::COMMIT_DATE)
+    );
+}
