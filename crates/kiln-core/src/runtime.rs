@@ -181,6 +181,9 @@ pub struct ImageBuild {
     pub dockerfile: String,
     /// Extra files in the build context: (path inside the context, contents).
     pub context: Vec<(String, Vec<u8>)>,
+    /// A tar archive added to the build context as it is, so that its file modes, symlinks and
+    /// directories reach `COPY` unchanged (a repository checkout); empty for none.
+    pub context_archive: Vec<u8>,
     /// Labels for the image.
     pub labels: BTreeMap<String, String>,
 }

@@ -348,7 +348,8 @@ fn backstop(timeout: Duration) -> Duration {
     timeout + Duration::from_secs(10).max(timeout / 20)
 }
 
-/// The tar archive of a build context: the Dockerfile and the extra files.
+/// The tar archive of a build context: the Dockerfile, the extra files, then the entries of
+/// [`ImageBuild::context_archive`] byte for byte.
 fn build_context(build: &ImageBuild) -> Result<Vec<u8>, std::io::Error> {
     let mut archive = tar::Builder::new(Vec::new());
     let files = std::iter::once(("Dockerfile", build.dockerfile.as_bytes())).chain(
@@ -365,7 +366,20 @@ fn build_context(build: &ImageBuild) -> Result<Vec<u8>, std::io::Error> {
         header.set_mtime(0);
         archive.append_data(&mut header, path, contents)?;
     }
-    archive.into_inner()
+    let mut bytes = archive.into_inner()?;
+    if !build.context_archive.is_empty() {
+        // A tar archive ends with two zero blocks; without them the entries of the given
+        // archive (which ends with its own) continue this one, with their headers untouched.
+        const END: usize = 1024;
+        if bytes.len() < END || bytes[bytes.len() - END..].iter().any(|b| *b != 0) {
+            return Err(std::io::Error::other(
+                "unexpected end of the context archive",
+            ));
+        }
+        bytes.truncate(bytes.len() - END);
+        bytes.extend_from_slice(&build.context_archive);
+    }
+    Ok(bytes)
 }
 
 #[async_trait]

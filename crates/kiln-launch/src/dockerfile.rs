@@ -85,30 +85,12 @@ pub async fn verify(
     let Some(text) = &record.dockerfile else {
         return Ok("not checked: no Dockerfile".into());
     };
-    let mut context = Vec::new();
-    let mut archive = tar::Archive::new(context_tar);
-    let entries = archive
-        .entries()
-        .map_err(|e| RuntimeError::engine("read the build context", e))?;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| RuntimeError::engine("read the build context", e))?;
-        if !entry.header().entry_type().is_file() {
-            continue;
-        }
-        let path = entry
-            .path()
-            .map_err(|e| RuntimeError::engine("read the build context", e))?
-            .to_string_lossy()
-            .to_string();
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes)
-            .map_err(|e| RuntimeError::engine("read the build context", e))?;
-        context.push((path, bytes));
-    }
     let build = ImageBuild {
         tag: tag.to_string(),
         dockerfile: text.clone(),
-        context,
+        context: Vec::new(),
+        // The checkout as packed: executable scripts and symlinks keep their modes.
+        context_archive: context_tar.to_vec(),
         labels: labels.clone(),
     };
     let mut sink = |_: &[u8]| {};

@@ -126,6 +126,7 @@ fn image_with(
         tag: String::new(),
         dockerfile,
         context,
+        context_archive: Vec::new(),
         labels: [("kiln.image".to_string(), name.to_string())].into(),
     };
     tagged(
@@ -254,6 +255,7 @@ pub fn tagged(mut build: ImageBuild, repo: &str, version: &str) -> ImageBuild {
         field(path.as_bytes());
         field(contents);
     }
+    field(&build.context_archive);
     for (key, value) in &build.labels {
         field(key.as_bytes());
         field(value.as_bytes());

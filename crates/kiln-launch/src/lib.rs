@@ -231,10 +231,12 @@ async fn build(
         None
     };
 
+    let test_files = plan::patch_files(&candidate.test_patch);
     let plan_cx = plan::PlanContext {
         root: &workdir,
         cutoff: cutoff.as_deref(),
         ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
+        test_files: &test_files,
     };
     let Some(plan) = plan::choose(&plan_cx) else {
         return Ok(Some(Failure::new(

@@ -472,13 +472,7 @@ sed -n -e 's/^PASS: \\(.*\\)/ok - \\1/p' -e 's/^XFAIL: \\(.*\\)/ok - \\1 # TODO 
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let mut setup = vec![GIT_SETUP.to_string()];
-    if !project.packages.is_empty() {
-        let list: Vec<String> = project.packages.iter().map(|p| shell_quote(p)).collect();
-        setup.push(format!(
-            "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
-            list.join(" ")
-        ));
-    }
+    setup.extend(crate::plan::apt_install(&project.packages));
     let (name, build, test, parser) = match project.system {
         BuildSystem::Cmake => {
             let mut configure =

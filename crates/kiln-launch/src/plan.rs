@@ -19,6 +19,9 @@ pub struct PlanContext<'a> {
     pub cutoff: Option<&'a str>,
     /// CA bundle to install in the plan's image.
     pub ca_bundle: Option<&'a [u8]>,
+    /// Files the instance's test patch touches (see [`patch_files`]): plans whose full suite is
+    /// too large to run on every validation run (Django's) select the tests from these.
+    pub test_files: &'a [String],
 }
 
 /// A deterministic build plan.
@@ -86,9 +89,52 @@ pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
+/// The setup command that installs Debian `packages` (none: `None`).
+pub(crate) fn apt_install<S: AsRef<str>>(packages: &[S]) -> Option<String> {
+    if packages.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = packages.iter().map(|p| shell_quote(p.as_ref())).collect();
+    Some(format!(
+        "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
+        list.join(" ")
+    ))
+}
+
+/// Paths a unified diff touches (the `b/` side of each `diff --git` header; deleted files
+/// too), in order, without duplicates.
+#[must_use]
+pub fn patch_files(patch: &str) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(rest) = line.strip_prefix("diff --git ") else {
+            continue;
+        };
+        // `a/<path> b/<path>`: the paths are equal unless renamed; the new name is the one
+        // after the last " b/".
+        if let Some(index) = rest.rfind(" b/") {
+            let path = rest[index + 3..].trim_matches('"').to_string();
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
 /// The date part (`YYYY-MM-DD`) of an RFC 3339 cut-off.
 pub(crate) fn cutoff_day(cutoff: &str) -> &str {
     cutoff.get(..10).unwrap_or(cutoff)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn patch_files_reads_the_git_headers() {
+        let patch = "diff --git a/tests/a/test_x.py b/tests/a/test_x.py\n--- a/tests/a/test_x.py\n+++ b/tests/a/test_x.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/old.py b/new.py\nrename from old.py\ndiff --git a/tests/a/test_x.py b/tests/a/test_x.py\n";
+        assert_eq!(super::patch_files(patch), ["tests/a/test_x.py", "new.py"]);
+        assert!(super::patch_files("").is_empty());
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +165,7 @@ pub(crate) mod testutil {
             root: tmp.path(),
             cutoff,
             ca_bundle: None,
+            test_files: &[],
         })
     }
 }

@@ -22,6 +22,74 @@ pub struct PythonProject {
     pub requirement_files: Vec<String>,
     /// `requires-python` or `python_requires`, when declared.
     pub requires_python: Option<String>,
+    /// Further requirements the tests need: `deps` of tox's `[testenv]`, what a noxfile's
+    /// sessions `session.install`, and the plugins that the pytest configuration's options use
+    /// (`--cov` needs pytest-cov).
+    pub extra_requirements: Vec<String>,
+    /// Debian packages with the headers that well-known sdists named in the dependency files
+    /// compile against (`psycopg2` needs `libpq-dev`), sorted.
+    pub system_packages: Vec<String>,
+}
+
+/// Python distributions that build C extensions against system libraries when no wheel fits
+/// (old releases on a newer Python), and the Debian packages with their headers.
+const SDIST_HEADERS: &[(&str, &[&str])] = &[
+    ("cffi", &["libffi-dev"]),
+    ("argon2-cffi", &["libffi-dev"]),
+    ("bcrypt", &["libffi-dev"]),
+    ("pynacl", &["libffi-dev"]),
+    ("cryptography", &["libffi-dev", "libssl-dev"]),
+    ("pyopenssl", &["libffi-dev", "libssl-dev"]),
+    ("pylibmc", &["libmemcached-dev", "zlib1g-dev"]),
+    ("mysqlclient", &["default-libmysqlclient-dev", "pkg-config"]),
+    ("psycopg2", &["libpq-dev"]),
+    ("lxml", &["libxml2-dev", "libxslt1-dev"]),
+    ("xmlsec", &["libxmlsec1-dev", "pkg-config"]),
+    ("pillow", &["libjpeg-dev", "zlib1g-dev"]),
+    ("pycairo", &["libcairo2-dev", "pkg-config"]),
+    (
+        "pygobject",
+        &["libgirepository1.0-dev", "libcairo2-dev", "pkg-config"],
+    ),
+    ("python-ldap", &["libldap2-dev", "libsasl2-dev"]),
+    ("pycurl", &["libcurl4-openssl-dev", "libssl-dev"]),
+    ("pyyaml", &["libyaml-dev"]),
+    ("h5py", &["libhdf5-dev", "pkg-config"]),
+    ("gssapi", &["libkrb5-dev"]),
+    ("pykerberos", &["libkrb5-dev"]),
+    ("pyaudio", &["portaudio19-dev"]),
+    (
+        "dbus-python",
+        &["libdbus-1-dev", "libglib2.0-dev", "pkg-config"],
+    ),
+    ("pyodbc", &["unixodbc-dev"]),
+    ("gdal", &["libgdal-dev"]),
+    ("python-snappy", &["libsnappy-dev"]),
+    ("pyzmq", &["libzmq3-dev"]),
+    ("scipy", &["gfortran", "libopenblas-dev", "pkg-config"]),
+];
+
+/// The Debian header packages for the well-known sdists that `texts` (dependency files) name.
+/// A name counts when it stands alone: `pillow` in `Pillow>=6`, not in `pillow-heif`.
+fn header_packages(texts: &[&str]) -> Vec<String> {
+    let mut packages = std::collections::BTreeSet::new();
+    for text in texts {
+        let lower = text.to_ascii_lowercase().replace('_', "-");
+        for (dist, debs) in SDIST_HEADERS {
+            let standalone = lower.match_indices(dist).any(|(at, _)| {
+                let before = lower[..at].chars().next_back();
+                let after = lower[at + dist.len()..].chars().next();
+                let boundary = |c: Option<char>| {
+                    c.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+                };
+                boundary(before) && boundary(after)
+            });
+            if standalone {
+                packages.extend(debs.iter().map(|d| (*d).to_string()));
+            }
+        }
+    }
+    packages.into_iter().collect()
 }
 
 /// Extras whose names mark test dependencies, most specific first.
@@ -118,6 +186,54 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
             project.manifest = "setup-py";
         }
     }
+    let tox = read("tox.ini");
+    if let Some(text) = &tox {
+        let (specs, files) = tox_deps(text);
+        project.extra_requirements.extend(specs);
+        project.requirement_files.extend(files);
+    }
+    if let Some(text) = read("noxfile.py") {
+        let (specs, files) = nox_installs(&text);
+        project.extra_requirements.extend(specs);
+        project.requirement_files.extend(files);
+    }
+    let pytest_config = [
+        read("pytest.ini").and_then(|t| ini_section(&t, "pytest")),
+        tox.as_deref().and_then(|t| ini_section(t, "pytest")),
+        setup_cfg
+            .as_deref()
+            .and_then(|t| ini_section(t, "tool:pytest")),
+        pyproject.as_deref().and_then(pyproject_pytest_section),
+    ];
+    if let Some(section) = pytest_config.into_iter().flatten().next() {
+        project.extra_requirements.extend(pytest_plugins(&section));
+    }
+    let mut dependency_texts: Vec<String> = [&pyproject, &setup_cfg, &setup_py, &tox]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    let files = project.requirement_files.iter().map(String::as_str);
+    dependency_texts.extend(
+        files
+            .chain(DJANGO_REQUIREMENTS.iter().copied())
+            .filter_map(read),
+    );
+    dependency_texts.extend(project.extra_requirements.iter().cloned());
+    project.system_packages = header_packages(
+        &dependency_texts
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    project
+        .requirement_files
+        .retain(|f| root.join(f).is_file() && seen.insert(f.clone()));
+    let mut seen = std::collections::BTreeSet::new();
+    project
+        .extra_requirements
+        .retain(|r| seen.insert(requirement_name(r)));
     project.test_extras = TEST_EXTRAS
         .iter()
         .filter(|name| extras.iter().any(|e| e == *name))
@@ -149,6 +265,181 @@ fn ini_section_keys(text: &str, section: &str) -> Vec<String> {
         }
     }
     keys
+}
+
+/// The body of one `[section]` of an INI file, `None` when the section is absent.
+fn ini_section(text: &str, section: &str) -> Option<String> {
+    let mut inside = false;
+    let mut found = false;
+    let mut body = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && trimmed.ends_with(']') {
+            inside = trimmed == format!("[{section}]");
+            found |= inside;
+            continue;
+        }
+        if inside {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    found.then_some(body)
+}
+
+/// A multi-line INI value (`key =` then indented lines), one entry per line.
+fn ini_list(section: &str, key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in section.lines() {
+        if !line.starts_with(char::is_whitespace) {
+            inside = false;
+            if let Some((k, v)) = line.split_once('=')
+                && k.trim() == key
+            {
+                inside = true;
+                out.extend(Some(v.trim().to_string()).filter(|v| !v.is_empty()));
+            }
+        } else if inside {
+            let entry = line.trim();
+            if !entry.is_empty() && !entry.starts_with('#') {
+                out.push(entry.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether `spec` reads as one plain requirement (`pytest`, `mock>=2`, `pkg[extra]==1.0`),
+/// rather than an option, a path, a URL or a tox substitution.
+fn is_plain_requirement(spec: &str) -> bool {
+    let name_end = spec
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+        .unwrap_or(spec.len());
+    name_end > 0
+        && spec.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && !spec.contains(['{', '}', '/', '\\'])
+        && !spec.contains("://")
+        && spec[name_end..]
+            .trim_start()
+            .chars()
+            .next()
+            .is_none_or(|c| "[<>=!~;".contains(c))
+}
+
+/// The project name of a requirement, lower-cased with `_` as `-`, for de-duplication.
+fn requirement_name(spec: &str) -> String {
+    let end = spec
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+        .unwrap_or(spec.len());
+    spec[..end].to_ascii_lowercase().replace('_', "-")
+}
+
+/// Requirements and requirement files from `deps` of tox.ini's `[testenv]`. Factor-conditional
+/// lines (`py27: mock`) are left out: they belong to one environment, often an old Python.
+fn tox_deps(text: &str) -> (Vec<String>, Vec<String>) {
+    let mut specs = Vec::new();
+    let mut files = Vec::new();
+    let Some(section) = ini_section(text, "testenv") else {
+        return (specs, files);
+    };
+    for dep in ini_list(&section, "deps") {
+        if let Some(file) = dep.strip_prefix("-r") {
+            let file = file.trim().trim_start_matches("{toxinidir}/");
+            if !file.contains('{') {
+                files.push(file.to_string());
+            }
+        } else if is_plain_requirement(&dep) {
+            specs.push(dep);
+        }
+    }
+    (specs, files)
+}
+
+/// Requirements and requirement files that a noxfile's `session.install(...)` calls name, as
+/// string literals (`session.install("pytest", "-r", "requirements-test.txt")`).
+fn nox_installs(text: &str) -> (Vec<String>, Vec<String>) {
+    let mut specs = Vec::new();
+    let mut files = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("session.install(") {
+        rest = &rest[start + "session.install(".len()..];
+        let args = &rest[..rest.find(')').unwrap_or(rest.len())];
+        let literals: Vec<&str> = args.split(['"', '\'']).skip(1).step_by(2).collect();
+        let mut literals = literals.into_iter();
+        while let Some(arg) = literals.next() {
+            if arg == "-r" {
+                files.extend(literals.next().map(str::to_string));
+            } else if is_plain_requirement(arg) {
+                specs.push(arg.to_string());
+            }
+        }
+    }
+    (specs, files)
+}
+
+/// `[tool.pytest.ini_options]` of a pyproject as INI-like `key = value` lines.
+fn pyproject_pytest_section(text: &str) -> Option<String> {
+    let doc: toml::Table = text.parse().ok()?;
+    let options = doc
+        .get("tool")?
+        .get("pytest")?
+        .get("ini_options")?
+        .as_table()?;
+    let mut body = String::new();
+    for (key, value) in options {
+        let value = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Array(items) => items
+                .iter()
+                .filter_map(toml::Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+            other => other.to_string(),
+        };
+        body.push_str(&format!("{key} = {value}\n"));
+    }
+    Some(body)
+}
+
+/// pytest plugins that a pytest configuration section relies on: options in `addopts` that
+/// only a plugin defines, and keys that only a plugin reads. Without the plugin pytest stops
+/// with "unrecognized arguments" before running anything.
+fn pytest_plugins(section: &str) -> Vec<String> {
+    let addopts = ini_list(section, "addopts").join(" ");
+    let words: Vec<&str> = addopts.split_whitespace().collect();
+    let has = |option: &str| {
+        words
+            .iter()
+            .any(|w| *w == option || w.starts_with(&format!("{option}=")))
+    };
+    let key = |name: &str| {
+        section
+            .lines()
+            .any(|l| l.split_once('=').is_some_and(|(k, _)| k.trim() == name))
+    };
+    let mut plugins = Vec::new();
+    let mut want = |cond: bool, plugin: &str| {
+        if cond {
+            plugins.push(plugin.to_string());
+        }
+    };
+    want(words.iter().any(|w| w.starts_with("--cov")), "pytest-cov");
+    want(
+        has("-n") || has("--numprocesses") || has("--dist"),
+        "pytest-xdist",
+    );
+    want(has("--timeout") || key("timeout"), "pytest-timeout");
+    want(has("--reruns"), "pytest-rerunfailures");
+    want(
+        words.iter().any(|w| w.starts_with("--benchmark")),
+        "pytest-benchmark",
+    );
+    want(has("--doctest-plus"), "pytest-doctestplus");
+    want(key("asyncio_mode"), "pytest-asyncio");
+    want(key("DJANGO_SETTINGS_MODULE"), "pytest-django");
+    want(key("mock_use_standalone_module"), "pytest-mock");
+    plugins
 }
 
 fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
@@ -228,10 +519,7 @@ pub fn admits(spec: &str, major: u32, minor: u32) -> bool {
 /// The install command for a project: one `uv pip install` resolving everything together.
 #[must_use]
 pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String {
-    let mut command = format!("uv pip install --no-cache --python {VENV}/bin/python");
-    if let Some(cutoff) = cutoff {
-        command.push_str(&format!(" --exclude-newer {cutoff}"));
-    }
+    let mut command = install_base(cutoff);
     if project.installable {
         match project.test_extras.first() {
             Some(extra) => command.push_str(&format!(" -e '.[{extra}]'")),
@@ -239,7 +527,11 @@ pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String 
         }
     }
     for file in &project.requirement_files {
-        command.push_str(&format!(" -r {file}"));
+        command.push_str(&format!(" -r {}", crate::plan::shell_quote(file)));
+    }
+    for spec in &project.extra_requirements {
+        command.push(' ');
+        command.push_str(&crate::plan::shell_quote(spec));
     }
     // pytest runs the suite whatever the project declares; uv merges it with any pin the
     // requirements hold.
@@ -310,10 +602,110 @@ fn choose_python(requires: Option<&str>, pinned: Option<&str>) -> (images::Suite
     }
 }
 
+/// Requirement files of Django's own test suite, newest layout first.
+const DJANGO_REQUIREMENTS: &[&str] = &["tests/requirements/py3.txt", "tests/requirements/base.txt"];
+
+/// Whether `root` is Django itself: `tests/runtests.py` next to the `django` package. Its
+/// suite runs through that script (Django's own runner, not pytest).
+fn is_django(root: &Path) -> bool {
+    root.join("tests/runtests.py").is_file() && root.join("django/__init__.py").is_file()
+}
+
+/// Django test labels for the Python files under `tests/` that a test patch touches
+/// (`tests/auth_tests/test_forms.py` is `auth_tests.test_forms`), as Django's own CI and the
+/// SWE-bench harness select them: the whole suite is some 15 000 tests.
+#[must_use]
+pub fn django_labels(test_files: &[String]) -> Vec<String> {
+    test_files
+        .iter()
+        .filter_map(|file| file.strip_prefix("tests/")?.strip_suffix(".py"))
+        .filter(|module| *module != "runtests" && !module.contains('.') && !module.contains('-'))
+        .map(|module| module.trim_end_matches("/__init__").replace('/', "."))
+        .collect()
+}
+
+/// The plan for Django's own repository: an editable install, the suite's optional
+/// requirements (each that fails to install is skipped and logged: Django skips the tests that
+/// need it), and `tests/runtests.py` on the labels the test patch touches.
+fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
+    let install = install_base(cx.cutoff);
+    let mut setup = vec![GIT_SETUP.to_string()];
+    setup.extend(crate::plan::apt_install(&project.system_packages));
+    setup.push(format!("python3 -m venv {VENV}"));
+    setup.push(format!("{install} -e ."));
+    if let Some(file) = DJANGO_REQUIREMENTS
+        .iter()
+        .find(|f| cx.root.join(f).is_file())
+    {
+        setup.push(format!(
+            "{install} -r {file} || {{ echo '[kiln] {file} did not install as a whole; installing it line by line'; grep -v -E '^[[:space:]]*(#|$)' {file} | while IFS= read -r req; do {install} \"$req\" || echo \"[kiln] optional test requirement not installed: $req\"; done; }}"
+        ));
+    }
+    let labels = django_labels(cx.test_files);
+    let mut test = format!("cd tests && {VENV}/bin/python runtests.py --verbosity 2 --parallel 1");
+    for label in &labels {
+        test.push(' ');
+        test.push_str(&crate::plan::shell_quote(label));
+    }
+    test.push_str(" 2>&1");
+    let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
+    let (suite, version_reason) =
+        choose_python(project.requires_python.as_deref(), pinned.as_deref());
+    Plan {
+        name: "python-django-runtests".into(),
+        language: "python",
+        image: images::python_image_on(suite, cx.ca_bundle),
+        version_reason,
+        setup,
+        rebuild: Vec::new(),
+        test,
+        parser: "unittest",
+        resolution: resolution(cx.cutoff),
+        cutoff: cx.cutoff.map(str::to_string),
+    }
+}
+
+/// The oldest setuptools release date that editable installs may use: uv builds editables
+/// only through PEP 660, which setuptools supports from 64.0 (August 2022). An older cut-off
+/// would pick a setuptools that cannot build an editable at all; releases from the end of 2022
+/// still accept the old `setup.py`/`setup.cfg` forms that later ones reject.
+const SETUPTOOLS_FLOOR: &str = "2023-01-01T00:00:00Z";
+
+/// `uv pip install` into the plan's venv, with the cut-off when there is one.
+fn install_base(cutoff: Option<&str>) -> String {
+    let mut command = format!("uv pip install --no-cache --python {VENV}/bin/python");
+    if let Some(cutoff) = cutoff {
+        command.push_str(&format!(" --exclude-newer {cutoff}"));
+        if crate::plan::cutoff_day(cutoff) < crate::plan::cutoff_day(SETUPTOOLS_FLOOR) {
+            command.push_str(&format!(
+                " --exclude-newer-package setuptools={SETUPTOOLS_FLOOR}"
+            ));
+        }
+    }
+    command
+}
+
+fn resolution(cutoff: Option<&str>) -> String {
+    match cutoff {
+        Some(cutoff)
+            if crate::plan::cutoff_day(cutoff) < crate::plan::cutoff_day(SETUPTOOLS_FLOOR) =>
+        {
+            format!(
+                "uv pip install --exclude-newer {cutoff} (setuptools as of {SETUPTOOLS_FLOOR}: older releases cannot build editable installs)"
+            )
+        }
+        Some(cutoff) => format!("uv pip install --exclude-newer {cutoff}"),
+        None => "latest versions: no cut-off date was given".into(),
+    }
+}
+
 /// The Python plan, when the repository is a Python project.
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
+    if is_django(cx.root) {
+        return Some(django_plan(cx, &project));
+    }
     let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
     let (suite, version_reason) =
         choose_python(project.requires_python.as_deref(), pinned.as_deref());
@@ -322,19 +714,19 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         language: "python",
         image: images::python_image_on(suite, cx.ca_bundle),
         version_reason,
-        setup: vec![
-            GIT_SETUP.to_string(),
-            format!("python3 -m venv {VENV}"),
-            install_command(&project, cx.cutoff),
-        ],
+        setup: [GIT_SETUP.to_string()]
+            .into_iter()
+            .chain(crate::plan::apt_install(&project.system_packages))
+            .chain([
+                format!("python3 -m venv {VENV}"),
+                install_command(&project, cx.cutoff),
+            ])
+            .collect(),
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
         test: test_command(),
         parser: "pytest",
-        resolution: match cx.cutoff {
-            Some(cutoff) => format!("uv pip install --exclude-newer {cutoff}"),
-            None => "latest versions: no cut-off date was given".into(),
-        },
+        resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
     })
 }
@@ -390,6 +782,65 @@ mod tests {
     }
 
     #[test]
+    fn tox_nox_and_pytest_config_add_test_requirements() {
+        let p = project(&[
+            ("setup.py", "setup(name='x')"),
+            ("requirements-ci.txt", "hypothesis\n"),
+            (
+                "tox.ini",
+                "[tox]\nenvlist = py38,py311\n\n[testenv]\ndeps =\n    pytest>=6\n    mock\n    py27: unittest2\n    -r{toxinidir}/requirements-ci.txt\n    -e .\n    {env:EXTRA:}\ncommands = pytest {posargs}\n\n[pytest]\naddopts = --cov=x -n auto\n",
+            ),
+            (
+                "noxfile.py",
+                "@nox.session\ndef tests(session):\n    session.install(\"-e\", \".\")\n    session.install(\"freezegun\", 'mock')\n",
+            ),
+        ])
+        .unwrap_or_default();
+        assert_eq!(p.requirement_files, ["requirements-ci.txt"]);
+        assert_eq!(
+            p.extra_requirements,
+            [
+                "pytest>=6",
+                "mock",
+                "freezegun",
+                "pytest-cov",
+                "pytest-xdist"
+            ]
+        );
+        let command = install_command(&p, None);
+        assert!(
+            command.ends_with(" -e . -r requirements-ci.txt 'pytest>=6' mock freezegun pytest-cov pytest-xdist pytest"),
+            "{command}"
+        );
+        let p = project(&[(
+            "pyproject.toml",
+            "[project]\nname='x'\n[tool.pytest.ini_options]\naddopts = ['--timeout=30']\nasyncio_mode = 'auto'\n",
+        )])
+        .unwrap_or_default();
+        assert_eq!(p.extra_requirements, ["pytest-timeout", "pytest-asyncio"]);
+        assert!(is_plain_requirement("pkg[extra]==1.0"));
+        assert!(is_plain_requirement("pkg ; python_version < '3.8'"));
+        assert!(!is_plain_requirement("-e ."));
+        assert!(!is_plain_requirement("git+https://x/y"));
+        assert!(!is_plain_requirement("./local"));
+    }
+
+    #[test]
+    fn well_known_sdists_bring_their_header_packages() {
+        assert_eq!(
+            header_packages(&[
+                "Pillow>=6.2\npsycopg2-binary\n",
+                "install_requires=['lxml']"
+            ]),
+            ["libjpeg-dev", "libxml2-dev", "libxslt1-dev", "zlib1g-dev"]
+        );
+        assert!(header_packages(&["pillow-heif\nmy_cffi_tool\n"]).is_empty());
+        assert_eq!(header_packages(&["psycopg2==2.8"]), ["libpq-dev"]);
+        let p = project(&[("requirements.txt", "argon2-cffi\n")]).unwrap_or_default();
+        assert_eq!(p.system_packages, ["libffi-dev"]);
+    }
+
+    #[test]
     fn python_version_follows_the_repository() {
         use images::Suite::{Bookworm, Trixie};
         assert_eq!(choose_python(Some(">=3.8"), None).0, Bookworm);
@@ -399,6 +850,66 @@ mod tests {
         let (suite, reason) = choose_python(Some(">=3.14"), None);
         assert_eq!(suite, Bookworm);
         assert!(reason.contains("neither"), "{reason}");
+    }
+
+    #[test]
+    fn django_runs_runtests_on_the_labels_of_the_test_patch() {
+        let files = [
+            "tests/auth_tests/test_forms.py".to_string(),
+            "tests/migrations/test_base.py".to_string(),
+            "tests/template_tests/templates/x.html".to_string(),
+            "tests/i18n/sampleproject/__init__.py".to_string(),
+            "django/contrib/auth/forms.py".to_string(),
+            "docs/releases/3.1.txt".to_string(),
+        ];
+        assert_eq!(
+            django_labels(&files),
+            [
+                "auth_tests.test_forms",
+                "migrations.test_base",
+                "i18n.sampleproject"
+            ]
+        );
+        let tmp = crate::plan::testutil::tree(&[
+            ("setup.py", "setup(name='Django', python_requires='>=3.6')"),
+            ("django/__init__.py", ""),
+            ("tests/runtests.py", ""),
+            (
+                "tests/requirements/py3.txt",
+                "asgiref\npylibmc; sys_platform != 'win32'\n",
+            ),
+        ]);
+        let plan = plan(&PlanContext {
+            root: tmp.path(),
+            cutoff: Some("2019-10-01T00:00:00Z"),
+            ca_bundle: None,
+            test_files: &files,
+        })
+        .unwrap_or_else(|| panic!("no plan"));
+        assert_eq!(plan.name, "python-django-runtests");
+        assert_eq!(plan.parser, "unittest");
+        assert_eq!(
+            plan.test,
+            "cd tests && /opt/kiln/venv/bin/python runtests.py --verbosity 2 --parallel 1 auth_tests.test_forms migrations.test_base i18n.sampleproject 2>&1"
+        );
+        assert!(
+            plan.setup[1]
+                .contains("install -y --no-install-recommends libmemcached-dev zlib1g-dev &&"),
+            "{}",
+            plan.setup[1]
+        );
+        assert!(
+            plan.setup[3].ends_with(
+                "--exclude-newer 2019-10-01T00:00:00Z --exclude-newer-package setuptools=2023-01-01T00:00:00Z -e ."
+            ),
+            "{}",
+            plan.setup[3]
+        );
+        assert!(
+            plan.setup[4].contains("-r tests/requirements/py3.txt || {"),
+            "{}",
+            plan.setup[4]
+        );
     }
 
     #[test]

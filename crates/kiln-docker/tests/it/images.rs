@@ -65,6 +65,43 @@ async fn small_images_build_once_and_failures_carry_the_log() {
     assert!(!rt.image_exists(&failing.tag).await.unwrap());
 }
 
+/// A context archive reaches COPY with its modes and symlinks, next to the plain files.
+#[tokio::test]
+async fn a_context_archive_keeps_modes_and_symlinks() {
+    let rt = runtime().await;
+    let mut tar = tar::Builder::new(Vec::new());
+    let script = b"#!/bin/sh\necho run\n";
+    let mut header = tar::Header::new_gnu();
+    header.set_size(script.len() as u64);
+    header.set_mode(0o755);
+    tar.append_data(&mut header, "repo/bin/run.sh", &script[..])
+        .unwrap();
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_size(0);
+    tar.append_link(&mut link, "repo/run", "bin/run.sh")
+        .unwrap();
+    let build = tagged(
+        ImageBuild {
+            dockerfile: format!(
+                "FROM debian:bookworm\nCOPY note.txt /note.txt\nCOPY repo /repo\nRUN test -x /repo/bin/run.sh && test -L /repo/run && /repo/run && cat /note.txt\nLABEL kiln.it={}\n",
+                unique("archive")
+            ),
+            context: vec![("note.txt".to_string(), b"plain\n".to_vec())],
+            context_archive: tar.into_inner().unwrap(),
+            ..ImageBuild::default()
+        },
+        "kiln-it/archive",
+        "1",
+    );
+    let mut log = Vec::new();
+    ensure_image(&rt, &build, &mut |b: &[u8]| log.extend_from_slice(b))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&log)));
+    assert!(String::from_utf8_lossy(&log).contains("run\n"));
+    rt.remove_image(&build.tag).await.unwrap();
+}
+
 /// Builds the Python image with the host's CA bundle and installs a package from PyPI in it:
 /// behind a TLS-inspecting proxy this only works when the bundle is installed in the image.
 /// Slow the first time (a few minutes); later runs reuse the image.
