@@ -30,7 +30,7 @@ fi
 
 bash scripts/docker-engine.sh start
 trap 'bash scripts/docker-engine.sh stop' EXIT
-bash scripts/base-images.sh bookworm trixie
+bash scripts/base-images.sh bookworm trixie bullseye
 
 start=$(date +%s)
 cargo test --workspace --locked "$@"

@@ -59,10 +59,11 @@ pub fn python_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
     python_image_on(Suite::Bookworm, ca_bundle)
 }
 
-/// The Python image of `suite` (bookworm: Python 3.11, trixie: Python 3.13).
+/// The Python image of `suite` (bullseye: Python 3.9, bookworm: 3.11, trixie: 3.13).
 #[must_use]
 pub fn python_image_on(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
     let version = match suite {
+        Suite::Bullseye => "3.9",
         Suite::Bookworm => "3.11",
         Suite::Trixie => "3.13",
     };
@@ -73,6 +74,9 @@ pub fn python_image_on(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
 /// A Debian release that kiln's images start from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
+    /// Debian 11 (only the Python 3.9 image is built on it; `scripts/base-images.sh bullseye`
+    /// makes its base image).
+    Bullseye,
     /// Debian 12.
     Bookworm,
     /// Debian 13.
@@ -84,6 +88,7 @@ impl Suite {
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
+            Self::Bullseye => "bullseye",
             Self::Bookworm => "bookworm",
             Self::Trixie => "trixie",
         }
@@ -169,6 +174,7 @@ pub fn node_image(major: u32, ca_bundle: Option<&[u8]>) -> ImageBuild {
 #[must_use]
 pub fn go_image(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
     let version = match suite {
+        Suite::Bullseye => "1.15",
         Suite::Bookworm => "1.19",
         Suite::Trixie => "1.24",
     };
@@ -282,8 +288,46 @@ pub async fn ensure_image(
         return Ok(false);
     }
     tracing::info!(image = %build.tag, "building image");
-    runtime.build_image(build, on_output).await?;
-    Ok(true)
+    let base = base_image(&build.dockerfile);
+    let base_missing = match &base {
+        Some(base) => !runtime.image_exists(base).await?,
+        None => false,
+    };
+    match runtime.build_image(build, on_output).await {
+        // The engine pulls a missing base where a registry is reachable; where none is, say
+        // how to make it.
+        Err(RuntimeError::Build { image, message }) if base_missing => {
+            let base = base.unwrap_or_default();
+            let suite = base.strip_prefix("debian:").unwrap_or(&base);
+            Err(RuntimeError::Build {
+                image,
+                message: format!(
+                    "base image {base} is not in the engine and could not be pulled; make it with `scripts/base-images.sh {suite}` (debootstrap + docker import)\n{message}"
+                ),
+            })
+        }
+        other => other.map(|()| true),
+    }
+}
+
+/// The image of a Dockerfile's first `FROM`, with `${ARG}` filled from the `ARG` defaults
+/// above it.
+fn base_image(dockerfile: &str) -> Option<String> {
+    let mut args: Vec<(String, String)> = Vec::new();
+    for line in dockerfile.lines().map(str::trim) {
+        if let Some(arg) = line.strip_prefix("ARG ")
+            && let Some((name, value)) = arg.split_once('=')
+        {
+            args.push((name.trim().to_string(), value.trim().to_string()));
+        } else if let Some(from) = line.strip_prefix("FROM ") {
+            let mut image = from.split_whitespace().next()?.to_string();
+            for (name, value) in &args {
+                image = image.replace(&format!("${{{name}}}"), value);
+            }
+            return Some(image);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -375,6 +419,20 @@ mod tests {
                 .contains("COPY cargo-cutoff.py /usr/local/lib/kiln/cargo-cutoff.py")
         );
         assert_eq!(rust.context[0].0, "cargo-cutoff.py");
+    }
+
+    #[test]
+    fn the_base_image_is_read_with_its_arguments() {
+        use super::{Suite, base_image, python_image_on};
+        assert_eq!(
+            base_image(&python_image_on(Suite::Bullseye, None).dockerfile).as_deref(),
+            Some("debian:bullseye")
+        );
+        assert_eq!(
+            base_image("# c\nFROM debian:trixie AS build\nRUN x\n").as_deref(),
+            Some("debian:trixie")
+        );
+        assert_eq!(base_image("RUN x\n"), None);
     }
 
     #[test]

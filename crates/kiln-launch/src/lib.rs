@@ -225,6 +225,11 @@ async fn build(
             &e.message,
         )));
     }
+    if let Some(error) = repo::init_submodules(&workdir, &request.clone_url) {
+        // Not fatal: the C/C++ planner lets Debian packages stand in for what is missing and
+        // says so in the version reason.
+        tracing::warn!(instance = %candidate.instance_id, "git submodules not fetched: {error}");
+    }
     let cutoff = if request.settings.date_cutoff {
         repo::commit_date(&workdir, &candidate.base_commit).ok()
     } else {

@@ -139,6 +139,49 @@ fn package_for(name: &str) -> Option<Option<&'static str>> {
     look(&name).or_else(|| name.strip_prefix("lib").and_then(look))
 }
 
+/// Submodule directory names (the last path component, lower-case) of libraries whose Debian
+/// package is named differently from the library, for [`submodule_package`].
+const SUBMODULE_PACKAGES: &[(&str, Option<&str>)] = &[
+    ("json", Some("nlohmann-json3-dev")),
+    ("pybind11", Some("pybind11-dev")),
+    ("eigen", Some("libeigen3-dev")),
+    ("abseil-cpp", Some("libabsl-dev")),
+    ("rapidjson", Some("rapidjson-dev")),
+    ("glm", Some("libglm-dev")),
+    ("cxxopts", Some("libcxxopts-dev")),
+    ("cli11", Some("libcli11-dev")),
+    ("tinyxml2", Some("libtinyxml2-dev")),
+    ("gflags", Some("libgflags-dev")),
+    ("glog", Some("libgoogle-glog-dev")),
+    ("cjson", Some("libcjson-dev")),
+    ("openssl", Some("libssl-dev")),
+    ("curl", Some("libcurl4-openssl-dev")),
+    ("zlib", Some("zlib1g-dev")),
+    ("libuv", Some("libuv1-dev")),
+    ("googletest", None),
+    ("catch2", None),
+    ("catch", None),
+    ("doctest", None),
+];
+
+/// The Debian package that can stand in for a git submodule at `path`, judged by its directory
+/// name (`third_party/fmt` is `libfmt-dev`). The outer `None` means no package is known; the
+/// inner `None` that the image already has it (GoogleTest, Catch2, doctest).
+fn submodule_package(path: &str) -> Option<Option<&'static str>> {
+    let name = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
+        .trim_end_matches(".git")
+        .to_ascii_lowercase();
+    SUBMODULE_PACKAGES
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| *v)
+        .or_else(|| package_for(&name))
+}
+
 /// What the build files say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NativeProject {
@@ -150,8 +193,10 @@ pub struct NativeProject {
     pub unknown: Vec<String>,
     /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
     pub test_options: Vec<String>,
-    /// Git submodules declared in `.gitmodules` but absent from the checkout.
-    pub missing_submodules: Vec<String>,
+    /// Git submodules declared in `.gitmodules` but absent from the checkout (they could not
+    /// be fetched), each with the Debian package that stands in (`-` for none known, `image`
+    /// when the image has it).
+    pub missing_submodules: Vec<(String, &'static str)>,
     /// The build fetches sources at configure time (`FetchContent`, meson wraps).
     pub fetches: bool,
     /// `cmake_minimum_required(VERSION ...)`, when declared.
@@ -384,29 +429,30 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
     } else {
         return None;
     };
+    let top_cmake = read(root, "CMakeLists.txt").unwrap_or_default();
+    // The project's own name (`project(nlohmann_json ...)`): its tests may `find_package`
+    // it, and a Debian copy of the project must not stand in for the code under test.
+    let own = call_args(&top_cmake, "project")
+        .into_iter()
+        .next()
+        .and_then(|words| words.into_iter().next())
+        .map(|name| name.to_ascii_lowercase().replace('-', "_"));
     let mut packages = Vec::new();
     let mut unknown = Vec::new();
     for name in wanted_libraries(root, system) {
+        if own
+            .as_deref()
+            .is_some_and(|own| own == name.to_ascii_lowercase().replace('-', "_"))
+        {
+            continue;
+        }
         match package_for(&name) {
             Some(Some(package)) => packages.extend(package.split(' ').map(str::to_string)),
             Some(None) => {}
             None => unknown.push(name),
         }
     }
-    packages.sort();
-    packages.dedup();
-    let top_cmake = read(root, "CMakeLists.txt").unwrap_or_default();
-    let mut test_options: Vec<String> = call_args(&top_cmake, "option")
-        .into_iter()
-        .filter_map(|words| words.into_iter().next())
-        .filter(|name| {
-            let upper = name.to_ascii_uppercase();
-            upper.contains("TEST") && !upper.contains("DISABLE") && !upper.contains("NO_TEST")
-        })
-        .collect();
-    test_options.sort();
-    test_options.dedup();
-    let missing_submodules = read(root, ".gitmodules")
+    let missing_submodules: Vec<(String, &'static str)> = read(root, ".gitmodules")
         .map(|text| {
             text.lines()
                 .filter_map(|l| l.trim().strip_prefix("path"))
@@ -415,9 +461,37 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
                 .filter(|p| {
                     std::fs::read_dir(root.join(p)).map_or(true, |mut d| d.next().is_none())
                 })
+                .map(|p| {
+                    let package = match submodule_package(&p) {
+                        Some(Some(package)) => package,
+                        Some(None) => "image",
+                        None => "-",
+                    };
+                    (p, package)
+                })
                 .collect()
         })
         .unwrap_or_default();
+    for (_, package) in &missing_submodules {
+        if !matches!(*package, "image" | "-") {
+            packages.extend(package.split(' ').map(str::to_string));
+        }
+    }
+    packages.sort();
+    packages.dedup();
+    let mut test_options: Vec<String> = call_args(&top_cmake, "option")
+        .into_iter()
+        .filter_map(|words| words.into_iter().next())
+        .filter(|name| {
+            let upper = name.to_ascii_uppercase();
+            // simdjson and others build their tests only in a developer mode.
+            (upper.contains("TEST") || upper.ends_with("DEVELOPER_MODE"))
+                && !upper.contains("DISABLE")
+                && !upper.contains("NO_TEST")
+        })
+        .collect();
+    test_options.sort();
+    test_options.dedup();
     let fetches = match system {
         BuildSystem::Cmake => find_files(root, &|n| n == "CMakeLists.txt" || n.ends_with(".cmake"))
             .iter()
@@ -540,9 +614,18 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         reason.push_str(&format!("; cmake_minimum_required {minimum}"));
     }
     if !project.missing_submodules.is_empty() {
+        let list: Vec<String> = project
+            .missing_submodules
+            .iter()
+            .map(|(path, package)| match *package {
+                "-" => format!("{path}: no Debian package known"),
+                "image" => format!("{path}: the image's copy"),
+                package => format!("{path}: Debian {package}"),
+            })
+            .collect();
         reason.push_str(&format!(
-            "; git submodules not in the checkout ({}): system libraries stand in",
-            project.missing_submodules.join(", ")
+            "; git submodules that could not be fetched, and what stands in ({})",
+            list.join(", ")
         ));
     }
     if let BuildSystem::Make { .. } = project.system {
@@ -590,6 +673,44 @@ mod tests {
     use crate::plan::testutil::{plan_of, tree};
 
     #[test]
+    fn missing_submodules_get_stand_ins_and_the_project_is_not_its_own_dependency() {
+        let tmp = tree(&[
+            (
+                "CMakeLists.txt",
+                "project(nlohmann_json VERSION 3.11)\noption(JSON_DEVELOPER_MODE \"dev\" OFF)\nfind_package(nlohmann_json)\nfind_package(ZLIB)\nadd_subdirectory(third_party/fmt)\n",
+            ),
+            (
+                ".gitmodules",
+                "[submodule \"fmt\"]\n\tpath = third_party/fmt\n\turl = https://github.com/fmtlib/fmt\n[submodule \"gt\"]\n\tpath = third_party/googletest\n\turl = ../googletest.git\n[submodule \"odd\"]\n\tpath = vendor/frobnicator\n\turl = x\n[submodule \"here\"]\n\tpath = vendor/present\n\turl = y\n",
+            ),
+            ("vendor/present/a.h", ""),
+        ]);
+        let project = detect(tmp.path()).unwrap_or_else(|| panic!("no project"));
+        assert_eq!(project.packages, ["libfmt-dev", "zlib1g-dev"]);
+        assert_eq!(
+            project.missing_submodules,
+            [
+                ("third_party/fmt".to_string(), "libfmt-dev"),
+                ("third_party/googletest".to_string(), "image"),
+                ("vendor/frobnicator".to_string(), "-"),
+            ]
+        );
+        assert_eq!(project.test_options, ["JSON_DEVELOPER_MODE"]);
+        let plan = plan(&PlanContext {
+            root: tmp.path(),
+            cutoff: None,
+            ca_bundle: None,
+            test_files: &[],
+        })
+        .unwrap_or_else(|| panic!("no plan"));
+        assert!(
+            plan.version_reason.contains("(third_party/fmt: Debian libfmt-dev, third_party/googletest: the image's copy, vendor/frobnicator: no Debian package known)"),
+            "{}",
+            plan.version_reason
+        );
+    }
+
+    #[test]
     fn cmake_packages_options_and_ctest() {
         let plan = plan_of(
             plan,
@@ -610,7 +731,7 @@ mod tests {
         assert_eq!(plan.name, "cpp-cmake");
         assert_eq!(
             plan.setup[1],
-            "apt-get update && apt-get install -y --no-install-recommends libcurl4-openssl-dev libsqlite3-dev libssl-dev zlib1g-dev && rm -rf /var/lib/apt/lists/*"
+            "apt-get update && apt-get install -y --no-install-recommends libcurl4-openssl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev zlib1g-dev && rm -rf /var/lib/apt/lists/*"
         );
         assert_eq!(
             plan.setup[2],
@@ -624,7 +745,8 @@ mod tests {
                 .contains("not mapped to a package: Frobnicate")
         );
         assert!(
-            plan.version_reason.contains("deps/json"),
+            plan.version_reason
+                .contains("deps/json: Debian nlohmann-json3-dev"),
             "{}",
             plan.version_reason
         );

@@ -181,6 +181,9 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
     }
     if let Some(text) = &setup_py {
         extras.extend(setup_py_extras(text));
+        if project.requires_python.is_none() {
+            project.requires_python = setup_py_python_requires(text);
+        }
         project.installable = true;
         if project.manifest.is_empty() {
             project.manifest = "setup-py";
@@ -484,6 +487,15 @@ fn setup_py_extras(text: &str) -> Vec<String> {
     out
 }
 
+/// The literal `python_requires='...'` of a setup.py.
+fn setup_py_python_requires(text: &str) -> Option<String> {
+    let start = text.find("python_requires")? + "python_requires".len();
+    let rest = text[start..].trim_start().strip_prefix('=')?.trim_start();
+    let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let body = &rest[1..];
+    Some(body[..body.find(quote)?].to_string())
+}
+
 /// Whether a `requires-python` specifier admits `major.minor`. Only the common forms are read
 /// (`>=3.8`, `>=3.8,<4`, `~=3.9`, `==3.11.*`); anything else is taken as admitting it.
 #[must_use]
@@ -519,7 +531,7 @@ pub fn admits(spec: &str, major: u32, minor: u32) -> bool {
 /// The install command for a project: one `uv pip install` resolving everything together.
 #[must_use]
 pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String {
-    let mut command = install_base(cutoff);
+    let mut command = install_base(cutoff, project.installable);
     if project.installable {
         match project.test_extras.first() {
             Some(extra) => command.push_str(&format!(" -e '.[{extra}]'")),
@@ -551,53 +563,87 @@ pub fn test_command() -> String {
     )
 }
 
-/// Picks Python 3.11 (bookworm) or 3.13 (trixie) from `.python-version` (first) or
-/// `requires-python`, with the reason. 3.11 is the default: most of the ecosystem's history
-/// supports it, and older pins of test tools often break on 3.13.
-fn choose_python(requires: Option<&str>, pinned: Option<&str>) -> (images::Suite, String) {
-    use images::Suite::{Bookworm, Trixie};
+/// The Pythons of kiln's images: suite, minor version (3.x), and the day that Python was
+/// released.
+const PYTHONS: &[(images::Suite, u32, &str)] = &[
+    (images::Suite::Bullseye, 9, "2020-10-05"),
+    (images::Suite::Bookworm, 11, "2022-10-24"),
+    (images::Suite::Trixie, 13, "2024-10-07"),
+];
+
+/// Describes one of [`PYTHONS`]: `Python 3.11 (Debian bookworm)`.
+fn python_name(suite: images::Suite, minor: u32) -> String {
+    format!("Python 3.{minor} (Debian {})", suite.name())
+}
+
+/// Picks the Python image from `.python-version` (first), `requires-python` and the commit's
+/// date, with the reason.
+///
+/// 3.11 is the default: most of the ecosystem's history supports it, and older pins of test
+/// tools often break on 3.13. A commit from before 3.11 was released gets 3.9 when the project
+/// admits it: dependencies resolved as of that date often have no wheels for newer Pythons, and
+/// their sdists no longer build there.
+fn choose_python(
+    requires: Option<&str>,
+    pinned: Option<&str>,
+    cutoff: Option<&str>,
+) -> (images::Suite, String) {
     if let Some(line) = pinned.and_then(|p| {
         p.lines()
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with('#'))
     }) {
         let mut parts = line.split('.');
-        let minor = (
+        if let (Some("3"), Some(want)) = (
             parts.next(),
             parts.next().and_then(|m| m.parse::<u32>().ok()),
-        );
-        if let (Some("3"), Some(minor)) = minor {
-            return if minor >= 12 {
-                (
-                    Trixie,
-                    format!("Python 3.13 (Debian trixie): .python-version asks for {line}"),
-                )
-            } else {
-                (
-                    Bookworm,
-                    format!("Python 3.11 (Debian bookworm): .python-version asks for {line}"),
-                )
-            };
+        ) {
+            // The nearest configured version, the newer one on a tie.
+            let (suite, minor, _) = PYTHONS
+                .iter()
+                .min_by_key(|(_, minor, _)| (minor.abs_diff(want), u32::MAX - minor))
+                .copied()
+                .unwrap_or(PYTHONS[1]);
+            return (
+                suite,
+                format!(
+                    "{}: .python-version asks for {line}",
+                    python_name(suite, minor)
+                ),
+            );
         }
     }
-    match requires {
-        Some(spec) if admits(spec, 3, 11) => (
-            Bookworm,
-            format!("Python 3.11 (Debian bookworm) admits requires-python `{spec}`"),
-        ),
-        Some(spec) if admits(spec, 3, 13) => (
-            Trixie,
-            format!("Python 3.13 (Debian trixie): requires-python `{spec}` excludes 3.11"),
-        ),
-        Some(spec) => (
-            Bookworm,
+    let admitted: Vec<(images::Suite, u32, &str)> = PYTHONS
+        .iter()
+        .copied()
+        .filter(|(_, minor, _)| requires.is_none_or(|spec| admits(spec, 3, *minor)))
+        .collect();
+    let declared = match requires {
+        Some(spec) => format!("requires-python `{spec}`"),
+        None => "the repository declares no Python version".to_string(),
+    };
+    let day = cutoff.map(crate::plan::cutoff_day);
+    let released_by = |released: &str| day.is_none_or(|d| d >= released);
+    let find = |minor: u32| admitted.iter().copied().find(|p| p.1 == minor);
+    let chosen = match (find(11), find(9)) {
+        (Some(p311), _) if released_by(p311.2) => Some((p311, declared.clone())),
+        (_, Some(p39)) => Some((
+            p39,
             format!(
-                "Python 3.11 (Debian bookworm), though neither 3.11 nor 3.13 meets requires-python `{spec}`"
+                "{declared}; the commit ({}) predates Python 3.11",
+                day.unwrap_or("?")
             ),
-        ),
+        )),
+        (Some(p311), None) => Some((p311, declared.clone())),
+        (None, None) => admitted.first().map(|p| (*p, declared.clone())),
+    };
+    match chosen {
+        Some(((suite, minor, _), why)) => (suite, format!("{}: {why}", python_name(suite, minor))),
         None => (
-            Bookworm,
-            "Python 3.11 (Debian bookworm): the repository declares no Python version".into(),
+            images::Suite::Bookworm,
+            format!(
+                "Python 3.11 (Debian bookworm), though none of 3.9, 3.11 and 3.13 meets {declared}"
+            ),
         ),
     }
 }
@@ -628,7 +674,7 @@ pub fn django_labels(test_files: &[String]) -> Vec<String> {
 /// requirements (each that fails to install is skipped and logged: Django skips the tests that
 /// need it), and `tests/runtests.py` on the labels the test patch touches.
 fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
-    let install = install_base(cx.cutoff);
+    let install = install_base(cx.cutoff, true);
     let mut setup = vec![GIT_SETUP.to_string()];
     setup.extend(crate::plan::apt_install(&project.system_packages));
     setup.push(format!("python3 -m venv {VENV}"));
@@ -637,8 +683,12 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
         .iter()
         .find(|f| cx.root.join(f).is_file())
     {
+        // Wheels first, all together; then line by line, a source build given at most five
+        // minutes (a 2019 numpy on a newer Python builds for long and then fails). The
+        // setuptools floor is left out: old sdists import what later setuptools removed.
+        let install = install_base(cx.cutoff, false);
         setup.push(format!(
-            "{install} -r {file} || {{ echo '[kiln] {file} did not install as a whole; installing it line by line'; grep -v -E '^[[:space:]]*(#|$)' {file} | while IFS= read -r req; do {install} \"$req\" || echo \"[kiln] optional test requirement not installed: $req\"; done; }}"
+            "{install} --only-binary :all: -r {file} || {{ echo '[kiln] {file} has no wheels for everything; installing it line by line'; grep -v -E '^[[:space:]]*(#|$)' {file} | while IFS= read -r req; do {install} --only-binary :all: \"$req\" || timeout 300 {install} \"$req\" || echo \"[kiln] optional test requirement not installed: $req\"; done; }}"
         ));
     }
     let labels = django_labels(cx.test_files);
@@ -649,8 +699,11 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
     }
     test.push_str(" 2>&1");
     let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
-    let (suite, version_reason) =
-        choose_python(project.requires_python.as_deref(), pinned.as_deref());
+    let (suite, version_reason) = choose_python(
+        project.requires_python.as_deref(),
+        pinned.as_deref(),
+        cx.cutoff,
+    );
     Plan {
         name: "python-django-runtests".into(),
         language: "python",
@@ -671,12 +724,13 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
 /// still accept the old `setup.py`/`setup.cfg` forms that later ones reject.
 const SETUPTOOLS_FLOOR: &str = "2023-01-01T00:00:00Z";
 
-/// `uv pip install` into the plan's venv, with the cut-off when there is one.
-fn install_base(cutoff: Option<&str>) -> String {
+/// `uv pip install` into the plan's venv, with the cut-off when there is one and, when
+/// `editable` (the command installs the project itself), the setuptools floor.
+fn install_base(cutoff: Option<&str>, editable: bool) -> String {
     let mut command = format!("uv pip install --no-cache --python {VENV}/bin/python");
     if let Some(cutoff) = cutoff {
         command.push_str(&format!(" --exclude-newer {cutoff}"));
-        if crate::plan::cutoff_day(cutoff) < crate::plan::cutoff_day(SETUPTOOLS_FLOOR) {
+        if editable && crate::plan::cutoff_day(cutoff) < crate::plan::cutoff_day(SETUPTOOLS_FLOOR) {
             command.push_str(&format!(
                 " --exclude-newer-package setuptools={SETUPTOOLS_FLOOR}"
             ));
@@ -707,8 +761,11 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         return Some(django_plan(cx, &project));
     }
     let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
-    let (suite, version_reason) =
-        choose_python(project.requires_python.as_deref(), pinned.as_deref());
+    let (suite, version_reason) = choose_python(
+        project.requires_python.as_deref(),
+        pinned.as_deref(),
+        cx.cutoff,
+    );
     Some(Plan {
         name: format!("python-{}", project.manifest),
         language: "python",
@@ -842,14 +899,32 @@ mod tests {
 
     #[test]
     fn python_version_follows_the_repository() {
-        use images::Suite::{Bookworm, Trixie};
-        assert_eq!(choose_python(Some(">=3.8"), None).0, Bookworm);
-        assert_eq!(choose_python(Some(">=3.12"), None).0, Trixie);
-        assert_eq!(choose_python(None, Some("3.13.1\n")).0, Trixie);
-        assert_eq!(choose_python(Some(">=3.12"), Some("3.10")).0, Bookworm);
-        let (suite, reason) = choose_python(Some(">=3.14"), None);
+        use images::Suite::{Bookworm, Bullseye, Trixie};
+        let recent = Some("2024-06-01T00:00:00Z");
+        assert_eq!(choose_python(Some(">=3.8"), None, recent).0, Bookworm);
+        assert_eq!(choose_python(None, None, None).0, Bookworm);
+        assert_eq!(choose_python(Some(">=3.12"), None, recent).0, Trixie);
+        assert_eq!(choose_python(None, Some("3.13.1\n"), recent).0, Trixie);
+        assert_eq!(
+            choose_python(Some(">=3.12"), Some("3.10"), recent).0,
+            Bookworm
+        );
+        assert_eq!(choose_python(None, Some("3.8"), recent).0, Bullseye);
+        assert_eq!(choose_python(Some(">=3.6,<3.10"), None, recent).0, Bullseye);
+        let (suite, reason) = choose_python(Some(">=3.6"), None, Some("2019-09-17T12:00:00Z"));
+        assert_eq!(suite, Bullseye);
+        assert_eq!(
+            reason,
+            "Python 3.9 (Debian bullseye): requires-python `>=3.6`; the commit (2019-09-17) predates Python 3.11"
+        );
+        // A project that needs 3.11 gets it whatever its date.
+        assert_eq!(
+            choose_python(Some(">=3.11"), None, Some("2022-01-01T00:00:00Z")).0,
+            Bookworm
+        );
+        let (suite, reason) = choose_python(Some(">=3.14"), None, recent);
         assert_eq!(suite, Bookworm);
-        assert!(reason.contains("neither"), "{reason}");
+        assert!(reason.contains("none of"), "{reason}");
     }
 
     #[test]
@@ -887,6 +962,17 @@ mod tests {
         })
         .unwrap_or_else(|| panic!("no plan"));
         assert_eq!(plan.name, "python-django-runtests");
+        assert!(
+            plan.image.tag.starts_with("kiln/python:3.9-"),
+            "{}",
+            plan.image.tag
+        );
+        assert!(
+            plan.version_reason
+                .contains("`>=3.6`; the commit (2019-10-01) predates"),
+            "{}",
+            plan.version_reason
+        );
         assert_eq!(plan.parser, "unittest");
         assert_eq!(
             plan.test,
@@ -906,7 +992,8 @@ mod tests {
             plan.setup[3]
         );
         assert!(
-            plan.setup[4].contains("-r tests/requirements/py3.txt || {"),
+            plan.setup[4].contains("--only-binary :all: -r tests/requirements/py3.txt || {")
+                && !plan.setup[4].contains("setuptools="),
             "{}",
             plan.setup[4]
         );

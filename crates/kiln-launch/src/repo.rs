@@ -130,6 +130,40 @@ pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitEr
     Ok(())
 }
 
+/// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
+/// submodule URLs against `clone_url` as a clone from there would. Without `.gitmodules` this
+/// does nothing. Returns why the fetch failed, if it did: the planners then see the submodule
+/// directories empty and let system packages stand in.
+#[must_use]
+pub fn init_submodules(dest: &Path, clone_url: &str) -> Option<String> {
+    if !dest.join(".gitmodules").is_file() {
+        return None;
+    }
+    let origin = format!("remote.origin.url={clone_url}");
+    // `timeout` bounds a fetch from a host that accepts the connection and then stalls.
+    let mut command = Command::new("timeout");
+    command
+        .args(["600", "git", "-C"])
+        .arg(dest)
+        .args([
+            "-c",
+            &origin,
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "update",
+            "--init",
+            "--recursive",
+            "--quiet",
+        ])
+        .env("GIT_TERMINAL_PROMPT", "0");
+    match command.output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// Committer date of `commit` in RFC 3339.
 ///
 /// # Errors
@@ -227,6 +261,53 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(mirror.is_absolute(), "{}", mirror.display());
         checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn submodules_are_fetched_from_relative_urls_or_reported() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ok =
+            |dir: Option<&Path>, args: &[&str]| git(dir, args).unwrap_or_else(|e| panic!("{e}"));
+        let lib = tmp.path().join("lib");
+        ok(None, &["init", "--quiet", &lib.to_string_lossy()]);
+        commit(&lib, "lib.h", "int f(void);");
+        let up = tmp.path().join("up");
+        ok(None, &["init", "--quiet", &up.to_string_lossy()]);
+        commit(&up, "a.txt", "one");
+        ok(
+            Some(&up),
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "add",
+                "--quiet",
+                "../lib",
+                "third_party/lib",
+            ],
+        );
+        let base = commit(&up, "b.txt", "with a submodule");
+
+        let mirror = ensure_mirror(
+            &tmp.path().join("cache"),
+            "o/up",
+            &up.to_string_lossy(),
+            &base,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let dest = tmp.path().join("work");
+        checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!dest.join("third_party/lib/lib.h").exists());
+        assert_eq!(init_submodules(&dest, &up.to_string_lossy()), None);
+        assert!(dest.join("third_party/lib/lib.h").is_file());
+
+        let dest = tmp.path().join("work2");
+        checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        let missing = tmp.path().join("elsewhere/up");
+        let error = init_submodules(&dest, &missing.to_string_lossy()).unwrap_or_default();
+        assert!(!error.is_empty());
+        assert!(!dest.join("third_party/lib/lib.h").exists());
+        assert_eq!(init_submodules(&tmp.path().join("lib"), "x"), None);
     }
 
     #[test]

@@ -231,3 +231,33 @@ async fn rust_crate_without_lockfile_resolves_as_of_the_commit_date() {
         Some(support::COMMIT_DATE)
     );
 }
+
+#[tokio::test]
+async fn python_project_that_excludes_3_11_runs_on_python_3_9() {
+    let record = launch(
+        "python39",
+        &[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.7,<3.10\"\n\n[tool.setuptools]\npy-modules = [\"demo\"]\n",
+            ),
+            ("demo.py", "def add(a, b):\n    return a + b\n"),
+            (
+                "test_demo.py",
+                "import sys\n\nimport demo\n\n\ndef test_runs_on_3_9():\n    assert sys.version_info[:2] == (3, 9)\n\n\ndef test_fails():\n    assert demo.add(1, 2) == 4\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "python-pyproject");
+    assert!(
+        record.base_image.starts_with("kiln/python:3.9-"),
+        "{}",
+        record.base_image
+    );
+    assert_eq!(
+        status_of(&record, "test_runs_on_3_9"),
+        Some(TestStatus::Pass)
+    );
+    assert_eq!(status_of(&record, "test_fails"), Some(TestStatus::Fail));
+}
