@@ -217,7 +217,7 @@ pub fn with_ca_bundle(mut build: ImageBuild, bundle: Option<&[u8]>) -> ImageBuil
         return build;
     };
     let mut block = format!(
-        "COPY {CA_CONTEXT_PATH} {CA_IMAGE_PATH}\nRUN update-ca-certificates\nENV UV_NATIVE_TLS=1"
+        "COPY {CA_CONTEXT_PATH} {CA_IMAGE_PATH}\nRUN update-ca-certificates\nENV UV_SYSTEM_CERTS=1"
     );
     for var in CA_ENV_VARS {
         let _ = write!(block, " \\\n    {var}={SYSTEM_CA_FILE}");
@@ -345,7 +345,7 @@ mod tests {
         assert!(apt < update && update < uv, "{file}");
         assert!(!file.contains(CA_BUNDLE_MARKER));
         assert!(file.contains("PIP_CERT=/etc/ssl/certs/ca-certificates.crt"));
-        assert!(file.contains("UV_NATIVE_TLS=1"));
+        assert!(file.contains("UV_SYSTEM_CERTS=1"));
         assert_eq!(
             build.context,
             vec![("kiln-extra.crt".to_string(), b"PEM".to_vec())]

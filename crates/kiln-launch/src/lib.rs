@@ -186,6 +186,43 @@ pub async fn launch(
     Ok(record)
 }
 
+/// Wall time per phase of one launch, written as the last line of `launch.log` so that the
+/// time kiln adds around the repository's own commands can be read off (`clone 0.08, ...`).
+struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, f64)>,
+}
+
+impl Phases {
+    fn new() -> Self {
+        Self {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name` now.
+    fn end(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.done
+            .push((name, now.duration_since(self.last).as_secs_f64()));
+        self.last = now;
+    }
+
+    /// Appends the phases to the log at `path`.
+    fn write(&self, path: &std::path::Path) {
+        use std::io::Write as _;
+        let list: Vec<String> = self
+            .done
+            .iter()
+            .map(|(name, secs)| format!("{name} {secs:.2}"))
+            .collect();
+        if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(path) {
+            let _ = writeln!(log, "# launch phases (s): {}", list.join(", "));
+        }
+    }
+}
+
 /// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine.
 async fn build(
     runtime: Arc<dyn ContainerRuntime>,
@@ -198,6 +235,7 @@ async fn build(
     let _ = std::fs::create_dir_all(&request.log_dir);
 
     step("clone");
+    let mut phases = Phases::new();
     let checkout = match tempfile::Builder::new().prefix("kiln-checkout-").tempdir() {
         Ok(dir) => dir,
         Err(e) => {
@@ -236,6 +274,7 @@ async fn build(
         None
     };
 
+    phases.end("clone");
     let test_files = plan::patch_files(&candidate.test_patch);
     let plan_cx = plan::PlanContext {
         root: &workdir,
@@ -276,11 +315,13 @@ async fn build(
         }
     };
     drop(checkout);
+    phases.end("plan+pack");
 
     step("base image");
     if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await? {
         return Ok(Some(failure));
     }
+    phases.end("base image");
 
     step("start container");
     let spec = ContainerSpec {
@@ -302,8 +343,11 @@ async fn build(
         &request.log_dir.join("launch.log"),
     )
     .await?;
-    let result = run_plan(&mut session, request, record, &plan, tar, step).await;
+    phases.end("start");
+    let result = run_plan(&mut session, request, record, &plan, tar, step, &mut phases).await;
     let closed = session.close().await;
+    phases.end("remove");
+    phases.write(&request.log_dir.join("launch.log"));
     let failure = result?;
     closed?;
     if failure.is_none() {
@@ -319,9 +363,11 @@ async fn run_plan(
     plan: &plan::Plan,
     tar: Vec<u8>,
     step: &(dyn Fn(&str) + Sync),
+    phases: &mut Phases,
 ) -> Result<Option<Failure>, RuntimeError> {
     let runtime = Arc::clone(session.runtime());
     runtime.copy_in(session.id(), "/", tar).await?;
+    phases.end("copy-in");
 
     let setup_started = Instant::now();
     for command in &plan.setup {
@@ -340,6 +386,7 @@ async fn run_plan(
         record.setup_commands.push(command.clone());
     }
     record.setup_seconds = setup_started.elapsed().as_secs_f64();
+    phases.end("setup");
 
     step("baseline tests");
     let outcome = session
@@ -350,11 +397,14 @@ async fn run_plan(
         return Ok(Some(failure));
     }
 
+    phases.end("tests");
+
     step("commit image");
     let mut labels = request.labels.clone();
     labels.remove(LABEL_RUN);
     labels.insert("kiln.instance".into(), record.instance_id.clone());
     session.commit(&request.image_tag, &labels).await?;
+    phases.end("commit");
     record.image = Some(request.image_tag.clone());
     record.dockerfile = Some(dockerfile::dockerfile(record));
     Ok(None)

@@ -133,7 +133,7 @@ async fn python_image_installs_from_pypi_with_the_host_ca_bundle() {
         "/usr/bin/python3\n/usr/bin/pip3\n"
     );
     assert_eq!(
-        sh(&rt, &c.0, "echo $PIP_CERT $UV_NATIVE_TLS").await,
+        sh(&rt, &c.0, "echo $PIP_CERT $UV_SYSTEM_CERTS").await,
         "/etc/ssl/certs/ca-certificates.crt 1\n"
     );
 
