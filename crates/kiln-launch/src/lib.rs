@@ -253,16 +253,17 @@ async fn build(
         &request.clone_url,
         &candidate.base_commit,
     )
-    .and_then(|mirror| {
-        repo::checkout_at(&mirror, &candidate.base_commit, &workdir).map(|()| mirror)
-    });
-    if let Err(e) = cloned {
-        return Ok(Some(Failure::new(
-            FailureClass::Clone,
-            Some(&e.command),
-            &e.message,
-        )));
-    }
+    .and_then(|mirror| repo::checkout_at(&mirror, &candidate.base_commit, &workdir));
+    let checkout_note = match cloned {
+        Ok(note) => note,
+        Err(e) => {
+            return Ok(Some(Failure::new(
+                FailureClass::Clone,
+                Some(&e.command),
+                &e.message,
+            )));
+        }
+    };
     if let Some(error) = repo::init_submodules(&workdir, &request.clone_url) {
         // Not fatal: the C/C++ planner lets Debian packages stand in for what is missing and
         // says so in the version reason.
@@ -299,6 +300,10 @@ async fn build(
     } else {
         format!("{}; dependencies: {}", plan.version_reason, plan.resolution)
     };
+    if let Some(note) = checkout_note {
+        record.version_reason.push_str("; checkout: ");
+        record.version_reason.push_str(&note);
+    }
     record.dependency_cutoff.clone_from(&plan.cutoff);
     record.parser = plan.parser.into();
     record.test_command.clone_from(&plan.test);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A git failure, with the command and its stderr.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("run `{command}`: {message}")]
 pub struct GitError {
     /// The git command line.
@@ -110,24 +110,46 @@ pub fn ensure_mirror(
 /// Creates `dest` as a repository checked out at `commit` on branch `main`, holding only the
 /// history reachable from `commit`: no later commit, no tag, no remote, no reflog.
 ///
+/// When the mirror cannot send that history (a copy with objects missing from old commits),
+/// the checkout holds the commit alone (`--depth 1`); the returned note says so.
+///
 /// # Errors
 /// When a git step fails.
-pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
+pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<Option<String>, GitError> {
     let dest_str = dest.to_string_lossy().to_string();
     let mirror_str = mirror.to_string_lossy().to_string();
     git(
         None,
         &["init", "--quiet", "--initial-branch=main", &dest_str],
     )?;
-    git(
+    let mut note = None;
+    if let Err(full) = git(
         Some(dest),
         &["fetch", "--quiet", "--no-tags", &mirror_str, commit],
-    )?;
+    ) {
+        git(
+            Some(dest),
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--depth",
+                "1",
+                &mirror_str,
+                commit,
+            ],
+        )
+        .map_err(|_| full.clone())?;
+        note = Some(format!(
+            "the history before {commit} could not be fetched ({}); the checkout holds that commit alone",
+            full.message.lines().next().unwrap_or("")
+        ));
+    }
     git(Some(dest), &["reset", "--quiet", "--hard", commit])?;
     git(Some(dest), &["reflog", "expire", "--expire=now", "--all"])?;
     // FETCH_HEAD names the mirror path, which means nothing inside a container.
     let _ = std::fs::remove_file(dest.join(".git/FETCH_HEAD"));
-    Ok(())
+    Ok(note)
 }
 
 /// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
@@ -218,7 +240,10 @@ mod tests {
         let mirror = ensure_mirror(&cache, "o/up", &upstream.to_string_lossy(), &base)
             .unwrap_or_else(|e| panic!("{e}"));
         let dest = tmp.path().join("work");
-        checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
 
         assert_eq!(
             std::fs::read_to_string(dest.join("a.txt")).ok().as_deref(),
@@ -260,7 +285,10 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(mirror.is_absolute(), "{}", mirror.display());
-        checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
     }
 
     #[test]
@@ -296,18 +324,52 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let dest = tmp.path().join("work");
-        checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
         assert!(!dest.join("third_party/lib/lib.h").exists());
         assert_eq!(init_submodules(&dest, &up.to_string_lossy()), None);
         assert!(dest.join("third_party/lib/lib.h").is_file());
 
         let dest = tmp.path().join("work2");
-        checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
         let missing = tmp.path().join("elsewhere/up");
         let error = init_submodules(&dest, &missing.to_string_lossy()).unwrap_or_default();
         assert!(!error.is_empty());
         assert!(!dest.join("third_party/lib/lib.h").exists());
         assert_eq!(init_submodules(&tmp.path().join("lib"), "x"), None);
+    }
+
+    #[test]
+    fn a_mirror_missing_old_objects_gives_the_commit_alone() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let up = tmp.path().join("up");
+        git(None, &["init", "--quiet", &up.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        commit(&up, "old.txt", "old contents that go missing");
+        let base = commit(&up, "a.txt", "base");
+        // Remove the blob of the first commit's file from the object store: the base tree
+        // no longer holds it, so the base is intact while its history is not.
+        let blob = git(Some(&up), &["rev-parse", &format!("{base}~1:old.txt")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        git(Some(&up), &["rm", "--quiet", "old.txt"]).unwrap_or_else(|e| panic!("{e}"));
+        let base = commit(&up, "b.txt", "base without old.txt");
+        let object = up.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+        std::fs::remove_file(&object).unwrap_or_else(|e| panic!("{}: {e}", object.display()));
+
+        let dest = tmp.path().join("work");
+        let note = checkout_at(&up, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            note.as_deref()
+                .is_some_and(|n| n.contains("holds that commit alone")),
+            "{note:?}"
+        );
+        assert!(dest.join("b.txt").is_file());
+        let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
+        assert_eq!(all, base);
     }
 
     #[test]

@@ -261,3 +261,57 @@ async fn python_project_that_excludes_3_11_runs_on_python_3_9() {
     );
     assert_eq!(status_of(&record, "test_fails"), Some(TestStatus::Fail));
 }
+
+#[tokio::test]
+async fn django_layout_runs_runtests_on_the_labels_of_the_test_patch() {
+    // Django's own layout (tests/runtests.py next to the django package) with a stand-in
+    // runner: unittest at verbosity 2 prints what Django's runner prints. Only the module the
+    // test patch touches runs.
+    let runner = "import argparse, sys, unittest\nparser = argparse.ArgumentParser()\nparser.add_argument('labels', nargs='*')\nparser.add_argument('--verbosity')\nparser.add_argument('--parallel')\nlabels = parser.parse_args().labels\nsuite = unittest.defaultTestLoader.loadTestsFromNames(labels or ['other_tests.tests', 'forms_tests.tests'])\nresult = unittest.TextTestRunner(verbosity=2).run(suite)\nsys.exit(not result.wasSuccessful())\n";
+    let record = support::launch_with_test_patch(
+        "django",
+        &[
+            (
+                "setup.py",
+                "from setuptools import setup\nsetup(name='Django', version='3.0', packages=['django'], python_requires='>=3.6')\n",
+            ),
+            ("django/__init__.py", "VERSION = (3, 0)\n"),
+            ("tests/runtests.py", runner),
+            ("tests/requirements/py3.txt", "# optional\nsix\n"),
+            ("tests/forms_tests/__init__.py", ""),
+            (
+                "tests/forms_tests/tests.py",
+                "import unittest\n\nclass FormTests(unittest.TestCase):\n    def test_ok(self):\n        import six\n    def test_broken(self):\n        self.assertEqual(1, 2)\n",
+            ),
+            ("tests/other_tests/__init__.py", ""),
+            (
+                "tests/other_tests/tests.py",
+                "import unittest\n\nclass OtherTests(unittest.TestCase):\n    def test_elsewhere(self):\n        pass\n",
+            ),
+        ],
+        "diff --git a/tests/forms_tests/tests.py b/tests/forms_tests/tests.py\n--- a/tests/forms_tests/tests.py\n+++ b/tests/forms_tests/tests.py\n@@ -1 +1 @@\n-import unittest\n+import unittest  # changed\n",
+    )
+    .await;
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.plan, "python-django-runtests");
+    assert_eq!(record.parser, "unittest");
+    assert!(
+        record
+            .test_command
+            .ends_with("runtests.py --verbosity 2 --parallel 1 forms_tests.tests 2>&1"),
+        "{}",
+        record.test_command
+    );
+    assert_eq!(
+        record
+            .baseline
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        [
+            "forms_tests.tests.FormTests.test_broken",
+            "forms_tests.tests.FormTests.test_ok"
+        ]
+    );
+    assert_eq!(status_of(&record, "test_ok"), Some(TestStatus::Pass));
+}

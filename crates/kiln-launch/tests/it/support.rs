@@ -38,6 +38,16 @@ fn git(dir: &Path, args: &[&str]) {
 
 /// Launches a repository holding `files`, whatever the outcome.
 pub async fn launch_any(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord {
+    launch_with_test_patch(name, files, "").await
+}
+
+/// [`launch_any`] for an instance whose test patch is `test_patch` (plans may select tests
+/// from the files it touches).
+pub async fn launch_with_test_patch(
+    name: &str,
+    files: &[(&str, &str)],
+    test_patch: &str,
+) -> EnvironmentRecord {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -69,7 +79,7 @@ pub async fn launch_any(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord
             pull_number: Some(1),
             base_commit,
             patch: String::new(),
-            test_patch: String::new(),
+            test_patch: test_patch.to_string(),
             problem_statement: String::new(),
             hints_text: String::new(),
             created_at: COMMIT_DATE.into(),
