@@ -173,13 +173,11 @@ impl Tap {
     fn result(&mut self, depth: usize, ok: bool, number: Option<&str>, rest: &str) {
         let (description, directive) = match DIRECTIVE.captures(rest) {
             Some(caps) => {
-                let at = caps.get(0).map_or(0, |m| m.start());
-                // The match may start with the character before `#`.
-                let cut = if rest[at..].starts_with('#') {
-                    at
-                } else {
-                    at + 1
-                };
+                // The match may start with the character before `#`, which can be wider than a
+                // byte; `#` itself is ASCII, so its offset is a character boundary.
+                let cut = caps
+                    .get(0)
+                    .map_or(0, |m| m.start() + m.as_str().find('#').unwrap_or(0));
                 (rest[..cut].trim(), Some(caps[1].to_ascii_lowercase()))
             }
             None => (rest.trim(), None),

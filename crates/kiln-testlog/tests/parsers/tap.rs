@@ -79,3 +79,14 @@ fn truncated_subtest_and_unmet_plan_are_reported() {
         ]
     );
 }
+
+#[test]
+fn directive_after_a_wide_character_is_read() {
+    // The character before `#` is two bytes wide; the description ends where `#` starts.
+    check(
+        "tap",
+        "1..2\nok 1 - caf\u{00e9}# skip no network\nok 2 - \u{0179}\\# literal\n",
+        "skip caf\u{00e9}
+         pass \u{0179}# literal",
+    );
+}
