@@ -33,5 +33,6 @@ trap 'bash scripts/docker-engine.sh stop' EXIT
 bash scripts/base-images.sh bookworm trixie bullseye
 
 start=$(date +%s)
-cargo test --workspace --locked "$@"
+# --no-fail-fast: one failing test binary does not hide the results of the others.
+cargo test --workspace --locked --no-fail-fast "$@"
 log "cargo test took $(($(date +%s) - start)) s"
