@@ -28,8 +28,14 @@ if ! python3 -c 'import pyarrow' 2>/dev/null; then
         python3 -m pip install --quiet --break-system-packages pyarrow
 fi
 
-bash scripts/docker-engine.sh start
-trap 'bash scripts/docker-engine.sh stop' EXIT
+# An engine that answers already (the developer's own, or one an earlier `start` left running)
+# is left running at the end; only one started here is stopped.
+if docker info >/dev/null 2>&1; then
+    log "using the Docker engine that answers already"
+else
+    bash scripts/docker-engine.sh start
+    trap 'bash scripts/docker-engine.sh stop' EXIT
+fi
 bash scripts/base-images.sh bookworm trixie bullseye
 
 start=$(date +%s)

@@ -12,4 +12,4 @@ pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
     Limits, NetworkMode, OutputSink, RuntimeError,
 };
-pub use session::Session;
+pub use session::{Removals, Session};

@@ -3,13 +3,16 @@
 //!
 //! Launch and validate both drive containers the same way: start one, run commands with a
 //! timeout each, keep every command's full output in a log file (the returned output is capped),
-//! and remove the container at the end. [`Session`] is that, once.
+//! and remove the container at the end. [`Session`] is that, once. The removal can run in the
+//! background ([`Session::close_later`]) when the caller has other work to do meanwhile.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use tokio::task::JoinHandle;
 
 use crate::runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError,
@@ -178,6 +181,52 @@ impl Session {
         self.runtime.remove(&self.id).await?;
         self.removed = true;
         Ok(())
+    }
+
+    /// Hands the container's removal to `removals` and returns at once: the item's result
+    /// need not wait while the engine deletes a large build tree. Must be called inside a
+    /// Tokio runtime.
+    pub fn close_later(mut self, removals: &Removals) {
+        let runtime = Arc::clone(&self.runtime);
+        let id = self.id.clone();
+        self.removed = true;
+        removals.push(tokio::spawn(async move { runtime.remove(&id).await }));
+    }
+}
+
+/// Container removals running in the background ([`Session::close_later`]). Whoever owns the
+/// work waits for them before it reports the work done ([`Removals::wait`]); cloning shares
+/// the list.
+#[derive(Clone, Debug, Default)]
+pub struct Removals {
+    pending: Arc<Mutex<Vec<Removal>>>,
+}
+
+/// One background removal.
+type Removal = JoinHandle<Result<(), RuntimeError>>;
+
+impl Removals {
+    fn push(&self, task: Removal) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(task);
+    }
+
+    /// Waits for every removal handed over so far and returns the ones that failed (their
+    /// containers keep the run label, so the next run of the same id removes them).
+    pub async fn wait(&self) -> Vec<RuntimeError> {
+        let tasks =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut failed = Vec::new();
+        for task in tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed.push(e),
+                Err(e) => failed.push(RuntimeError::engine("remove a container", e.to_string())),
+            }
+        }
+        failed
     }
 }
 

@@ -28,8 +28,8 @@ use kiln_core::config::{DockerSettings, LaunchSettings};
 use kiln_core::runtime::LABEL_RUN;
 use kiln_core::session::tail;
 use kiln_core::{
-    ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Reporter, RuntimeError,
-    Session,
+    ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Removals, Reporter,
+    RuntimeError, Session,
 };
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
 
@@ -61,6 +61,9 @@ pub struct LaunchRequest {
     pub docker: DockerSettings,
     /// Stage name, for progress events.
     pub stage: String,
+    /// Where the container's removal goes: the launch returns without waiting for it, the
+    /// stage waits for all of them at its end.
+    pub removals: Removals,
 }
 
 /// An infrastructure failure that stops the stage.
@@ -350,11 +353,9 @@ async fn build(
     .await?;
     phases.end("start");
     let result = run_plan(&mut session, request, record, &plan, tar, step, &mut phases).await;
-    let closed = session.close().await;
-    phases.end("remove");
+    session.close_later(&request.removals);
     phases.write(&request.log_dir.join("launch.log"));
     let failure = result?;
-    closed?;
     if failure.is_none() {
         *verify_context = context;
     }

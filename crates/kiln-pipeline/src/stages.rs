@@ -394,6 +394,7 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         .concurrency
         .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
     let reporter = Arc::clone(&cx.reporter);
+    let removals = kiln_core::Removals::default();
     let mut requests = BTreeMap::new();
     for id in &todo {
         let Some(candidate) = by_id.get(id) else {
@@ -418,6 +419,7 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
+                removals: removals.clone(),
             },
         );
     }
@@ -442,7 +444,9 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         },
         environment_outcome,
     )
-    .await?;
+    .await;
+    wait_for_removals(cx, &removals).await;
+    let processed = processed?;
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(
         cx,
@@ -452,6 +456,19 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         skipped,
         environment_outcome,
     )
+}
+
+/// Waits for the containers a stage handed to background removal. One that could not be removed
+/// keeps the run label, and the next run of the same id removes it; the stage's rows stand.
+async fn wait_for_removals(cx: &StageContext<'_>, removals: &kiln_core::Removals) {
+    for e in removals.wait().await {
+        cx.reporter.report(Event::Note {
+            message: format!(
+                "{}: a container was not removed (the next run of this id removes it): {e}",
+                cx.node.name
+            ),
+        });
+    }
 }
 
 fn environment_outcome(row: &EnvironmentRecord) -> String {
@@ -514,6 +531,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     } else {
         Some(cx.runtime()?)
     };
+    let removals = kiln_core::Removals::default();
     let mut requests = BTreeMap::new();
     for environment in environments {
         let id = environment.instance_id.clone();
@@ -535,6 +553,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
+                removals: removals.clone(),
             },
         );
     }
@@ -545,7 +564,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         .concurrency
         .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
     let processed = match runtime {
-        None => 0,
+        None => Ok(0),
         Some(runtime) => {
             for_each_item(
                 cx,
@@ -569,9 +588,11 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
                 },
                 validation_outcome,
             )
-            .await?
+            .await
         }
     };
+    wait_for_removals(cx, &removals).await;
+    let processed = processed?;
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(
         cx,

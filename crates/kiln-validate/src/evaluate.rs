@@ -134,6 +134,7 @@ pub async fn evaluate(
         timeout: request.timeout,
         log: request.log_dir.join("evaluate.log"),
         labels: &request.labels,
+        removals: None,
     };
     let result = run_tests(runtime, &spec).await;
     evaluation.seconds = started.elapsed().as_secs_f64();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
-use kiln_core::{ContainerRuntime, Event, NetworkMode, Reporter, RuntimeError};
+use kiln_core::{ContainerRuntime, Event, NetworkMode, Removals, Reporter, RuntimeError};
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord};
 
 pub use decide::{Decision, RunResult, Side, decide};
@@ -42,6 +42,9 @@ pub struct ValidateRequest {
     pub docker: DockerSettings,
     /// Stage name, for progress events.
     pub stage: String,
+    /// Where the containers' removals go: the next run need not wait for the last one's, the
+    /// stage waits for all of them at its end.
+    pub removals: Removals,
 }
 
 /// An infrastructure failure that stops the stage.
@@ -132,6 +135,7 @@ pub async fn validate(
                     .log_dir
                     .join(format!("{}-{repeat}.log", side.as_str())),
                 labels: &request.labels,
+                removals: Some(&request.removals),
             };
             let output = match run_tests(Arc::clone(&runtime), &spec).await {
                 Ok(output) => output,

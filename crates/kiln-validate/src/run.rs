@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_core::config::DockerSettings;
-use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, RuntimeError, Session};
+use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, Removals, RuntimeError, Session};
 use kiln_schema::{FailureClass, TestStatuses};
 
 use crate::patch;
@@ -35,6 +35,8 @@ pub struct RunSpec<'a> {
     pub log: PathBuf,
     /// Container labels.
     pub labels: &'a BTreeMap<String, String>,
+    /// Where the container's removal goes; `None` removes it before returning.
+    pub removals: Option<&'a Removals>,
 }
 
 /// What a finished run produced.
@@ -67,7 +69,8 @@ impl From<RuntimeError> for RunFailure {
     }
 }
 
-/// Runs the tests once in a fresh container, which is removed whatever happens.
+/// Runs the tests once in a fresh container, which is removed whatever happens (in the
+/// background when the spec says where removals go).
 ///
 /// # Errors
 /// See [`RunFailure`].
@@ -86,10 +89,11 @@ pub async fn run_tests(
     };
     let mut session = Session::start(runtime, &container, &spec.log).await?;
     let result = run_in(&mut session, spec).await;
-    let closed = session.close().await;
-    let output = result?;
-    closed?;
-    Ok(output)
+    match spec.removals {
+        Some(removals) => session.close_later(removals),
+        None => session.close().await?,
+    }
+    result
 }
 
 /// Room for the test log: the whole of it is parsed, so the cap only guards against runaway

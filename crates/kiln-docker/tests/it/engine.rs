@@ -313,6 +313,45 @@ fn cgroup(v2: &str, v1: &str) -> String {
     format!("cat /sys/fs/cgroup/{v2} 2>/dev/null || cat /sys/fs/cgroup/{v1}")
 }
 
+/// Sessions closed in the background are gone once their `Removals` is waited for.
+#[tokio::test]
+async fn background_removals_are_done_when_waited_for() {
+    let rt: std::sync::Arc<dyn ContainerRuntime> = std::sync::Arc::new(runtime().await);
+    let run_label = unique("removals");
+    let log_dir = tempfile::tempdir().unwrap();
+    let removals = kiln_core::Removals::default();
+    for n in 0..3 {
+        let mut session = kiln_core::Session::start(
+            std::sync::Arc::clone(&rt),
+            &spec("removals"),
+            &log_dir.path().join(format!("{n}.log")),
+        )
+        .await
+        .unwrap();
+        // A container with files in its writable layer, as a build leaves it.
+        let outcome = session
+            .run(
+                "mkdir -p /tree && for i in $(seq 500); do echo $i > /tree/$i; done",
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome.exit_code, 0, "{}", outcome.output);
+        session.close_later(&removals);
+    }
+    let failed = removals.wait().await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(
+        rt.list_labelled(LABEL_RUN, &run_label)
+            .await
+            .unwrap()
+            .is_empty(),
+        "containers left after wait"
+    );
+    // Waiting again has nothing to wait for.
+    assert!(removals.wait().await.is_empty());
+}
+
 #[tokio::test]
 async fn limits_and_network_are_applied() {
     let rt = runtime().await;

@@ -116,11 +116,17 @@ pub async fn launch_with_test_patch(
             image_prefix: "kiln-it".into(),
         },
         stage: "launch".into(),
+        removals: kiln_core::Removals::default(),
     };
     let started = Instant::now();
     let record = run_launch(Arc::clone(&runtime), &request, &NullReporter)
         .await
         .unwrap();
+    let not_removed = request.removals.wait().await;
+    assert!(
+        not_removed.is_empty(),
+        "containers not removed: {not_removed:?}"
+    );
     eprintln!(
         "[{name}] {} in {:.0}s (setup {:.0}s, tests {:.0}s); image {}",
         record.status,
