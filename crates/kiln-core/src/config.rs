@@ -326,7 +326,7 @@ impl Pipeline {
         let mut cx = Compiler {
             file: path.to_path_buf(),
             text,
-            base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            base: config_dir(path),
             errors: Vec::new(),
         };
         let (root, parse_errors) = DeTable::parse_recoverable(text);
@@ -1227,6 +1227,17 @@ pub fn parse_size(text: &str) -> Result<i64, String> {
 }
 
 /// The allowed name closest to `name`, when close enough to be a likely typo.
+/// The directory of the config file, absolute: relative paths and `{config_dir}` are anchored
+/// there. A bare file name (`--config pipeline.toml`) has an empty parent, which is the current
+/// directory.
+fn config_dir(path: &Path) -> PathBuf {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
+}
+
 fn closest<'s>(name: &str, allowed: &[&'s str]) -> Option<&'s str> {
     allowed
         .iter()
@@ -1301,6 +1312,26 @@ inputs = ["tasks", "launch", "validate"]
         };
         assert_eq!(v.repeats, 3);
         assert_eq!(v.network, "none");
+    }
+
+    #[test]
+    fn a_bare_file_name_anchors_paths_at_the_current_directory() {
+        let text = GOOD.replace(
+            "path = \"tasks.jsonl\"",
+            "path = \"tasks.jsonl\"\nclone_url = \"{config_dir}/repos/{owner}/{name}\"",
+        );
+        let pipeline =
+            Pipeline::compile(Path::new("pipeline.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(pipeline.dataset.root, cwd.join("datasets"));
+        let Some(NodeSettings::Ingest(ingest)) = pipeline.node("tasks").map(|n| &n.settings) else {
+            panic!("ingest settings missing");
+        };
+        assert_eq!(ingest.path, cwd.join("tasks.jsonl"));
+        assert_eq!(
+            ingest.clone_url,
+            format!("{}/repos/{{owner}}/{{name}}", cwd.display())
+        );
     }
 
     #[test]
