@@ -121,7 +121,14 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
         PackageManager::NpmUnlocked
     };
     let script = str_at(&["scripts", "test"]).unwrap_or_default();
-    let (runner, runner_args, runner_env) = runner_of(&script, &has);
+    let (runner, mut runner_args, runner_env) = runner_of(&script, &has);
+    // Stopping at the first failure would leave the tests after it unrun, and unrun tests
+    // before the fix read as tests the fix added. The script's own `--bail` is dropped
+    // (`clean_args`); mocha's config files can set it too, and `--no-bail` (mocha 6 and later,
+    // the versions that read those files) overrides them.
+    if runner == Runner::Mocha && mocha_config_bails(root, manifest) {
+        runner_args.push("--no-bail".into());
+    }
     let (node_major, node_reason) = node_version(
         str_at(&["engines", "node"]).as_deref(),
         read(root, ".nvmrc").as_deref(),
@@ -145,6 +152,29 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
         build_script,
         typescript: has("typescript") || root.join("tsconfig.json").is_file(),
     })
+}
+
+/// Whether a mocha config file (`.mocharc.*`, the `mocha` key of `package.json`, the legacy
+/// `test/mocha.opts`) mentions `bail`.
+fn mocha_config_bails(root: &Path, manifest: &serde_json::Map<String, Value>) -> bool {
+    let in_files = [
+        ".mocharc.js",
+        ".mocharc.cjs",
+        ".mocharc.mjs",
+        ".mocharc.json",
+        ".mocharc.jsonc",
+        ".mocharc.yaml",
+        ".mocharc.yml",
+        "test/mocha.opts",
+    ]
+    .iter()
+    .filter_map(|name| read(root, name))
+    .any(|text| text.contains("bail") || text.lines().any(|l| l.trim() == "-b"));
+    in_files
+        || manifest
+            .get("mocha")
+            .and_then(Value::as_object)
+            .is_some_and(|config| config.contains_key("bail"))
 }
 
 /// The pnpm major that writes a lockfile of this `lockfileVersion`.
@@ -217,14 +247,20 @@ fn env_prefix(words: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The script's arguments minus those that would block (watch mode) or replace kiln's
-/// reporter.
+/// The script's arguments minus those that would block (watch mode), replace kiln's reporter,
+/// stop at the first failure (`--bail`: the tests after it would go unrun) or pick tests by
+/// what git says changed (jest's `--onlyChanged`).
 fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     let mut skip_value = false;
+    let mut after_bail = false;
     for (i, arg) in args.iter().enumerate() {
         if skip_value {
             skip_value = false;
+            continue;
+        }
+        // `--bail 2`: the count goes with the flag.
+        if std::mem::take(&mut after_bail) && arg.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
         // Redirections, pipes and further commands end the runner's arguments.
@@ -232,10 +268,17 @@ fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
             break;
         }
         let name = arg.split('=').next().unwrap_or(arg);
-        let drops_value = matches!(name, "--reporter" | "-R" | "--outputFile" | "--config-env")
-            && !arg.contains('=');
+        let drops_value = matches!(
+            name,
+            "--reporter" | "-R" | "--outputFile" | "--config-env" | "--changedSince"
+        ) && !arg.contains('=');
         if drops_value {
             skip_value = true;
+            continue;
+        }
+        let short_bail = *arg == "-b" && matches!(runner, Runner::Jest | Runner::Mocha);
+        if name == "--bail" || short_bail {
+            after_bail = !arg.contains('=');
             continue;
         }
         if matches!(
@@ -249,7 +292,13 @@ fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
                 | "--outputFile"
                 | "--coverage"
                 | "--silent"
+                | "--onlyChanged"
+                | "--lastCommit"
+                | "--changedSince"
         ) {
+            continue;
+        }
+        if *arg == "-o" && runner == Runner::Jest {
             continue;
         }
         if i == 0 && matches!((runner, *arg), (Runner::Vitest, "run" | "watch" | "dev")) {
@@ -690,6 +739,36 @@ mod tests {
             "{}",
             plan.version_reason
         );
+    }
+
+    #[test]
+    fn runs_that_stop_at_the_first_failure_are_not_kept() {
+        let test_of = |files: &[(&str, &str)]| node_plan(files, None).test;
+        assert_eq!(
+            test_of(&[(
+                "package.json",
+                r#"{"scripts":{"test":"mocha --bail --check-leaks test/"}}"#
+            )]),
+            "CI=true npx --no-install mocha --check-leaks test/ --reporter json 2>&1"
+        );
+        // A config file that bails is overridden on the command line.
+        assert_eq!(
+            test_of(&[
+                ("package.json", r#"{"scripts":{"test":"mocha -b test/"}}"#),
+                (".mocharc.json", r#"{"bail": true, "spec": "test"}"#),
+            ]),
+            "CI=true npx --no-install mocha test/ --no-bail --reporter json 2>&1"
+        );
+        let jest = test_of(&[(
+            "package.json",
+            r#"{"scripts":{"test":"jest --bail 2 -o --runInBand src"}}"#,
+        )]);
+        assert!(jest.contains("jest --runInBand src --ci"), "{jest}");
+        let vitest = test_of(&[(
+            "package.json",
+            r#"{"scripts":{"test":"vitest run --bail=1 --changedSince main tests"}}"#,
+        )]);
+        assert!(vitest.contains("vitest run tests --reporter"), "{vitest}");
     }
 
     #[test]
