@@ -1322,7 +1322,7 @@ inputs = ["tasks", "launch", "validate"]
         );
         let pipeline =
             Pipeline::compile(Path::new("pipeline.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
-        let cwd = std::env::current_dir().unwrap();
+        let cwd = std::env::current_dir().expect("a current directory");
         assert_eq!(pipeline.dataset.root, cwd.join("datasets"));
         let Some(NodeSettings::Ingest(ingest)) = pipeline.node("tasks").map(|n| &n.settings) else {
             panic!("ingest settings missing");

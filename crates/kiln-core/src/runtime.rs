@@ -13,6 +13,9 @@ pub const LABEL_MANAGED: &str = "kiln.managed";
 /// Label naming the run (`<dataset>/<run-id>`) a container belongs to.
 pub const LABEL_RUN: &str = "kiln.run";
 
+/// Where the repository sits inside every container kiln runs (`/testbed`, as in SWE-bench).
+pub const WORKDIR: &str = "/testbed";
+
 /// Errors of a container runtime. Messages read well after "failed to".
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

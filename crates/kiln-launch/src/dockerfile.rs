@@ -127,7 +127,7 @@ pub async fn verify(
     let _ = runtime.remove_image(tag).await;
     let outcome = outcome?;
     let statuses = kiln_testlog::parse(&record.parser, &outcome.output)
-        .map(|p| p.statuses)
+        .map(|p| p.relative_to(WORKDIR).statuses)
         .unwrap_or_default();
     Ok(match reproduces(&record.baseline, &statuses) {
         Ok(()) => "rebuilt and passed".into(),

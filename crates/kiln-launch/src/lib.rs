@@ -33,8 +33,7 @@ use kiln_core::{
 };
 use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
 
-/// Where the repository sits inside every container.
-pub const WORKDIR: &str = "/testbed";
+pub use kiln_core::runtime::WORKDIR;
 
 /// Everything launch needs for one candidate.
 #[derive(Debug, Clone)]
@@ -460,7 +459,7 @@ fn judge_tests(
         return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
     }
     let parsed = match kiln_testlog::parse(&record.parser, &outcome.output) {
-        Ok(parsed) => parsed,
+        Ok(parsed) => parsed.relative_to(WORKDIR),
         Err(e) => return Some(Failure::new(FailureClass::TestRun, command, &e.to_string())),
     };
     record.baseline = parsed.statuses.clone();

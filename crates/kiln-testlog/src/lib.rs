@@ -87,7 +87,8 @@
 //! `numRuntimeErrorTestSuites`.
 //! `mocha --reporter json`: ids `<file>::<full title>` (mocha only gives the space-joined title);
 //! passes → pass, failures → fail (a failing `"before all" hook` → error), pending → skip; totals
-//! from `stats`. Limits: absolute file paths are kept as printed.
+//! from `stats`. Absolute file paths are kept as printed; [`ParsedLog::relative_to`] makes them
+//! relative to the checkout, as kiln's stages do.
 //!
 //! ## `node-test` and `mocha-spec`
 //! `node --test` with the TAP reporter (node 20's default without a TTY) or the spec reporter
@@ -211,6 +212,32 @@ impl ParsedLog {
     #[must_use]
     pub fn count(&self, status: TestStatus) -> usize {
         self.statuses.values().filter(|s| **s == status).count()
+    }
+
+    /// The same log with ids that start with the directory `root` made relative to it
+    /// (`/testbed/test/a.test.js::t` → `test/a.test.js::t`): JavaScript runners print absolute
+    /// file paths, and ids relative to the repository match other datasets' lists and do not
+    /// depend on where the repository was checked out. Should two ids meet, the worst status
+    /// is kept.
+    #[must_use]
+    pub fn relative_to(mut self, root: &str) -> Self {
+        let prefix = format!("{}/", root.trim_end_matches('/'));
+        if !self.statuses.keys().any(|id| id.starts_with(&prefix)) {
+            return self;
+        }
+        let mut statuses = TestStatuses::new();
+        for (id, status) in std::mem::take(&mut self.statuses) {
+            let id = match id.strip_prefix(&prefix) {
+                Some(rest) => rest.to_string(),
+                None => id,
+            };
+            statuses
+                .entry(id)
+                .and_modify(|kept| *kept = util::worst(*kept, status))
+                .or_insert(status);
+        }
+        self.statuses = statuses;
+        self
     }
 }
 

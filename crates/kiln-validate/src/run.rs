@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_core::config::DockerSettings;
+use kiln_core::runtime::WORKDIR;
 use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, Removals, RuntimeError, Session};
 use kiln_schema::{FailureClass, TestStatuses};
 
@@ -84,7 +85,7 @@ pub async fn run_tests(
         labels: spec.labels.clone(),
         limits: spec.docker.limits(),
         network: spec.network,
-        workdir: Some("/testbed".into()),
+        workdir: Some(WORKDIR.into()),
         max_lifetime: spec.timeout * 2 + Duration::from_secs(600),
     };
     let mut session = Session::start(runtime, &container, &spec.log).await?;
@@ -161,7 +162,8 @@ async fn run_in(session: &mut Session, spec: &RunSpec<'_>) -> Result<RunOutput, 
             output,
         } => {
             let parsed = kiln_testlog::parse(spec.parser, &output)
-                .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?;
+                .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
+                .relative_to(WORKDIR);
             Ok(RunOutput {
                 exit_code,
                 statuses: parsed.statuses,

@@ -195,10 +195,12 @@ fn statuses(
     } else {
         log
     };
-    // kiln checks repositories out at /testbed, and jest reports absolute file paths, which the
-    // jest-json parser keeps: the host checkout stands in for /testbed.
+    // jest reports absolute file paths, which kiln makes relative to its checkout at /testbed;
+    // the host checkout stands in for /testbed (a temporary path would read as `<tmp>`).
     let log = log.replace(&format!("{}/", work.display()), "/testbed/");
-    let parsed = kiln_testlog::parse(plan.parser, &log).unwrap();
+    let parsed = kiln_testlog::parse(plan.parser, &log)
+        .unwrap()
+        .relative_to("/testbed");
     assert!(parsed.is_consistent(), "{id}: {:?}\n{log}", parsed.problems);
     assert!(!parsed.statuses.is_empty(), "{id}: nothing parsed:\n{log}");
     parsed.statuses.into_iter().collect()

@@ -303,3 +303,34 @@ fn line_oriented_parsers_stream() {
         assert_eq!(streams, !document, "{name}");
     }
 }
+
+#[test]
+fn ids_are_made_relative_to_the_checkout() {
+    let log = include_str!("../data/jest-json/mixed.json");
+    let absolute = parse("jest-json", log).expect("a known parser");
+    let relative = parse("jest-json", log)
+        .expect("a known parser")
+        .relative_to("/tmp/jsproj/");
+    assert_eq!(absolute.statuses.len(), relative.statuses.len());
+    for (id, status) in &absolute.statuses {
+        let rest = id
+            .strip_prefix("/tmp/jsproj/")
+            .unwrap_or_else(|| panic!("{id} is not under the checkout"));
+        assert_eq!(relative.statuses.get(rest), Some(status), "{rest}");
+    }
+    assert!(
+        relative
+            .statuses
+            .contains_key("__tests__/math.test.js::math › adds numbers"),
+        "{:?}",
+        relative.statuses.keys()
+    );
+    // Another root leaves the ids alone.
+    assert_eq!(
+        parse("jest-json", log)
+            .expect("a known parser")
+            .relative_to("/testbed")
+            .statuses,
+        absolute.statuses
+    );
+}
