@@ -434,7 +434,7 @@ fn node_version(
     };
     let era_note = match era {
         Some(day) => format!("the base commit ({day}) prefers Node {prefer}"),
-        None => format!("no commit date, Node {prefer} preferred"),
+        None => format!("the base commit's date is not in use, Node {prefer} preferred"),
     };
     if let Some(range) = engines.filter(|r| !r.trim().is_empty()) {
         let admitted: Vec<u32> = NODE_VERSIONS

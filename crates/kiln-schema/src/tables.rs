@@ -101,7 +101,7 @@ table! {
         pub base_image: String,
         /// Tag of the committed environment image (null when failed).
         pub image: Option<String>,
-        /// Shell commands that set the environment up, in order.
+        /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
         /// Commands to re-run after the source changes (before running tests).
         pub rebuild_commands: Vec<String>,
