@@ -2,16 +2,21 @@
 # Measures what kiln's launch stage costs over running the same commands by hand.
 #
 #   scripts/bench-launch.sh [demo|eco] [DIR]
+#   scripts/bench-launch.sh config PIPELINE_TOML [DIR]
 #
-#   demo  `kiln demo` (the four Python fixtures; default)
-#   eco   `kiln run` on kiln-testkit's ecosystem fixtures (Rust, Node, Go, C, Java)
-#   DIR   working directory (default: a new temporary directory, removed at the end)
+#   demo    `kiln demo` (the four Python fixtures; default)
+#   eco     `kiln run` on kiln-testkit's ecosystem fixtures (Rust, Node, Go, C, Java)
+#   config  a new `kiln run` of your own pipeline (real repositories); its ingest source's
+#           clone_url must be a local path (after `{config_dir}`, `{owner}`, `{name}`) so the
+#           raw side can clone from it too
+#   DIR     working directory (default: a new temporary directory, removed at the end)
 #
 # For every instance that launch built, the script re-runs the recorded setup commands and test
 # command directly: `docker create` from the same base image, `docker cp` of a fresh clone of
 # the fixture repository at base_commit into /testbed, `docker start -a`, timed from create to
-# exit. It prints, per instance, kiln's launch wall seconds (the launch row's total_seconds),
-# the raw seconds, and their ratio, then the overall ratio (sum over sum); the last column is
+# exit. It prints, per instance, kiln's launch wall seconds (the launch row's total_seconds,
+# less the time spent building a missing base image, which the raw side does not pay), the raw
+# seconds, and their ratio, then the overall ratio (sum over sum); the last column is
 # the part of kiln's time spent in those same commands (setup_seconds + test_seconds).
 #
 # Needs: a running Docker engine with the base images, cargo, git, python3 with pyarrow.
@@ -22,15 +27,20 @@ set -euo pipefail
 CONCURRENCY=${CONCURRENCY:-1}
 
 MODE=${1:-demo}
-WORK=${2:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-case $MODE in
-demo | eco) ;;
-*)
-    echo "usage: $0 [demo|eco] [DIR]" >&2
+usage() {
+    echo "usage: $0 [demo|eco] [DIR] | $0 config PIPELINE_TOML [DIR]" >&2
     exit 2
+}
+case $MODE in
+demo | eco) WORK=${2:-} ;;
+config)
+    [[ -n ${2:-} && -f ${2:-} ]] || usage
+    CONFIG=$(realpath "$2")
+    WORK=${3:-}
     ;;
+*) usage ;;
 esac
 
 if [[ -z $WORK ]]; then
@@ -97,7 +107,11 @@ EOF
     } >"$DIR/pipeline.toml"
     "$KILN" --quiet --json run --concurrency "$CONCURRENCY" --config "$DIR/pipeline.toml" >"$WORK/report.json" || true
     ;;
+config)
+    "$KILN" --quiet --json run --new --concurrency "$CONCURRENCY" --config "$CONFIG" >"$WORK/report.json" || true
+    ;;
 esac
+CONFIG=${CONFIG:-$DIR/pipeline.toml}
 
 RUN_DIR=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_dir"])' "$WORK/report.json")
 echo "run: $RUN_DIR" >&2
@@ -106,6 +120,16 @@ echo "run: $RUN_DIR" >&2
 python3 - "$RUN_DIR/launch" >"$WORK/built.jsonl" <<'EOF'
 import json, sys, pathlib
 import pyarrow.parquet as pq
+
+def image_seconds(log):
+    """The `base image` phase of the launch (building a missing image), from its log."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if line.startswith("# launch phases (s):"):
+            for phase in line.split(":", 1)[1].split(","):
+                name, _, secs = phase.strip().rpartition(" ")
+                if name == "base image":
+                    return float(secs)
+    return 0.0
 
 stage = pathlib.Path(sys.argv[1])
 manifest = json.loads((stage / "manifest.json").read_text())
@@ -116,8 +140,24 @@ for part in manifest["parts"]:
             continue
         print(json.dumps({k: row[k] for k in (
             "instance_id", "repo", "base_commit", "base_image", "setup_commands",
-            "rebuild_commands", "test_command", "total_seconds", "setup_seconds", "test_seconds")}))
+            "rebuild_commands", "test_command", "total_seconds", "setup_seconds", "test_seconds")}
+            | {"image_seconds": image_seconds(stage.parent / row["log_dir"] / "launch.log")}))
 EOF
+
+# Where the raw side clones `owner/name` from: the ingest source's clone_url, expanded.
+clone_source() {
+    python3 - "$CONFIG" "$1" <<'EOF'
+import pathlib, sys, tomllib
+config, repo = pathlib.Path(sys.argv[1]), sys.argv[2]
+sources = tomllib.loads(config.read_text()).get("sources", {})
+url = next((s.get("clone_url") for s in sources.values() if s.get("clone_url")), None)
+if url is None:
+    sys.exit(f"{config}: no source has a clone_url to clone {repo} from")
+owner, name = repo.split("/", 1)
+print(url.replace("{config_dir}", str(config.parent)).replace("{owner}", owner)
+      .replace("{name}", name).replace("{repo}", repo))
+EOF
+}
 
 # 3. The same commands by hand, timed.
 : >"$WORK/times.tsv"
@@ -136,12 +176,12 @@ print("\n".join(lines))' "$row")
     fields=$(python3 -c '
 import json, sys
 row = json.loads(sys.argv[1])
-print(row["repo"], row["base_commit"], row["base_image"], row["total_seconds"],
-      row["setup_seconds"] + row["test_seconds"])' "$row")
+print(row["repo"], row["base_commit"], row["base_image"],
+      row["total_seconds"] - row["image_seconds"], row["setup_seconds"] + row["test_seconds"])' "$row")
     read -r repo base image kiln_seconds kiln_commands <<<"$fields"
     checkout=$WORK/checkouts/$id
     rm -rf "$checkout"
-    git clone -q "$DIR/repos/$repo" "$checkout"
+    git clone -q "$(clone_source "$repo")" "$checkout"
     git -C "$checkout" checkout -q "$base"
     start=$(date +%s.%N)
     cid=$(docker create --label kiln.bench=1 -e PIP_DISABLE_PIP_VERSION_CHECK=1 -w /testbed "$image" bash -c "$script")
