@@ -1226,7 +1226,6 @@ pub fn parse_size(text: &str) -> Result<i64, String> {
     }
 }
 
-/// The allowed name closest to `name`, when close enough to be a likely typo.
 /// The directory of the config file, absolute: relative paths and `{config_dir}` are anchored
 /// there. A bare file name (`--config pipeline.toml`) has an empty parent, which is the current
 /// directory.
@@ -1238,6 +1237,7 @@ fn config_dir(path: &Path) -> PathBuf {
     std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
 }
 
+/// The allowed name closest to `name`, when close enough to be a likely typo.
 fn closest<'s>(name: &str, allowed: &[&'s str]) -> Option<&'s str> {
     allowed
         .iter()
