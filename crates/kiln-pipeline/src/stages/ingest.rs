@@ -1,0 +1,66 @@
+//! `ingest`: candidates from a SWE-bench or Multi-SWE-bench task file.
+
+use std::collections::BTreeSet;
+
+use kiln_core::Event;
+use kiln_core::config::NodeSettings;
+use kiln_schema::Candidate;
+
+use super::{StageContext, StageOutcome, finish, plan, started};
+use crate::PipelineError;
+
+pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
+    let NodeSettings::Ingest(settings) = &cx.node.settings else {
+        return Err(PipelineError::Internal(
+            "wrong settings for an ingest node".into(),
+        ));
+    };
+    let mut table = cx.table::<Candidate>()?;
+    let mut rows = kiln_github::read_task_file(&settings.path).map_err(
+        |kiln_github::IngestError::Read { path, source }| PipelineError::Input {
+            what: format!("the task file {}", path.display()),
+            message: source.to_string(),
+        },
+    )?;
+    if !settings.instances.is_empty() {
+        rows.retain(|r| settings.instances.contains(&r.instance_id));
+    }
+    // Duplicate ids in a task file: the first wins, the others become error rows so nothing is
+    // silently dropped.
+    let mut seen = BTreeSet::new();
+    for row in &mut rows {
+        if !seen.insert(row.instance_id.clone()) {
+            row.error = Some(format!(
+                "{}: duplicate instance_id {}",
+                row.origin, row.instance_id
+            ));
+            row.status = "error".into();
+            row.instance_id = format!("duplicate-{}", row.origin.replace([':', '/'], "-"));
+        }
+    }
+    let items: Vec<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
+    started(cx, items.len(), 0);
+    let (todo, skipped) = plan(cx, &mut table, items.clone())?;
+    let todo: BTreeSet<String> = todo.into_iter().collect();
+    let new_rows: Vec<Candidate> = rows
+        .into_iter()
+        .filter(|r| todo.contains(&r.instance_id))
+        .collect();
+    if !new_rows.is_empty() {
+        table.append(&new_rows)?;
+    }
+    for row in new_rows.iter().filter(|r| r.status != "ok") {
+        cx.reporter.report(Event::Note {
+            message: row.error.clone().unwrap_or_default(),
+        });
+    }
+    let items: BTreeSet<String> = items.into_iter().collect();
+    finish(
+        cx,
+        &mut table,
+        &items,
+        new_rows.len() as u64,
+        skipped,
+        |r| r.status.clone(),
+    )
+}

@@ -1,0 +1,267 @@
+//! The stages, one module per kind. Each reads its inputs from the run store, processes the
+//! items still missing and appends rows as they finish; this module holds what they share.
+
+mod export;
+mod filter;
+mod ingest;
+mod launch;
+mod split;
+mod validate;
+
+pub(crate) use export::export;
+pub(crate) use filter::filter;
+pub(crate) use ingest::ingest;
+pub(crate) use launch::launch;
+pub(crate) use split::split;
+pub(crate) use validate::validate;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kiln_core::config::{Node, NodeKind, Pipeline};
+use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
+use kiln_core::{ContainerRuntime, Event, Reporter};
+use kiln_schema::{Candidate, Row, Verdict};
+use kiln_store::{RunStore, StageTable};
+use tokio::task::JoinSet;
+
+use crate::{PipelineError, RunOptions};
+
+/// What a stage did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageOutcome {
+    /// Stage name.
+    pub stage: String,
+    /// Rows in its table after the run.
+    pub rows: u64,
+    /// Items processed by this invocation.
+    pub processed: u64,
+    /// Items skipped because they already had rows.
+    pub skipped: u64,
+    /// Whether every item of the stage has a row.
+    pub complete: bool,
+    /// Counters by outcome.
+    pub counts: BTreeMap<String, u64>,
+    /// For export: where the release was written.
+    pub release_dir: Option<PathBuf>,
+}
+
+pub(crate) struct StageContext<'a> {
+    pub pipeline: &'a Pipeline,
+    pub run: &'a RunStore,
+    pub node: &'a Node,
+    pub reporter: Arc<dyn Reporter>,
+    pub runtime: Option<Arc<dyn ContainerRuntime>>,
+    pub options: &'a RunOptions,
+    pub run_label: String,
+}
+
+impl StageContext<'_> {
+    fn input(&self, kind: NodeKind) -> Option<&Node> {
+        self.pipeline.input_of_kind(self.node, kind)
+    }
+
+    /// Rows of the input of `kind`; an input that never ran is an error naming it.
+    fn input_rows<R: Row>(&self, kind: NodeKind) -> Result<Option<Vec<R>>, PipelineError> {
+        let Some(input) = self.input(kind) else {
+            return Ok(None);
+        };
+        let dir = self.run.stage_dir(&input.name)?;
+        if !dir.join(kiln_store::MANIFEST).exists() {
+            return Err(PipelineError::MissingInput {
+                stage: self.node.name.clone(),
+                input: input.name.clone(),
+            });
+        }
+        Ok(Some(kiln_store::read_rows::<R>(&dir)?))
+    }
+
+    fn candidates(&self) -> Result<Vec<Candidate>, PipelineError> {
+        Ok(self
+            .input_rows::<Candidate>(NodeKind::Ingest)?
+            .unwrap_or_default())
+    }
+
+    /// Opens this stage's table. A table made with other settings is started over.
+    fn table<R: Row>(&self) -> Result<StageTable<R>, PipelineError> {
+        let mut table =
+            self.run
+                .stage::<R>(&self.node.name, &self.node.settings_hash(), BTreeMap::new())?;
+        if table.is_stale() {
+            self.reporter.report(Event::Note {
+                message: format!(
+                    "stage {}: settings changed since its rows were written; starting it over",
+                    self.node.name
+                ),
+            });
+            table.reset()?;
+        }
+        Ok(table)
+    }
+
+    fn runtime(&self) -> Result<Arc<dyn ContainerRuntime>, PipelineError> {
+        self.runtime
+            .clone()
+            .ok_or_else(|| PipelineError::NoEngine(self.node.name.clone()))
+    }
+
+    fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (LABEL_MANAGED.to_string(), "1".to_string()),
+            (LABEL_RUN.to_string(), self.run_label.clone()),
+        ])
+    }
+
+    fn log_dir(&self, instance_id: &str) -> Result<(PathBuf, String), PipelineError> {
+        let dir = self.run.log_dir(instance_id, &self.node.name)?;
+        let label = format!("logs/{instance_id}/{}", self.node.name);
+        Ok((dir, label))
+    }
+}
+
+/// Decides which of `items` to process, after dropping rows `--force` asks to redo.
+fn plan<R: Row>(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<R>,
+    items: Vec<String>,
+) -> Result<(Vec<String>, u64), PipelineError> {
+    let wanted: Vec<String> = match &cx.options.only {
+        Some(only) => items.into_iter().filter(|i| only.contains(i)).collect(),
+        None => items,
+    };
+    if cx.options.force {
+        if cx.options.only.is_some() {
+            let keys: BTreeSet<String> = wanted.iter().cloned().collect();
+            table.remove_keys(&keys)?;
+        } else {
+            table.reset()?;
+        }
+    }
+    let done = table.keys()?;
+    let skipped = wanted.iter().filter(|i| done.contains(*i)).count() as u64;
+    let todo = wanted.into_iter().filter(|i| !done.contains(i)).collect();
+    Ok((todo, skipped))
+}
+
+/// Marks the table complete when every item has a row, compacts it, and builds the outcome.
+fn finish<R: Row>(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<R>,
+    items: &BTreeSet<String>,
+    processed: u64,
+    skipped: u64,
+    count: impl Fn(&R) -> String,
+) -> Result<StageOutcome, PipelineError> {
+    let rows = table.rows()?;
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for row in &rows {
+        *counts.entry(count(row)).or_default() += 1;
+    }
+    let keys: BTreeSet<String> = rows.iter().map(|r| r.key().to_string()).collect();
+    let complete = items.iter().all(|i| keys.contains(i));
+    table.set_complete(complete, counts.clone())?;
+    if complete {
+        table.compact()?;
+    }
+    Ok(StageOutcome {
+        stage: cx.node.name.clone(),
+        rows: rows.len() as u64,
+        processed,
+        skipped,
+        complete,
+        counts,
+        release_dir: None,
+    })
+}
+
+fn started(cx: &StageContext<'_>, total: usize, done: u64) {
+    cx.reporter.report(Event::StageStarted {
+        stage: cx.node.name.clone(),
+        total: total as u64,
+        done,
+    });
+}
+
+/// Processes `todo` with bounded concurrency, appending each row as soon as its item finishes.
+async fn for_each_item<R, F, Fut>(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<R>,
+    todo: Vec<String>,
+    concurrency: usize,
+    work: F,
+    outcome_of: impl Fn(&R) -> String,
+) -> Result<u64, PipelineError>
+where
+    R: Row,
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<R, PipelineError>> + Send + 'static,
+{
+    let mut pending = todo.into_iter();
+    let mut running: JoinSet<(String, f64, Result<R, PipelineError>)> = JoinSet::new();
+    let mut processed = 0;
+    let spawn = |running: &mut JoinSet<_>, item: String| {
+        cx.reporter.report(Event::ItemStarted {
+            stage: cx.node.name.clone(),
+            item: item.clone(),
+        });
+        let future = work(item.clone());
+        running.spawn(async move {
+            let started = Instant::now();
+            let result = future.await;
+            (item, started.elapsed().as_secs_f64(), result)
+        });
+    };
+    for item in pending.by_ref().take(concurrency.max(1)) {
+        spawn(&mut running, item);
+    }
+    while let Some(joined) = running.join_next().await {
+        let (item, seconds, result) =
+            joined.map_err(|e| PipelineError::Internal(format!("a worker task failed: {e}")))?;
+        // An infrastructure error stops the stage; dropping `running` aborts the other items,
+        // whose sessions then remove their containers.
+        let row = result?;
+        table.append(std::slice::from_ref(&row))?;
+        processed += 1;
+        cx.reporter.report(Event::ItemFinished {
+            stage: cx.node.name.clone(),
+            item,
+            outcome: outcome_of(&row),
+            seconds,
+        });
+        if let Some(next) = pending.next() {
+            spawn(&mut running, next);
+        }
+    }
+    Ok(processed)
+}
+
+/// Candidates that read correctly and that the filter input (if any) kept.
+pub(super) fn kept_candidates(cx: &StageContext<'_>) -> Result<Vec<Candidate>, PipelineError> {
+    let mut candidates = cx.candidates()?;
+    candidates.retain(|c| c.status == "ok");
+    if let Some(verdicts) = cx.input_rows::<Verdict>(NodeKind::Filter)? {
+        let kept: BTreeSet<String> = verdicts
+            .into_iter()
+            .filter(|v| v.keep)
+            .map(|v| v.instance_id)
+            .collect();
+        candidates.retain(|c| kept.contains(&c.instance_id));
+    }
+    Ok(candidates)
+}
+
+/// Waits for the containers a stage handed to background removal. One that could not be removed
+/// keeps the run label, and the next run of the same id removes it; the stage's rows stand.
+pub(super) async fn wait_for_removals(cx: &StageContext<'_>, removals: &kiln_core::Removals) {
+    for e in removals.wait().await {
+        cx.reporter.report(Event::Note {
+            message: format!(
+                "{}: a container was not removed (the next run of this id removes it): {e}",
+                cx.node.name
+            ),
+        });
+    }
+}
