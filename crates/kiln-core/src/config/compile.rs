@@ -1,0 +1,740 @@
+//! The compiler's machinery: walking TOML tables key by key, typed key readers that report
+//! located errors, the `[dataset]` and `[docker]` tables, node dispatch and the graph check.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::{
+    ConfigError, DatasetSettings, DockerSettings, Node, NodeKind, NodeSettings, Pipeline,
+    hex_sha256, parse_duration, parse_size,
+};
+
+pub(super) type Table<'a> = DeTable<'a>;
+pub(super) type Value<'a> = Spanned<DeValue<'a>>;
+
+/// A node as declared, before the graph is checked; `settings` is `None` when they had errors.
+pub(super) struct Draft {
+    key: String,
+    node_name: String,
+    kind: NodeKind,
+    inputs: Vec<String>,
+    inputs_at: usize,
+    settings: Option<NodeSettings>,
+}
+
+pub(super) struct Compiler<'t> {
+    pub(super) file: PathBuf,
+    pub(super) text: &'t str,
+    pub(super) base: PathBuf,
+    pub(super) errors: Vec<ConfigError>,
+}
+
+/// Reads the keys of one table, remembering which were consumed so the rest are reported unknown.
+pub(super) struct Keys<'a, 'b> {
+    pub(super) table: &'b Table<'a>,
+    pub(super) prefix: String,
+    /// Span of the table header, for "missing key" errors.
+    pub(super) at: usize,
+    seen: BTreeSet<String>,
+}
+
+impl<'a, 'b> Keys<'a, 'b> {
+    pub(super) fn new(table: &'b Table<'a>, prefix: &str, at: usize) -> Self {
+        Self {
+            table,
+            prefix: prefix.to_string(),
+            at,
+            seen: BTreeSet::new(),
+        }
+    }
+
+    pub(super) fn get(&mut self, key: &str) -> Option<&'b Value<'a>> {
+        self.seen.insert(key.to_string());
+        self.table
+            .iter()
+            .find(|(k, _)| k.get_ref().as_ref() == key)
+            .map(|(_, v)| v)
+    }
+
+    pub(super) fn path(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.prefix)
+        }
+    }
+
+    /// Reports keys that were never asked for.
+    pub(super) fn finish(self, cx: &mut Compiler<'_>, allowed: &[&str]) {
+        for (key, _) in self.table {
+            let name = key.get_ref().as_ref();
+            if !self.seen.contains(name) {
+                let suggestion = closest(name, allowed)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                cx.error_at(
+                    key.span().start,
+                    &self.path(name),
+                    format!(
+                        "unknown key{suggestion}; expected one of: {}",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+}
+
+impl Compiler<'_> {
+    pub(super) fn error_at(&mut self, offset: usize, key: &str, message: String) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before
+            .rfind('\n')
+            .map_or(offset, |nl| offset - nl - 1)
+            .saturating_add(1);
+        self.errors.push(ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            key: key.to_string(),
+            message,
+        });
+    }
+
+    pub(super) fn compile_root(&mut self, root: &Table<'_>) -> Option<Pipeline> {
+        let mut keys = Keys::new(root, "", 0);
+        let dataset = self.dataset(keys.get("dataset"));
+        let docker = self.docker(keys.get("docker"));
+        let mut nodes = Vec::new();
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        for section in ["sources", "stages"] {
+            let Some(value) = keys.get(section) else {
+                continue;
+            };
+            let Some(table) = self.table(value, section) else {
+                continue;
+            };
+            for (name, value) in table {
+                let name_str = name.get_ref().to_string();
+                let key = format!("{section}.{name_str}");
+                if names.insert(name_str.clone(), name.span().start).is_some() {
+                    self.error_at(
+                        name.span().start,
+                        &key,
+                        "a source or stage with this name is already declared".into(),
+                    );
+                    continue;
+                }
+                if let Some(draft) = self.node(section, &name_str, value) {
+                    nodes.push(draft);
+                }
+            }
+        }
+        keys.finish(self, &["dataset", "docker", "sources", "stages"]);
+        if nodes.is_empty() && self.errors.is_empty() {
+            self.error_at(0, "", "no sources or stages are declared".into());
+        }
+        let nodes = self.check_graph(nodes);
+        Some(Pipeline {
+            path: self.file.clone(),
+            text: self.text.to_string(),
+            hash: hex_sha256(self.text.as_bytes()),
+            dataset: dataset?,
+            docker: docker?,
+            nodes,
+        })
+    }
+
+    pub(super) fn table<'a, 'b>(
+        &mut self,
+        value: &'b Value<'a>,
+        key: &str,
+    ) -> Option<&'b Table<'a>> {
+        if let DeValue::Table(table) = value.get_ref() {
+            Some(table)
+        } else {
+            self.error_at(
+                value.span().start,
+                key,
+                format!("expected a table, found {}", value.get_ref().type_str()),
+            );
+            None
+        }
+    }
+
+    pub(super) fn string(&mut self, keys: &mut Keys<'_, '_>, key: &str) -> Option<Option<String>> {
+        let value = keys.get(key)?;
+        if let Some(s) = value.get_ref().as_str() {
+            Some(Some(s.to_string()))
+        } else {
+            let path = keys.path(key);
+            self.error_at(
+                value.span().start,
+                &path,
+                format!("expected a string, found {}", value.get_ref().type_str()),
+            );
+            Some(None)
+        }
+    }
+
+    /// A string key with a default; `Err(())` when present but wrong (already reported).
+    pub(super) fn string_or(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: &str,
+    ) -> Result<String, ()> {
+        match self.string(keys, key) {
+            None => Ok(default.to_string()),
+            Some(Some(s)) => Ok(s),
+            Some(None) => Err(()),
+        }
+    }
+
+    pub(super) fn required_string(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+    ) -> Result<String, ()> {
+        match self.string(keys, key) {
+            None => {
+                let (at, path) = (keys.at, keys.path(key));
+                self.error_at(at, &path, "missing required key".into());
+                Err(())
+            }
+            Some(Some(s)) => Ok(s),
+            Some(None) => Err(()),
+        }
+    }
+
+    pub(super) fn strings(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+    ) -> Result<Vec<String>, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(Vec::new());
+        };
+        let path = keys.path(key);
+        let Some(array) = value.get_ref().as_array() else {
+            self.error_at(
+                value.span().start,
+                &path,
+                format!(
+                    "expected an array of strings, found {}",
+                    value.get_ref().type_str()
+                ),
+            );
+            return Err(());
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        for item in array.iter() {
+            if let Some(s) = item.get_ref().as_str() {
+                out.push(s.to_string());
+            } else {
+                self.error_at(
+                    item.span().start,
+                    &path,
+                    format!("expected a string, found {}", item.get_ref().type_str()),
+                );
+                ok = false;
+            }
+        }
+        if ok { Ok(out) } else { Err(()) }
+    }
+
+    /// An integer in `min..=max`, with a default.
+    pub(super) fn int(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(default);
+        };
+        let path = keys.path(key);
+        let parsed = value
+            .get_ref()
+            .as_integer()
+            .and_then(|i| i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok());
+        match parsed {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
+            Some(n) => {
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("{n} is out of range {min}..={max}"),
+                );
+                Err(())
+            }
+            None => {
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("expected an integer, found {}", value.get_ref().type_str()),
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// A number (integer or float) in `min..=max`, with a default.
+    pub(super) fn float(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: f64,
+        min: f64,
+        max: f64,
+    ) -> Result<f64, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(default);
+        };
+        let path = keys.path(key);
+        let parsed = match value.get_ref() {
+            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+            DeValue::Integer(i) => i.as_str().replace('_', "").parse::<f64>().ok(),
+            _ => None,
+        };
+        match parsed {
+            Some(n) if n >= min && n <= max => Ok(n),
+            Some(n) => {
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("{n} is out of range {min}..={max}"),
+                );
+                Err(())
+            }
+            None => {
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    format!("expected a number, found {}", value.get_ref().type_str()),
+                );
+                Err(())
+            }
+        }
+    }
+
+    pub(super) fn bool(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: bool,
+    ) -> Result<bool, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(default);
+        };
+        if let Some(b) = value.get_ref().as_bool() {
+            Ok(b)
+        } else {
+            let path = keys.path(key);
+            self.error_at(
+                value.span().start,
+                &path,
+                format!(
+                    "expected true or false, found {}",
+                    value.get_ref().type_str()
+                ),
+            );
+            Err(())
+        }
+    }
+
+    pub(super) fn duration(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(default);
+        };
+        let path = keys.path(key);
+        match value.get_ref().as_str().map(parse_duration) {
+            Some(Ok(d)) => Ok(d),
+            Some(Err(message)) => {
+                self.error_at(value.span().start, &path, message);
+                Err(())
+            }
+            None => {
+                self.error_at(
+                    value.span().start,
+                    &path,
+                    "expected a duration string such as \"90s\", \"30m\" or \"2h\"".into(),
+                );
+                Err(())
+            }
+        }
+    }
+
+    pub(super) fn one_of(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: &str,
+        allowed: &[&str],
+    ) -> Result<String, ()> {
+        let value = keys.get(key);
+        let s = self.string_or(keys, key, default)?;
+        if allowed.contains(&s.as_str()) {
+            Ok(s)
+        } else {
+            let at = value.map_or(keys.at, |v| v.span().start);
+            let path = keys.path(key);
+            self.error_at(
+                at,
+                &path,
+                format!(
+                    "unknown value \"{s}\"; expected one of: {}",
+                    allowed.join(", ")
+                ),
+            );
+            Err(())
+        }
+    }
+
+    pub(super) fn path_value(&self, raw: &str) -> PathBuf {
+        let path = PathBuf::from(raw);
+        if path.is_absolute() {
+            path
+        } else {
+            self.base.join(path)
+        }
+    }
+
+    pub(super) fn dataset(&mut self, value: Option<&Value<'_>>) -> Option<DatasetSettings> {
+        let Some(value) = value else {
+            self.error_at(
+                0,
+                "dataset",
+                "missing required table [dataset] with `name`".into(),
+            );
+            return None;
+        };
+        let table = self.table(value, "dataset")?;
+        let mut keys = Keys::new(table, "dataset", value.span().start);
+        let name = self.required_string(&mut keys, "name");
+        if let Ok(name) = &name
+            && (name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        {
+            let at = keys.get("name").map_or(0, |v| v.span().start);
+            self.error_at(
+                at,
+                "dataset.name",
+                "must be non-empty and use only letters, digits, `-`, `_` and `.`".into(),
+            );
+        }
+        let root = self.string_or(&mut keys, "root", "datasets");
+        keys.finish(self, &["name", "root"]);
+        Some(DatasetSettings {
+            name: name.ok()?,
+            root: self.path_value(&root.ok()?),
+        })
+    }
+
+    pub(super) fn docker(&mut self, value: Option<&Value<'_>>) -> Option<DockerSettings> {
+        let defaults = DockerSettings::default();
+        let Some(value) = value else {
+            return Some(defaults);
+        };
+        let table = self.table(value, "docker")?;
+        let mut keys = Keys::new(table, "docker", value.span().start);
+        let ca_bundle = match self.string(&mut keys, "ca_bundle") {
+            Some(Some(s)) => Ok(Some(self.path_value(&s))),
+            Some(None) => Err(()),
+            None => Ok(None),
+        };
+        let memory_value = keys.get("memory");
+        let memory = match self.string_or(&mut keys, "memory", "4g") {
+            Ok(s) => match parse_size(&s) {
+                Ok(n) => Ok(n),
+                Err(message) => {
+                    self.error_at(
+                        memory_value.map_or(0, |v| v.span().start),
+                        "docker.memory",
+                        message,
+                    );
+                    Err(())
+                }
+            },
+            Err(()) => Err(()),
+        };
+        let cpus = self.float(&mut keys, "cpus", defaults.cpus, 0.1, 1024.0);
+        let pids = self.int(&mut keys, "pids", defaults.pids, 64, 1 << 22);
+        let image_prefix = self.string_or(&mut keys, "image_prefix", &defaults.image_prefix);
+        keys.finish(
+            self,
+            &["ca_bundle", "memory", "cpus", "pids", "image_prefix"],
+        );
+        Some(DockerSettings {
+            ca_bundle: ca_bundle.ok()?,
+            memory_bytes: memory.ok()?,
+            cpus: cpus.ok()?,
+            pids: pids.ok()?,
+            image_prefix: image_prefix.ok()?,
+        })
+    }
+
+    pub(super) fn node(&mut self, section: &str, name: &str, value: &Value<'_>) -> Option<Draft> {
+        let key = format!("{section}.{name}");
+        let table = self.table(value, &key)?;
+        let mut keys = Keys::new(table, &key, value.span().start);
+        let kind_value = keys.get("kind");
+        let kind = match self.required_string(&mut keys, "kind") {
+            Ok(k) => match NodeKind::ALL.iter().find(|n| n.as_str() == k) {
+                Some(kind) => Some(*kind),
+                None => {
+                    let names: Vec<&str> = NodeKind::ALL.iter().map(|k| k.as_str()).collect();
+                    self.error_at(
+                        kind_value.map_or(0, |v| v.span().start),
+                        &format!("{key}.kind"),
+                        format!(
+                            "unknown kind \"{k}\"; expected one of: {}",
+                            names.join(", ")
+                        ),
+                    );
+                    None
+                }
+            },
+            Err(()) => None,
+        };
+        let inputs_at = keys
+            .get("inputs")
+            .map_or(value.span().start, |v| v.span().start);
+        let inputs = self.strings(&mut keys, "inputs");
+        let Some(kind) = kind else {
+            // Without a kind the other keys cannot be checked; mark them seen.
+            for (k, _) in table {
+                keys.get(k.get_ref());
+            }
+            return None;
+        };
+        let wrong_section = (section == "sources") != kind.is_source();
+        if wrong_section {
+            let place = if kind.is_source() {
+                "[sources]"
+            } else {
+                "[stages]"
+            };
+            self.error_at(
+                kind_value.map_or(0, |v| v.span().start),
+                &format!("{key}.kind"),
+                format!("kind \"{kind}\" belongs under {place}"),
+            );
+        }
+        let (settings, allowed): (Result<NodeSettings, ()>, &[&str]) = match kind {
+            NodeKind::Ingest => (
+                self.ingest(&mut keys),
+                &["kind", "path", "clone_url", "instances"],
+            ),
+            NodeKind::Filter => (
+                self.filter(&mut keys),
+                &["kind", "inputs", "judge", "min_problem_chars"],
+            ),
+            NodeKind::Split => (self.split(&mut keys), &["kind", "inputs", "keep"]),
+            NodeKind::Launch => (
+                self.launch(&mut keys),
+                &[
+                    "kind",
+                    "inputs",
+                    "concurrency",
+                    "command_timeout",
+                    "test_timeout",
+                    "min_pass_ratio",
+                    "date_cutoff",
+                    "verify_dockerfile",
+                ],
+            ),
+            NodeKind::Validate => (
+                self.validate(&mut keys),
+                &[
+                    "kind",
+                    "inputs",
+                    "repeats",
+                    "concurrency",
+                    "test_timeout",
+                    "network",
+                    "network_repos",
+                    "base_run",
+                ],
+            ),
+            NodeKind::Export => (
+                self.export(&mut keys),
+                &["kind", "inputs", "split", "tag", "rows_per_shard"],
+            ),
+        };
+        if kind.is_source()
+            && keys
+                .table
+                .iter()
+                .any(|(k, _)| k.get_ref().as_ref() == "inputs")
+        {
+            let at = keys
+                .table
+                .iter()
+                .find(|(k, _)| k.get_ref().as_ref() == "inputs")
+                .map_or(0, |(k, _)| k.span().start);
+            self.error_at(
+                at,
+                &format!("{key}.inputs"),
+                "a source takes no inputs".into(),
+            );
+        }
+        keys.finish(self, allowed);
+        Some(Draft {
+            key,
+            node_name: name.to_string(),
+            kind,
+            inputs: inputs.unwrap_or_default(),
+            inputs_at,
+            settings: settings.ok(),
+        })
+    }
+
+    /// Checks inputs and kinds, and orders the nodes so each comes after its inputs.
+    pub(super) fn check_graph(&mut self, nodes: Vec<Draft>) -> Vec<Node> {
+        let by_name: BTreeMap<&str, &Draft> =
+            nodes.iter().map(|n| (n.node_name.as_str(), n)).collect();
+        for node in &nodes {
+            let key = format!("{}.inputs", node.key);
+            let at = &node.inputs_at;
+            let (required, optional) = node.kind.input_rules();
+            let mut kinds_seen: BTreeMap<NodeKind, &str> = BTreeMap::new();
+            for input in &node.inputs {
+                let Some(target) = by_name.get(input.as_str()) else {
+                    let names: Vec<&str> = by_name.keys().copied().collect();
+                    let hint = closest(input, &names)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!("input \"{input}\" is not a declared source or stage{hint}"),
+                    );
+                    continue;
+                };
+                if !required.contains(&target.kind) && !optional.contains(&target.kind) {
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!(
+                            "a {} stage cannot read \"{input}\", a {} node",
+                            node.kind, target.kind
+                        ),
+                    );
+                }
+                if let Some(other) = kinds_seen.insert(target.kind, input) {
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!(
+                            "inputs \"{other}\" and \"{input}\" are both {} nodes; name one",
+                            target.kind
+                        ),
+                    );
+                }
+            }
+            for kind in required {
+                if !kinds_seen.contains_key(kind) {
+                    self.error_at(
+                        *at,
+                        &key,
+                        format!("a {} stage needs an input of kind {kind}", node.kind),
+                    );
+                }
+            }
+        }
+        // Kahn's algorithm; what is left over lies on a cycle.
+        let mut order = Vec::new();
+        let mut placed: BTreeSet<String> = BTreeSet::new();
+        let mut remaining: Vec<&Draft> = nodes.iter().collect();
+        loop {
+            let before = remaining.len();
+            remaining.retain(|node| {
+                let ready = node
+                    .inputs
+                    .iter()
+                    .all(|i| placed.contains(i) || !by_name.contains_key(i.as_str()));
+                if ready {
+                    placed.insert(node.node_name.clone());
+                    if let Some(settings) = &node.settings {
+                        order.push(Node {
+                            name: node.node_name.clone(),
+                            kind: node.kind,
+                            inputs: node.inputs.clone(),
+                            settings: settings.clone(),
+                        });
+                    }
+                }
+                !ready
+            });
+            if remaining.is_empty() || remaining.len() == before {
+                break;
+            }
+        }
+        if !remaining.is_empty() {
+            let names: Vec<&str> = remaining.iter().map(|n| n.node_name.as_str()).collect();
+            let at = remaining.iter().map(|n| n.inputs_at).min().unwrap_or(0);
+            self.error_at(
+                at,
+                "stages",
+                format!("the inputs form a cycle through: {}", names.join(" -> ")),
+            );
+        }
+        order
+    }
+}
+
+/// The directory of the config file, absolute: relative paths and `{config_dir}` are anchored
+/// there. A bare file name (`--config pipeline.toml`) has an empty parent, which is the current
+/// directory.
+pub(super) fn config_dir(path: &Path) -> PathBuf {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
+}
+
+/// The allowed name closest to `name`, when close enough to be a likely typo.
+pub(super) fn closest<'s>(name: &str, allowed: &[&'s str]) -> Option<&'s str> {
+    allowed
+        .iter()
+        .map(|a| (edit_distance(name, a), *a))
+        .filter(|(d, a)| *d <= 2.max(a.len() / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, a)| a)
+}
+
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            current.push(
+                (previous[j] + cost)
+                    .min(previous[j + 1] + 1)
+                    .min(current[j] + 1),
+            );
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}

@@ -1,0 +1,149 @@
+//! Stages: the nodes that read other nodes' tables.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::NodeSettings;
+use super::compile::{Compiler, Keys};
+
+/// Settings of a `filter` stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FilterSettings {
+    /// `heuristic` (the only judge without an LM endpoint).
+    pub judge: String,
+    /// Smallest problem statement, in characters, the heuristic judge keeps.
+    pub min_problem_chars: i64,
+}
+
+/// Settings of a `split` stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SplitSettings {
+    /// Platforms that go on to launch.
+    pub keep: Vec<String>,
+}
+
+/// Settings of a `launch` stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchSettings {
+    /// Instances built at once.
+    pub concurrency: i64,
+    /// Timeout of each setup command.
+    pub command_timeout: Duration,
+    /// Timeout of the test command.
+    pub test_timeout: Duration,
+    /// Share of parsed tests that must pass for a build to count.
+    pub min_pass_ratio: f64,
+    /// Resolve unpinned dependencies as of the base commit's date.
+    pub date_cutoff: bool,
+    /// Rebuild each environment from its synthesised Dockerfile and re-run the tests.
+    pub verify_dockerfile: bool,
+}
+
+/// Settings of a `validate` stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidateSettings {
+    /// Runs per side.
+    pub repeats: i64,
+    /// Instances validated at once.
+    pub concurrency: i64,
+    /// Timeout of each test run.
+    pub test_timeout: Duration,
+    /// Network of the test containers: `none` (loopback only) or `bridge`.
+    pub network: String,
+    /// Repositories (`owner/name`) whose tests need the network.
+    pub network_repos: Vec<String>,
+    /// Also run the tests once on the untouched base commit, to catch regressions the test
+    /// patch hides (a test it skips or removes that the gold patch breaks).
+    pub base_run: bool,
+}
+
+/// Settings of an `export` stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExportSettings {
+    /// Split name of the release shards.
+    pub split: String,
+    /// Release tag; empty means the run's month (`YYYY-MM`).
+    pub tag: String,
+    /// Rows per Parquet shard.
+    pub rows_per_shard: i64,
+}
+
+impl Compiler<'_> {
+    pub(super) fn filter(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let judge = self.one_of(keys, "judge", "heuristic", &["heuristic"]);
+        let min = self.int(keys, "min_problem_chars", 20, 0, 1_000_000);
+        Ok(NodeSettings::Filter(FilterSettings {
+            judge: judge?,
+            min_problem_chars: min?,
+        }))
+    }
+
+    pub(super) fn split(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let keep_value = keys.get("keep");
+        let keep = self.strings(keys, "keep")?;
+        let keep = if keep.is_empty() && keep_value.is_none() {
+            vec!["linux".to_string()]
+        } else {
+            keep
+        };
+        for platform in &keep {
+            if !["linux", "windows", "macos"].contains(&platform.as_str()) {
+                let at = keep_value.map_or(keys.at, |v| v.span().start);
+                let path = keys.path("keep");
+                self.error_at(
+                    at,
+                    &path,
+                    format!("unknown platform \"{platform}\"; expected linux, windows or macos"),
+                );
+                return Err(());
+            }
+        }
+        Ok(NodeSettings::Split(SplitSettings { keep }))
+    }
+
+    pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let concurrency = self.int(keys, "concurrency", 2, 1, 256);
+        let command_timeout = self.duration(keys, "command_timeout", Duration::from_secs(30 * 60));
+        let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
+        let min_pass_ratio = self.float(keys, "min_pass_ratio", 0.5, 0.0, 1.0);
+        let date_cutoff = self.bool(keys, "date_cutoff", true);
+        let verify_dockerfile = self.bool(keys, "verify_dockerfile", false);
+        Ok(NodeSettings::Launch(LaunchSettings {
+            concurrency: concurrency?,
+            command_timeout: command_timeout?,
+            test_timeout: test_timeout?,
+            min_pass_ratio: min_pass_ratio?,
+            date_cutoff: date_cutoff?,
+            verify_dockerfile: verify_dockerfile?,
+        }))
+    }
+
+    pub(super) fn validate(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let repeats = self.int(keys, "repeats", 3, 1, 20);
+        let concurrency = self.int(keys, "concurrency", 2, 1, 256);
+        let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
+        let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
+        let network_repos = self.strings(keys, "network_repos");
+        let base_run = self.bool(keys, "base_run", false);
+        Ok(NodeSettings::Validate(ValidateSettings {
+            repeats: repeats?,
+            concurrency: concurrency?,
+            test_timeout: test_timeout?,
+            network: network?,
+            network_repos: network_repos?,
+            base_run: base_run?,
+        }))
+    }
+
+    pub(super) fn export(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let split = self.string_or(keys, "split", "test");
+        let tag = self.string_or(keys, "tag", "");
+        let rows = self.int(keys, "rows_per_shard", 10_000, 1, 10_000_000);
+        Ok(NodeSettings::Export(ExportSettings {
+            split: split?,
+            tag: tag?,
+            rows_per_shard: rows?,
+        }))
+    }
+}
