@@ -16,6 +16,7 @@ use serde::Serialize;
 mod ecosystems;
 mod fixtures;
 mod git;
+pub mod http;
 
 pub use ecosystems::write_ecosystems;
 mod validation_cases;
