@@ -541,12 +541,17 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
     );
     for (stage, manifest) in stages {
         match manifest {
-            Some(m) => println!(
-                "  {stage:<10} {:<10} {:>5} rows  {}",
-                format!("{:?}", m.status).to_lowercase(),
-                m.rows,
-                kiln_pipeline::counts_line(&m.counts)
-            ),
+            Some(m) => {
+                println!(
+                    "  {stage:<10} {:<10} {:>5} rows  {}",
+                    format!("{:?}", m.status).to_lowercase(),
+                    m.rows,
+                    kiln_pipeline::counts_line(&m.counts)
+                );
+                if !m.stats.is_empty() {
+                    println!("  {:<10} {}", "", kiln_pipeline::stats_line(&m.stats));
+                }
+            }
             None => println!("  {stage:<10} not started"),
         }
     }

@@ -296,6 +296,22 @@ pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Opti
         .collect()
 }
 
+/// A stage's measured figures, for summaries: `name=value`, integers without decimals.
+#[must_use]
+pub fn stats_line(stats: &BTreeMap<String, f64>) -> String {
+    stats
+        .iter()
+        .map(|(k, v)| {
+            if v.fract() == 0.0 && v.abs() < 1e15 {
+                format!("{k}={v:.0}")
+            } else {
+                format!("{k}={v:.4}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Counts of one stage's rows by outcome, for summaries.
 #[must_use]
 pub fn counts_line(counts: &BTreeMap<String, u64>) -> String {

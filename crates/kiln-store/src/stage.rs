@@ -57,6 +57,14 @@ pub struct Manifest {
     /// Content hash of the rows, cached when the stage is marked complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_hash: Option<String>,
+    /// Figures the stage measured (`requests.graphql`, `cost_usd`, ...), set by
+    /// [`StageTable::set_stats`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<String, f64>,
+    /// A stage's own resumption state (a crawl's cursor per repository), committed together with
+    /// the rows it belongs to by [`StageTable::append_with_state`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub state: BTreeMap<String, serde_json::Value>,
     /// Last change of the manifest (RFC 3339, UTC).
     pub updated_at: String,
 }
@@ -103,6 +111,20 @@ impl Manifest {
 
 pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Sets entries of a stage state; `null` removes one.
+fn apply_state(
+    target: &mut BTreeMap<String, serde_json::Value>,
+    updates: BTreeMap<String, serde_json::Value>,
+) {
+    for (key, value) in updates {
+        if value.is_null() {
+            target.remove(&key);
+        } else {
+            target.insert(key, value);
+        }
+    }
 }
 
 /// Name of part number `n`.
@@ -273,6 +295,8 @@ impl<R: Row> StageTable<R> {
             rows: 0,
             counts: BTreeMap::new(),
             content_hash: None,
+            stats: BTreeMap::new(),
+            state: BTreeMap::new(),
             updated_at: now_rfc3339(),
         }
     }
@@ -397,8 +421,25 @@ impl<R: Row> StageTable<R> {
     /// if the table is stale. The stage goes back to `incomplete`. Appending no rows does
     /// nothing.
     pub fn append(&mut self, rows: &[R]) -> Result<(), StoreError> {
+        self.append_with_state(rows, BTreeMap::new())
+    }
+
+    /// [`append`](Self::append), and in the same manifest commit, sets the given entries of the
+    /// stage's [state](Manifest::state) (a `null` value removes an entry). After a crash either
+    /// both the rows and the state are there, or neither is. With no rows, only the state is
+    /// written (if it changes anything).
+    pub fn append_with_state(
+        &mut self,
+        rows: &[R],
+        state: BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), StoreError> {
         self.ensure_fresh()?;
         if rows.is_empty() {
+            let mut manifest = self.manifest.clone();
+            apply_state(&mut manifest.state, state);
+            if manifest.state != self.manifest.state {
+                self.commit(manifest)?;
+            }
             return Ok(());
         }
         let mut new_keys = BTreeSet::new();
@@ -419,6 +460,7 @@ impl<R: Row> StageTable<R> {
         })?;
         write_batches(&path, R::TABLE, batch.schema(), &[batch])?;
         let mut manifest = self.manifest.clone();
+        apply_state(&mut manifest.state, state);
         manifest.parts.push(name.clone());
         manifest.rows += rows.len() as u64;
         manifest.status = Status::Incomplete;
@@ -535,6 +577,20 @@ impl<R: Row> StageTable<R> {
             None
         };
         self.commit(manifest)
+    }
+
+    /// Replaces the stage's measured figures ([`Manifest::stats`]).
+    pub fn set_stats(&mut self, stats: BTreeMap<String, f64>) -> Result<(), StoreError> {
+        self.ensure_fresh()?;
+        let mut manifest = self.manifest.clone();
+        manifest.stats = stats;
+        self.commit(manifest)
+    }
+
+    /// The stage's resumption state ([`Manifest::state`]).
+    #[must_use]
+    pub fn state(&self) -> &BTreeMap<String, serde_json::Value> {
+        &self.manifest.state
     }
 
     fn compute_hash(&self) -> Result<String, StoreError> {

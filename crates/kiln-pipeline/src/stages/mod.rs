@@ -47,6 +47,8 @@ pub struct StageOutcome {
     pub counts: BTreeMap<String, u64>,
     /// For export: where the release was written.
     pub release_dir: Option<PathBuf>,
+    /// Figures the stage measured (requests, tokens, cost), as stored in its manifest.
+    pub stats: BTreeMap<String, f64>,
 }
 
 pub(crate) struct StageContext<'a> {
@@ -174,6 +176,7 @@ fn finish<R: Row>(
         complete,
         counts,
         release_dir: None,
+        stats: table.manifest().stats.clone(),
     })
 }
 

@@ -313,3 +313,38 @@ fn read_rows_of_missing_stage_names_the_path() {
     assert!(err.is_not_found());
     assert!(err.to_string().contains("nope/manifest.json"), "{err}");
 }
+
+#[test]
+fn state_commits_with_its_rows_and_survives_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run/crawl");
+    let mut table = open(&dir);
+    let rows = samples::candidates(2, "s");
+    let cursor = |c: &str| BTreeMap::from([("o/r".to_string(), serde_json::json!({"cursor": c}))]);
+    table.append_with_state(&rows[..1], cursor("a")).unwrap();
+    assert_eq!(table.state()["o/r"]["cursor"], "a");
+    // A state update without rows is a manifest write of its own.
+    table.append_with_state(&[], cursor("b")).unwrap();
+    table
+        .set_stats(BTreeMap::from([("requests".to_string(), 3.0)]))
+        .unwrap();
+    let reopened = open(&dir);
+    assert_eq!(reopened.state()["o/r"]["cursor"], "b");
+    assert_eq!(reopened.manifest().stats["requests"], 3.0);
+    assert_eq!(reopened.keys().unwrap().len(), 1);
+    // A duplicate key fails the whole append: the state does not move either.
+    let mut table = reopened;
+    assert!(table.append_with_state(&rows[..1], cursor("c")).is_err());
+    assert_eq!(open(&dir).state()["o/r"]["cursor"], "b");
+    // `null` removes an entry; reset clears state and stats.
+    let mut table = open(&dir);
+    table
+        .append_with_state(
+            &rows[1..],
+            BTreeMap::from([("o/r".to_string(), serde_json::Value::Null)]),
+        )
+        .unwrap();
+    assert!(table.state().is_empty());
+    table.reset().unwrap();
+    assert!(table.manifest().stats.is_empty());
+}
