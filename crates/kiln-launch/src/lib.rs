@@ -249,13 +249,27 @@ async fn build(
         }
     };
     let workdir = checkout.path().join("repo");
-    let cloned = repo::ensure_mirror(
-        &request.cache_dir,
-        &candidate.repo,
-        &request.clone_url,
-        &candidate.base_commit,
-    )
-    .and_then(|mirror| repo::checkout_at(&mirror, &candidate.base_commit, &workdir));
+    // Blocking git work (and possibly a wait for another launch cloning the same repository)
+    // runs off the async workers.
+    let (cache_dir, repo_name, url, base, dest) = (
+        request.cache_dir.clone(),
+        candidate.repo.clone(),
+        request.clone_url.clone(),
+        candidate.base_commit.clone(),
+        workdir.clone(),
+    );
+    let cloned = tokio::task::spawn_blocking(move || {
+        kiln_git::MirrorCache::new(&cache_dir)
+            .and_then(|cache| cache.ensure(&repo_name, &url, &[base.as_str()]))
+            .and_then(|mirror| kiln_git::checkout_at(&mirror, &base, &dest))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(kiln_git::GitError {
+            command: "git clone".into(),
+            message: format!("the clone task failed: {e}"),
+        })
+    });
     let checkout_note = match cloned {
         Ok(note) => note,
         Err(e) => {
@@ -266,13 +280,13 @@ async fn build(
             )));
         }
     };
-    if let Some(error) = repo::init_submodules(&workdir, &request.clone_url) {
+    if let Some(error) = kiln_git::init_submodules(&workdir, &request.clone_url) {
         // Not fatal: the C/C++ planner lets Debian packages stand in for what is missing and
         // says so in the version reason.
         tracing::warn!(instance = %candidate.instance_id, "git submodules not fetched: {error}");
     }
     let cutoff = if request.settings.date_cutoff {
-        repo::commit_date(&workdir, &candidate.base_commit).ok()
+        kiln_git::commit_date(&workdir, &candidate.base_commit).ok()
     } else {
         None
     };

@@ -1,0 +1,593 @@
+//! kiln-git: host-side git work for every stage: the mirror cache ([`MirrorCache`], one mirror
+//! per repository and clone URL, created under a lock), and a checkout at a base commit whose
+//! history holds nothing newer than that commit ([`checkout_at`]).
+//!
+//! The git CLI does the work rather than libgit2: cloning from a local mirror is 8x faster
+//! with it (measured: 0.59 s against 4.9 s for psf/requests), it speaks every transport without
+//! linking OpenSSL, and fetching one commit by id into an empty repository (protocol v2) gives
+//! exactly the history up to that commit, which is what history hygiene needs.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+
+/// A git failure, with the command and its stderr.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("run `{command}`: {message}")]
+pub struct GitError {
+    /// The git command line.
+    pub command: String,
+    /// Its stderr, or why it could not start.
+    pub message: String,
+}
+
+/// Runs git (in `dir`, when given) and returns its trimmed stdout.
+///
+/// # Errors
+/// When git cannot start or exits non-zero; the error holds the command line and stderr.
+pub fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, GitError> {
+    let mut command = Command::new("git");
+    if let Some(dir) = dir {
+        command.arg("-C").arg(dir);
+    }
+    command.args(args);
+    // Never prompt for credentials: a private or missing repository must fail, not hang.
+    command.env("GIT_TERMINAL_PROMPT", "0");
+    let line = format!("git {}", args.join(" "));
+    let output = command.output().map_err(|e| GitError {
+        command: line.clone(),
+        message: e.to_string(),
+    })?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(GitError {
+            command: line,
+            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// The mirror cache: one bare `--mirror` clone per repository and clone URL, under one
+/// directory, shared by every stage and process that clones from it.
+///
+/// Several instances of one repository are the normal case, and launches run concurrently (in
+/// one process and across processes), so each mirror is created and updated under a lock file of
+/// its own: one clone of a repository at a time, the others wait and then reuse it. A clone goes
+/// to a temporary directory unique to its process and call, and is renamed into place only once
+/// complete; a mirror that git cannot read is removed and made again.
+#[derive(Debug, Clone)]
+pub struct MirrorCache {
+    dir: PathBuf,
+}
+
+/// Distinguishes the temporary clone directories of one process.
+static PARTIAL_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl MirrorCache {
+    /// A cache in `dir` (created if missing, made absolute: mirrors are later read from other
+    /// working directories, so a relative dataset root must not leak into their paths).
+    ///
+    /// # Errors
+    /// When the directory cannot be created.
+    pub fn new(dir: &Path) -> Result<Self, GitError> {
+        std::fs::create_dir_all(dir).map_err(|e| GitError {
+            command: format!("mkdir {}", dir.display()),
+            message: e.to_string(),
+        })?;
+        let dir = std::path::absolute(dir).map_err(|e| GitError {
+            command: format!("realpath {}", dir.display()),
+            message: e.to_string(),
+        })?;
+        Ok(Self { dir })
+    }
+
+    /// The cache directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the mirror of `repo` (`owner/name`) cloned from `url` lives. The URL is part of the
+    /// name, so two sources that call different repositories by one name never share a mirror.
+    #[must_use]
+    pub fn path(&self, repo: &str, url: &str) -> PathBuf {
+        self.dir.join(format!("{}.git", stem(repo, url)))
+    }
+
+    /// Makes sure the mirror of `repo` holds every commit in `commits`, cloning it from `url` or
+    /// fetching every ref into it as needed, and returns its path.
+    ///
+    /// # Errors
+    /// When the clone or fetch fails, or a commit does not exist upstream (the message names it).
+    pub fn ensure(&self, repo: &str, url: &str, commits: &[&str]) -> Result<PathBuf, GitError> {
+        let stem = stem(repo, url);
+        let mirror = self.dir.join(format!("{stem}.git"));
+        let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
+        if mirror.exists() && !is_bare_repository(&mirror) {
+            tracing::warn!(mirror = %mirror.display(), "the mirror is unreadable; cloning it again");
+            remove_dir(&mirror)?;
+        }
+        if mirror.exists() {
+            if !missing_commits(&mirror, commits)?.is_empty() {
+                git(
+                    Some(&mirror),
+                    &["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"],
+                )?;
+            }
+        } else {
+            let partial = self.dir.join(format!(
+                ".partial-{stem}-{}-{}",
+                std::process::id(),
+                PARTIAL_COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&partial);
+            let partial_str = partial.to_string_lossy().to_string();
+            let cloned = git(None, &["clone", "--quiet", "--mirror", url, &partial_str]);
+            if let Err(e) = cloned {
+                let _ = std::fs::remove_dir_all(&partial);
+                return Err(e);
+            }
+            std::fs::rename(&partial, &mirror).map_err(|e| GitError {
+                command: format!("rename {} {}", partial.display(), mirror.display()),
+                message: e.to_string(),
+            })?;
+        }
+        if let Some(commit) = missing_commits(&mirror, commits)?.first() {
+            return Err(GitError {
+                command: format!("git cat-file -e {commit}"),
+                message: format!("commit {commit} is not in {url}"),
+            });
+        }
+        Ok(mirror)
+    }
+}
+
+/// File-name stem of a mirror: the repository name (safe characters only, for people reading
+/// the cache) and a short hash of repository and URL (which makes the name unique).
+fn stem(repo: &str, url: &str) -> String {
+    let readable: String = repo
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let digest = Sha256::digest(format!("{repo}\n{url}").as_bytes());
+    let hash: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{readable}-{hash}")
+}
+
+/// Takes an exclusive lock on `path` (created if missing), waiting for other holders; it is
+/// released when the returned file is dropped, or by the kernel when the holder dies.
+fn lock(path: &Path) -> Result<File, GitError> {
+    let error = |e: std::io::Error| GitError {
+        command: format!("lock {}", path.display()),
+        message: e.to_string(),
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(error)?;
+    file.lock().map_err(error)?;
+    Ok(file)
+}
+
+fn remove_dir(path: &Path) -> Result<(), GitError> {
+    std::fs::remove_dir_all(path).map_err(|e| GitError {
+        command: format!("rm -r {}", path.display()),
+        message: e.to_string(),
+    })
+}
+
+/// Whether git reads `path` as a bare repository.
+fn is_bare_repository(path: &Path) -> bool {
+    git(Some(path), &["rev-parse", "--is-bare-repository"]).is_ok_and(|out| out == "true")
+}
+
+/// The commits of `commits` that `repo` does not hold, in one `git cat-file --batch-check`.
+///
+/// # Errors
+/// When git cannot be run on the repository.
+pub fn missing_commits(repo: &Path, commits: &[&str]) -> Result<Vec<String>, GitError> {
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let command_line = "git cat-file --batch-check".to_string();
+    let fail = |message: String| GitError {
+        command: command_line.clone(),
+        message,
+    };
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["cat-file", "--batch-check=%(objecttype)"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    let input: String = commits
+        .iter()
+        .map(|c| format!("{c}^{{commit}}\n"))
+        .collect();
+    let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
+    // Write from another thread: git answers line by line and would block on a full pipe.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+    let _ = writer.join();
+    if !output.status.success() {
+        return Err(fail(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ));
+    }
+    let answers = String::from_utf8_lossy(&output.stdout);
+    Ok(commits
+        .iter()
+        .zip(answers.lines())
+        .filter(|(_, answer)| *answer != "commit")
+        .map(|(commit, _)| (*commit).to_string())
+        .collect())
+}
+
+/// Creates `dest` as a repository checked out at `commit` on branch `main`, holding only the
+/// history reachable from `commit`: no later commit, no tag, no remote, no reflog.
+///
+/// When the mirror cannot send that history (a copy with objects missing from old commits),
+/// the checkout holds the commit alone (`--depth 1`); the returned note says so.
+///
+/// # Errors
+/// When a git step fails.
+pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<Option<String>, GitError> {
+    let dest_str = dest.to_string_lossy().to_string();
+    let mirror_str = mirror.to_string_lossy().to_string();
+    git(
+        None,
+        &["init", "--quiet", "--initial-branch=main", &dest_str],
+    )?;
+    let mut note = None;
+    if let Err(full) = git(
+        Some(dest),
+        &["fetch", "--quiet", "--no-tags", &mirror_str, commit],
+    ) {
+        git(
+            Some(dest),
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--depth",
+                "1",
+                &mirror_str,
+                commit,
+            ],
+        )
+        .map_err(|_| full.clone())?;
+        note = Some(format!(
+            "the history before {commit} could not be fetched ({}); the checkout holds that commit alone",
+            full.message.lines().next().unwrap_or("")
+        ));
+    }
+    git(Some(dest), &["reset", "--quiet", "--hard", commit])?;
+    git(Some(dest), &["reflog", "expire", "--expire=now", "--all"])?;
+    // FETCH_HEAD names the mirror path, which means nothing inside a container.
+    let _ = std::fs::remove_file(dest.join(".git/FETCH_HEAD"));
+    Ok(note)
+}
+
+/// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
+/// submodule URLs against `clone_url` as a clone from there would. Without `.gitmodules` this
+/// does nothing. Returns why the fetch failed, if it did: the planners then see the submodule
+/// directories empty and let system packages stand in.
+#[must_use]
+pub fn init_submodules(dest: &Path, clone_url: &str) -> Option<String> {
+    if !dest.join(".gitmodules").is_file() {
+        return None;
+    }
+    let origin = format!("remote.origin.url={clone_url}");
+    // `timeout` bounds a fetch from a host that accepts the connection and then stalls.
+    let mut command = Command::new("timeout");
+    command
+        .args(["600", "git", "-C"])
+        .arg(dest)
+        .args([
+            "-c",
+            &origin,
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "update",
+            "--init",
+            "--recursive",
+            "--quiet",
+        ])
+        .env("GIT_TERMINAL_PROMPT", "0");
+    match command.output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Committer date of `commit` in RFC 3339.
+///
+/// # Errors
+/// When git cannot read the commit.
+pub fn commit_date(repo: &Path, commit: &str) -> Result<String, GitError> {
+    git(Some(repo), &["show", "-s", "--format=%cI", commit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(dir: &Path, file: &str, text: &str) -> String {
+        std::fs::write(dir.join(file), text).unwrap_or_else(|e| panic!("{e}"));
+        let ok = |args: &[&str]| git(Some(dir), args).unwrap_or_else(|e| panic!("{e}"));
+        ok(&["add", "-A"]);
+        ok(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            text,
+        ]);
+        ok(&["rev-parse", "HEAD"])
+    }
+
+    fn ensure_mirror(cache: &Path, repo: &str, url: &str, commit: &str) -> PathBuf {
+        MirrorCache::new(cache)
+            .and_then(|c| c.ensure(repo, url, &[commit]))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn upstream_with_commit(dir: &Path) -> String {
+        git(None, &["init", "--quiet", &dir.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        commit(dir, "a.txt", "one")
+    }
+
+    #[test]
+    fn concurrent_ensures_on_a_fresh_cache_share_one_good_mirror() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        let base = upstream_with_commit(&upstream);
+        let url = upstream.to_string_lossy().to_string();
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let results: Vec<Result<PathBuf, GitError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| scope.spawn(|| cache.ensure("o/up", &url, &[base.as_str()])))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| panic!("thread panicked")))
+                .collect()
+        });
+        for result in &results {
+            let mirror = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(mirror, &cache.path("o/up", &url));
+        }
+        let leftovers: Vec<String> = std::fs::read_dir(cache.dir())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with(".partial"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert!(
+            missing_commits(&cache.path("o/up", &url), &[base.as_str()])
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_broken_mirror_is_made_again_and_urls_do_not_share_mirrors() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let one = tmp.path().join("one");
+        let two = tmp.path().join("two");
+        let base_one = upstream_with_commit(&one);
+        let base_two = upstream_with_commit(&two);
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let (url_one, url_two) = (
+            one.to_string_lossy().to_string(),
+            two.to_string_lossy().to_string(),
+        );
+        let first = cache
+            .ensure("o/r", &url_one, &[base_one.as_str()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let second = cache
+            .ensure("o/r", &url_two, &[base_two.as_str()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(first, second, "one name, two URLs, one mirror");
+        // Break the first mirror the way a half-written copy is broken.
+        std::fs::remove_file(first.join("HEAD")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_dir_all(first.join("objects")).unwrap_or_else(|e| panic!("{e}"));
+        let again = cache
+            .ensure("o/r", &url_one, &[base_one.as_str()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again, first);
+        assert!(
+            missing_commits(&again, &[base_one.as_str()])
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_empty()
+        );
+        let missing = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(
+            missing_commits(&again, &[missing, base_one.as_str()])
+                .unwrap_or_else(|e| panic!("{e}")),
+            vec![missing.to_string()]
+        );
+    }
+
+    #[test]
+    fn checkout_holds_no_later_history() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let base = commit(&upstream, "a.txt", "one");
+        let fix = commit(&upstream, "a.txt", "two");
+        git(Some(&upstream), &["tag", "v2"]).unwrap_or_else(|e| panic!("{e}"));
+
+        let cache = tmp.path().join("cache");
+        let mirror = ensure_mirror(&cache, "o/up", &upstream.to_string_lossy(), &base);
+        let dest = tmp.path().join("work");
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
+
+        assert_eq!(
+            std::fs::read_to_string(dest.join("a.txt")).ok().as_deref(),
+            Some("one")
+        );
+        assert!(
+            git(Some(&dest), &["cat-file", "-e", &fix]).is_err(),
+            "fix commit leaked"
+        );
+        assert_eq!(git(Some(&dest), &["tag"]).ok().as_deref(), Some(""));
+        assert_eq!(git(Some(&dest), &["remote"]).ok().as_deref(), Some(""));
+        let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
+        assert_eq!(all.lines().collect::<Vec<_>>(), vec![base.as_str()]);
+    }
+
+    #[test]
+    fn a_relative_cache_dir_gives_a_mirror_usable_from_elsewhere() {
+        // Tests run in the crate directory; the cache is named relative to it, as a dataset
+        // root of `datasets` in pipeline.toml is.
+        let local = tempfile::Builder::new()
+            .prefix(".kiln-repo-test-")
+            .tempdir_in(".")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let name = local
+            .path()
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let base = commit(&upstream, "a.txt", "one");
+        let mirror = ensure_mirror(
+            &name.join("cache"),
+            "o/up",
+            &upstream.to_string_lossy(),
+            &base,
+        );
+        assert!(mirror.is_absolute(), "{}", mirror.display());
+        assert_eq!(
+            checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
+    }
+
+    #[test]
+    fn submodules_are_fetched_from_relative_urls_or_reported() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ok =
+            |dir: Option<&Path>, args: &[&str]| git(dir, args).unwrap_or_else(|e| panic!("{e}"));
+        let lib = tmp.path().join("lib");
+        ok(None, &["init", "--quiet", &lib.to_string_lossy()]);
+        commit(&lib, "lib.h", "int f(void);");
+        let up = tmp.path().join("up");
+        ok(None, &["init", "--quiet", &up.to_string_lossy()]);
+        commit(&up, "a.txt", "one");
+        ok(
+            Some(&up),
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "add",
+                "--quiet",
+                "../lib",
+                "third_party/lib",
+            ],
+        );
+        let base = commit(&up, "b.txt", "with a submodule");
+
+        let mirror = ensure_mirror(
+            &tmp.path().join("cache"),
+            "o/up",
+            &up.to_string_lossy(),
+            &base,
+        );
+        let dest = tmp.path().join("work");
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
+        assert!(!dest.join("third_party/lib/lib.h").exists());
+        assert_eq!(init_submodules(&dest, &up.to_string_lossy()), None);
+        assert!(dest.join("third_party/lib/lib.h").is_file());
+
+        let dest = tmp.path().join("work2");
+        assert_eq!(
+            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
+            None
+        );
+        let missing = tmp.path().join("elsewhere/up");
+        let error = init_submodules(&dest, &missing.to_string_lossy()).unwrap_or_default();
+        assert!(!error.is_empty());
+        assert!(!dest.join("third_party/lib/lib.h").exists());
+        assert_eq!(init_submodules(&tmp.path().join("lib"), "x"), None);
+    }
+
+    #[test]
+    fn a_mirror_missing_old_objects_gives_the_commit_alone() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let up = tmp.path().join("up");
+        git(None, &["init", "--quiet", &up.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        commit(&up, "old.txt", "old contents that go missing");
+        let base = commit(&up, "a.txt", "base");
+        // Remove the blob of the first commit's file from the object store: the base tree
+        // no longer holds it, so the base is intact while its history is not.
+        let blob = git(Some(&up), &["rev-parse", &format!("{base}~1:old.txt")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        git(Some(&up), &["rm", "--quiet", "old.txt"]).unwrap_or_else(|e| panic!("{e}"));
+        let base = commit(&up, "b.txt", "base without old.txt");
+        let object = up.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+        std::fs::remove_file(&object).unwrap_or_else(|e| panic!("{}: {e}", object.display()));
+
+        let dest = tmp.path().join("work");
+        let note = checkout_at(&up, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            note.as_deref()
+                .is_some_and(|n| n.contains("holds that commit alone")),
+            "{note:?}"
+        );
+        assert!(dest.join("b.txt").is_file());
+        let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
+        assert_eq!(all, base);
+    }
+
+    #[test]
+    fn missing_commit_is_a_clear_error() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        commit(&upstream, "a.txt", "one");
+        let missing = "0123456789abcdef0123456789abcdef01234567";
+        let error = MirrorCache::new(&tmp.path().join("c"))
+            .and_then(|cache| cache.ensure("o/up", &upstream.to_string_lossy(), &[missing]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("is not in"), "{error}");
+    }
+}
