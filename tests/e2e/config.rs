@@ -58,6 +58,7 @@ fn no_engine_is_one_clear_line_and_exit_code_4() {
         .unwrap_or_else(|e| panic!("{e}"));
     let output = run(kiln()
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token)
         .args(["run", "--config"])
         .arg(&demo.config_path));
     assert_eq!(output.status.code(), Some(4), "{}", text(&output));

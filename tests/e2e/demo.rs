@@ -16,7 +16,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
     BTreeMap::from([
         (
-            "kiln-demo__calc-1",
+            "kiln-demo__calc-2",
             (
                 strings(&[
                     "tests/test_ops.py::test_divide",
@@ -39,7 +39,7 @@ fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
             ),
         ),
         (
-            "kiln-demo__textwrap2-2",
+            "kiln-demo__textwrap2-3",
             (
                 strings(&[
                     "tests/test_wrapper.py::test_exact_fit",
@@ -88,10 +88,10 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         assert_eq!(list("fail_to_pass"), fail_to_pass, "{id}");
         assert_eq!(list("pass_to_pass"), pass_to_pass, "{id}");
     }
-    let badgold = &by_id["kiln-demo__badgold-3"];
+    let badgold = &by_id["kiln-demo__badgold-4"];
     assert_eq!(badgold["state"], "rejected", "{badgold:#}");
     assert_eq!(badgold["failure_class"], "no-fail-to-pass");
-    let broken = &by_id["kiln-demo__broken-4"];
+    let broken = &by_id["kiln-demo__broken-5"];
     assert_eq!(broken["state"], "launch-failed", "{broken:#}");
     assert_eq!(broken["failure_class"], "dependency-resolution");
     assert!(
@@ -114,7 +114,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     let rows: Vec<ReleaseInstance> =
         kiln_store::read_parquet(&shard).unwrap_or_else(|e| panic!("{e}"));
     let ids: Vec<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
-    assert_eq!(ids, ["kiln-demo__calc-1", "kiln-demo__textwrap2-2"]);
+    assert_eq!(ids, ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"]);
     for row in &rows {
         let (fail_to_pass, pass_to_pass) = &expected_lists()[row.instance_id.as_str()];
         assert_eq!(&row.FAIL_TO_PASS, fail_to_pass);

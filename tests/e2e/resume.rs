@@ -8,15 +8,24 @@ use kiln_schema::{EnvironmentRecord, Row, ValidationRecord};
 
 use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 
-/// Writes the demo fixtures with a config of their own dataset name, so this test's images and
-/// containers never mix with another test's.
-fn prepare(dir: &Path, dataset: &str) -> PathBuf {
+/// Writes the demo fixtures (crawled from the demo's fake GitHub, which lives as long as the
+/// returned demo) with a config of their own dataset name, so this test's images and containers
+/// never mix with another test's.
+fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
     let demo = kiln_pipeline::demo::prepare(dir, ca_bundle().as_deref(), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(&demo.config_path).unwrap_or_default();
     let text = text.replace("name = \"demo\"", &format!("name = \"{dataset}\""));
     std::fs::write(&demo.config_path, text).unwrap_or_else(|e| panic!("{e}"));
-    demo.config_path
+    let config = demo.config_path.clone();
+    (demo, config)
+}
+
+/// `kiln` with the demo's GitHub token in its environment.
+fn kiln_with_token(demo: &kiln_pipeline::demo::Demo) -> std::process::Command {
+    let mut command = kiln();
+    command.env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
+    command
 }
 
 /// The only run directory of a dataset.
@@ -63,10 +72,10 @@ fn assert_unique<R: Row>(rows: &[R]) {
 fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     let tmp = tempdir();
     let dir = tmp.path().join("fixtures");
-    let config = prepare(&dir, "crash");
+    let (demo, config) = prepare(&dir, "crash");
 
     // One item at a time, so that the kill lands with finished rows and an item in flight.
-    let mut child = kiln()
+    let mut child = kiln_with_token(&demo)
         .args(["run", "--concurrency", "1", "--config"])
         .arg(&config)
         .stdout(std::process::Stdio::null())
@@ -107,7 +116,7 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     assert!(manifest.contains("\"incomplete\""), "{manifest}");
 
     // The re-run resumes the same run: nothing before the kill is redone, nothing is lost.
-    let output = run(kiln().args(["run", "--config"]).arg(&config));
+    let output = run(kiln_with_token(&demo).args(["run", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         only_run(&dir, "crash"),
@@ -132,7 +141,7 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     let validate_dir = run_dir.join("validate");
     let validations: Vec<ValidationRecord> = rows(&validate_dir);
     assert_eq!(validations.len(), 3, "built instances are validated");
-    let target = "kiln-demo__calc-1";
+    let target = "kiln-demo__calc-2";
     let output = run(kiln()
         .args(["stage", "validate", "--only", target, "--force", "--config"])
         .arg(&config));

@@ -44,6 +44,7 @@ fn crate_boundaries_hold() {
     let owners: &[(&str, &[&str])] = &[
         ("bollard", &["kiln-docker"]),
         ("octocrab", &["kiln-github"]),
+        ("git2", &["kiln-github"]),
         ("arrow", &["kiln-store"]),
         ("parquet", &["kiln-store"]),
         ("polars", &["kiln-store"]),

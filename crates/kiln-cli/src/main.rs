@@ -224,6 +224,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Check => {
             let pipeline = load(&cli.config)?;
+            check_environment(&pipeline, None)?;
             if cli.json {
                 print_json(
                     &serde_json::json!({"config": pipeline.path, "ok": true, "nodes": pipeline.nodes}),
@@ -252,6 +253,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             concurrency,
         } => {
             let pipeline = load(&cli.config)?;
+            check_environment(&pipeline, None)?;
             let selection = match (new, run) {
                 (_, Some(id)) => RunSelection::Id(id),
                 (true, None) => RunSelection::New,
@@ -278,12 +280,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             concurrency,
         } => {
             let pipeline = load(&cli.config)?;
+            check_environment(&pipeline, Some(&name))?;
             let engine = connect_if_needed(&pipeline, Some(&name)).await?;
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
             let options = RunOptions {
                 only: (!only.is_empty()).then(|| only.into_iter().collect::<BTreeSet<_>>()),
                 force,
                 concurrency,
+                ..RunOptions::default()
             };
             let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
             let stage = name.clone();
@@ -425,6 +429,22 @@ fn load(path: &Path) -> Result<Pipeline, Failure> {
             format!("{count} problem(s) in the pipeline config:\n{errors}"),
         )
     })
+}
+
+/// Checks what the config needs from this machine (token variables, the CA bundle) for all of
+/// it, or for one stage; located like compile errors, with the same exit code.
+fn check_environment(pipeline: &Pipeline, stage: Option<&str>) -> Result<(), Failure> {
+    let names = stage.map(|s| vec![s]);
+    let is_set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    pipeline
+        .check_environment(names.as_deref(), &is_set)
+        .map_err(|errors| {
+            let count = errors.0.len();
+            Failure::new(
+                exit::CONFIG,
+                format!("{count} problem(s) with what the pipeline config needs from this machine:\n{errors}"),
+            )
+        })
 }
 
 /// Connects to the engine when the pipeline (or the one stage asked for) runs containers.
@@ -611,7 +631,10 @@ async fn demo(
         reporter,
         Some(Arc::clone(&engine)),
     )?;
-    let options = RunOptions::default();
+    let mut options = RunOptions::default();
+    options
+        .secrets
+        .insert(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
     run_interruptibly(&mut runner, Some(&engine), |r| {
         Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
     })

@@ -105,6 +105,27 @@ impl MirrorCache {
     /// # Errors
     /// When the clone or fetch fails, or a commit does not exist upstream (the message names it).
     pub fn ensure(&self, repo: &str, url: &str, commits: &[&str]) -> Result<PathBuf, GitError> {
+        let (mirror, missing) = self.update(repo, url, commits)?;
+        if let Some(commit) = missing.first() {
+            return Err(GitError {
+                command: format!("git cat-file -e {commit}"),
+                message: format!("commit {commit} is not in {url}"),
+            });
+        }
+        Ok(mirror)
+    }
+
+    /// Like [`ensure`](Self::ensure), but a commit upstream does not have is an answer, not an
+    /// error: returns the mirror and the commits of `commits` it still lacks after fetching.
+    ///
+    /// # Errors
+    /// When the clone or fetch fails.
+    pub fn update(
+        &self,
+        repo: &str,
+        url: &str,
+        commits: &[&str],
+    ) -> Result<(PathBuf, Vec<String>), GitError> {
         let stem = stem(repo, url);
         let mirror = self.dir.join(format!("{stem}.git"));
         let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
@@ -137,13 +158,8 @@ impl MirrorCache {
                 message: e.to_string(),
             })?;
         }
-        if let Some(commit) = missing_commits(&mirror, commits)?.first() {
-            return Err(GitError {
-                command: format!("git cat-file -e {commit}"),
-                message: format!("commit {commit} is not in {url}"),
-            });
-        }
-        Ok(mirror)
+        let missing = missing_commits(&mirror, commits)?;
+        Ok((mirror, missing))
     }
 }
 

@@ -264,19 +264,8 @@ fn error_row(instance_id: String, origin: &str, what: &str) -> Candidate {
         instance_id,
         status: "error".into(),
         error: Some(format!("{origin}: {what}")),
-        repo: String::new(),
-        pull_number: None,
-        base_commit: String::new(),
-        patch: String::new(),
-        test_patch: String::new(),
-        problem_statement: String::new(),
-        hints_text: String::new(),
-        created_at: String::new(),
-        version: None,
-        language: None,
-        given_fail_to_pass: Vec::new(),
-        given_pass_to_pass: Vec::new(),
         origin: origin.to_string(),
+        ..Candidate::default()
     }
 }
 
@@ -329,6 +318,7 @@ fn parse_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candidate, 
         given_pass_to_pass: test_list(obj, "PASS_TO_PASS", id)?,
         origin: origin.to_string(),
         instance_id,
+        ..Candidate::default()
     })
 }
 
@@ -361,6 +351,18 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
     let patch = required_str(obj, "fix_patch", id.clone())?;
     let test_patch = required_str(obj, "test_patch", id.clone())?;
     let problem_statement = resolved_issues(obj, id.clone())?;
+    let issue_numbers: Vec<String> = match obj.get("resolved_issues") {
+        Some(Value::Array(issues)) => issues
+            .iter()
+            .filter_map(|i| i.get("number"))
+            .filter_map(|n| match n {
+                Value::Number(n) => Some(n.to_string()),
+                Value::String(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let hints_text = match optional_str(obj, "hints_text", id.clone())? {
         Some(hints) => hints,
         None => optional_str(obj, "hints", id.clone())?.unwrap_or_default(),
@@ -386,8 +388,10 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
         language: optional_str(obj, "language", id.clone())?,
         given_fail_to_pass: fail_to_pass,
         given_pass_to_pass: test_names(obj, "p2p_tests", id)?,
+        issue_numbers,
         origin: origin.to_string(),
         instance_id,
+        ..Candidate::default()
     })
 }
 

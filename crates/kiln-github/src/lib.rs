@@ -4,6 +4,7 @@
 //! existing task files ([`read_task_file`]), which lets users re-validate published benchmarks.
 //! [`clone_url`] turns a repository name into the URL (or local mirror path) it is cloned from.
 
+pub mod crawl;
 mod ingest;
 
 pub use ingest::{IngestError, read_task_file};

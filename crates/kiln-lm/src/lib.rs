@@ -144,6 +144,7 @@ mod tests {
             given_fail_to_pass: vec![],
             given_pass_to_pass: vec![],
             origin: "t.jsonl:1".into(),
+            ..Candidate::default()
         }
     }
 

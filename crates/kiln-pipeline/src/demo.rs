@@ -1,7 +1,9 @@
-//! The built-in demo: fixture repositories from `kiln-testkit` and a pipeline config for them.
+//! The built-in demo: fixture repositories from `kiln-testkit`, served through the fake GitHub,
+//! and a pipeline config that crawls them as a monthly run would.
 
 use std::path::{Path, PathBuf};
 
+use kiln_testkit::github::FakeGitHub;
 use kiln_testkit::{DemoLayout, Expect};
 
 use crate::summary::InstanceSummary;
@@ -9,13 +11,19 @@ use crate::summary::InstanceSummary;
 /// Marker file that identifies a demo directory, so `kiln demo` only ever deletes its own.
 pub const DEMO_MARKER: &str = ".kiln-demo";
 
-/// A written demo: the fixtures and the config that runs them.
-#[derive(Debug, Clone)]
+/// The variable the demo's config names in `token_env`.
+pub const DEMO_TOKEN_ENV: &str = "KILN_DEMO_GITHUB_TOKEN";
+
+/// A written demo: the fixtures, the fake GitHub serving them, and the config that crawls it.
 pub struct Demo {
     /// Fixture layout and expectations.
     pub layout: DemoLayout,
     /// The demo's `pipeline.toml`.
     pub config_path: PathBuf,
+    /// The fake GitHub the config's crawl source points at; it answers while this lives.
+    pub github: FakeGitHub,
+    /// The token the fake accepts, for the variable [`DEMO_TOKEN_ENV`].
+    pub token: String,
 }
 
 /// Errors preparing the demo directory.
@@ -54,6 +62,19 @@ pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Dem
         })?;
     }
     let layout = kiln_testkit::write_demo(dir)?;
+    // A token of this demo alone: another demo's fake on this machine rejects it.
+    let token = format!(
+        "kiln-demo-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let github = FakeGitHub::start(
+        kiln_testkit::github::fake_repos(&layout)?,
+        &[token.as_str()],
+    )?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| DemoError::Io { path, source }
@@ -65,16 +86,46 @@ pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Dem
     )
     .map_err(io(&marker))?;
     let config_path = dir.join("pipeline.toml");
-    std::fs::write(&config_path, config_text("demo", ca_bundle, repeats, true))
-        .map_err(io(&config_path))?;
+    let repos: Vec<String> = layout.instances.iter().map(|i| i.repo.clone()).collect();
+    std::fs::write(
+        &config_path,
+        crawl_config_text("demo", &github.url(), &repos, ca_bundle, repeats),
+    )
+    .map_err(io(&config_path))?;
     Ok(Demo {
         layout,
         config_path,
+        github,
+        token,
     })
 }
 
-/// The demo's pipeline config for fixtures written next to it (`tasks.jsonl`, `repos/`), under
-/// dataset name `dataset`; the system tests run other fixture sets with it too.
+/// The demo's pipeline config: the fixture repositories crawled from the fake GitHub at
+/// `api_url` for September 2024 (the month their pull requests were merged), through every
+/// stage, under dataset name `dataset`.
+#[must_use]
+pub fn crawl_config_text(
+    dataset: &str,
+    api_url: &str,
+    repos: &[String],
+    ca_bundle: Option<&Path>,
+    repeats: u32,
+) -> String {
+    let source = format!(
+        r#"[sources.github]
+kind = "crawl"
+api_url = "{api_url}"
+repos = {repos:?}
+month = "2024-09"
+token_env = ["{DEMO_TOKEN_ENV}"]
+clone_url = "{{config_dir}}/repos/{{owner}}/{{name}}"
+"#
+    );
+    pipeline_text(dataset, &source, "github", ca_bundle, repeats, true)
+}
+
+/// A pipeline config for fixtures written next to it (`tasks.jsonl`, `repos/`), ingested from
+/// the task file, under dataset name `dataset`; the system tests run fixture sets with it.
 #[must_use]
 pub fn config_text(
     dataset: &str,
@@ -82,6 +133,31 @@ pub fn config_text(
     repeats: u32,
     verify_dockerfile: bool,
 ) -> String {
+    let source = r#"[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+clone_url = "{config_dir}/repos/{owner}/{name}"
+"#;
+    pipeline_text(
+        dataset,
+        source,
+        "tasks",
+        ca_bundle,
+        repeats,
+        verify_dockerfile,
+    )
+}
+
+/// A config with `source` (the TOML of one source named `source_name`) and every stage.
+fn pipeline_text(
+    dataset: &str,
+    source: &str,
+    source_name: &str,
+    ca_bundle: Option<&Path>,
+    repeats: u32,
+    verify_dockerfile: bool,
+) -> String {
+    let s = source_name;
     let docker = match ca_bundle {
         Some(path) => format!("[docker]\nca_bundle = {:?}\n", path.to_string_lossy()),
         None => String::new(),
@@ -93,35 +169,31 @@ name = "{dataset}"
 root = "datasets"
 
 {docker}
-[sources.tasks]
-kind = "ingest"
-path = "tasks.jsonl"
-clone_url = "{{config_dir}}/repos/{{owner}}/{{name}}"
-
+{source}
 [stages.filter]
 kind = "filter"
-inputs = ["tasks"]
+inputs = ["{s}"]
 
 [stages.split]
 kind = "split"
-inputs = ["tasks", "filter"]
+inputs = ["{s}", "filter"]
 
 [stages.launch]
 kind = "launch"
-inputs = ["tasks", "filter", "split"]
+inputs = ["{s}", "filter", "split"]
 command_timeout = "15m"
 test_timeout = "5m"
 verify_dockerfile = {verify_dockerfile}
 
 [stages.validate]
 kind = "validate"
-inputs = ["tasks", "launch"]
+inputs = ["{s}", "launch"]
 repeats = {repeats}
 test_timeout = "5m"
 
 [stages.export]
 kind = "export"
-inputs = ["tasks", "split", "launch", "validate"]
+inputs = ["{s}", "split", "launch", "validate"]
 "#
     )
 }

@@ -91,6 +91,40 @@ pub struct RunOptions {
     pub force: bool,
     /// Override the concurrency of launch and validate.
     pub concurrency: Option<usize>,
+    /// Values for the environment variables a config names (`token_env`), used before the
+    /// process environment: a program embedding kiln (or the demo) hands tokens over without
+    /// putting them in the environment.
+    pub secrets: Secrets,
+}
+
+/// Named secrets ([`RunOptions::secrets`]); their values never appear in `Debug` output.
+#[derive(Clone, Default)]
+pub struct Secrets(BTreeMap<String, String>);
+
+impl Secrets {
+    /// Sets the value of variable `name`.
+    pub fn insert(&mut self, name: &str, value: &str) {
+        self.0.insert(name.to_string(), value.to_string());
+    }
+
+    /// The value of `name`: the one set here, else the process environment's (empty counts as
+    /// unset).
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.0
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+            .filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.keys().map(|k| format!("{k}=<redacted>")))
+            .finish()
+    }
 }
 
 /// An opened run, locked for this process.
@@ -253,6 +287,7 @@ impl Runner {
         };
         let outcome = match node.kind {
             NodeKind::Ingest => stages::ingest(&cx)?,
+            NodeKind::Crawl => stages::crawl(&cx).await?,
             NodeKind::Filter => stages::filter(&cx)?,
             NodeKind::Split => stages::split(&cx)?,
             NodeKind::Launch => stages::launch(&cx).await?,

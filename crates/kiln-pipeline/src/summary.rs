@@ -43,7 +43,10 @@ fn rows<R: kiln_schema::Row>(
     kind: NodeKind,
 ) -> Result<Vec<R>, PipelineError> {
     let mut out = Vec::new();
-    for node in pipeline.nodes.iter().filter(|n| n.kind == kind) {
+    let wanted = |n: &&kiln_core::config::Node| {
+        n.kind == kind || (kind == NodeKind::Ingest && n.kind.is_source())
+    };
+    for node in pipeline.nodes.iter().filter(wanted) {
         let dir = run.stage_dir(&node.name)?;
         if dir.join(kiln_store::MANIFEST).exists() {
             out.extend(kiln_store::read_rows::<R>(&dir)?);
@@ -52,7 +55,8 @@ fn rows<R: kiln_schema::Row>(
     Ok(out)
 }
 
-/// One summary per candidate of the run, in id order.
+/// One summary per candidate of the run, in id order. Pull requests a crawl dropped are not
+/// candidates; the crawl stage's counts give their reasons.
 ///
 /// # Errors
 /// When a stage table cannot be read.
@@ -83,7 +87,7 @@ pub fn instance_summaries(
             .map(|v| (v.instance_id.clone(), v))
             .collect();
     let mut out = Vec::new();
-    for candidate in candidates {
+    for candidate in candidates.into_iter().filter(|c| c.status != "dropped") {
         let id = candidate.instance_id.clone();
         let mut summary = InstanceSummary {
             instance_id: id.clone(),

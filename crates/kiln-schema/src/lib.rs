@@ -14,7 +14,7 @@ mod tables;
 pub use tables::*;
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -103,7 +103,7 @@ macro_rules! table {
         }
     ) => {
         $(#[doc = $tdoc])*
-        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         #[allow(non_snake_case)]
         pub struct $name {

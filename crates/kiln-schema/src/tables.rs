@@ -9,7 +9,8 @@ table! {
     pub struct Candidate in "candidate" {
         /// `owner__repo-PR`, unique within a run.
         pub instance_id: String,
-        /// Row status: `ok`, or `error` when the source line could not be read (see `error`).
+        /// Row status: `ok`; `error` when the source line could not be read (see `error`);
+        /// `dropped` for a crawled pull request that is not a task candidate (see `drop_reason`).
         pub status: String,
         /// For `error` rows: what was wrong, with the source file and line.
         pub error: Option<String>,
@@ -37,6 +38,22 @@ table! {
         pub given_fail_to_pass: Vec<String>,
         /// PASS_TO_PASS as given by the source (empty for crawled candidates).
         pub given_pass_to_pass: Vec<String>,
+        /// Numbers of the issues the pull request resolves (SWE-bench-Live's `issue_numbers`).
+        pub issue_numbers: Vec<String>,
+        /// How each linked issue (by number) was linked: `closing-reference` (GitHub's own
+        /// resolution), `keyword` (a closing keyword in the pull request body), or
+        /// `closing-reference+keyword`.
+        pub issue_links: BTreeMap<String, String>,
+        /// Head commit of the pull request, when crawled.
+        pub head_commit: Option<String>,
+        /// Merge commit of the pull request, when crawled.
+        pub merge_commit: Option<String>,
+        /// Merge time (RFC 3339), when crawled.
+        pub merged_at: Option<String>,
+        /// For `dropped` rows: why (`no-linked-issue`, `no-test-change`, `only-tests`,
+        /// `too-large`, `not-merged`, `base-unreachable`, `head-unreachable`,
+        /// `patch-does-not-apply`, `diff-failed`).
+        pub drop_reason: Option<String>,
         /// Where the row came from: `file:line` of a task file, or the GitHub API.
         pub origin: String,
     }

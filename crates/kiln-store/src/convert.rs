@@ -391,6 +391,15 @@ pub fn write_parquet<R: Row>(path: &Path, rows: &[R]) -> Result<(), StoreError> 
 /// Reads every record batch of a Parquet file of `table`, checking its schema version and table
 /// name, and concatenates them into one batch.
 pub(crate) fn read_batch(path: &Path, table: &str) -> Result<RecordBatch, StoreError> {
+    read_batch_columns(path, table, None)
+}
+
+/// [`read_batch`] of only the named columns (all of them with `None`).
+pub(crate) fn read_batch_columns(
+    path: &Path,
+    table: &str,
+    columns: Option<&[&str]>,
+) -> Result<RecordBatch, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io("open", path, e))?;
     let parquet_err = |source| StoreError::Parquet {
         path: path.to_path_buf(),
@@ -419,8 +428,18 @@ pub(crate) fn read_batch(path: &Path, table: &str) -> Result<RecordBatch, StoreE
             expected: table.to_string(),
         });
     }
-    let schema = builder.schema().clone();
+    let builder = match columns {
+        Some(columns) => {
+            let mask = parquet::arrow::ProjectionMask::columns(
+                builder.parquet_schema(),
+                columns.iter().copied(),
+            );
+            builder.with_projection(mask)
+        }
+        None => builder,
+    };
     let reader = builder.build().map_err(parquet_err)?;
+    let schema = arrow::array::RecordBatchReader::schema(&reader);
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| StoreError::Arrow {

@@ -80,30 +80,32 @@ fn run_sort_key(id: &str) -> (String, u64) {
     (base, suffix)
 }
 
-/// The id of the most recent run of `dataset` (the greatest id among directories holding a
-/// `run.json`), if any.
-pub fn latest(dataset_root: &Path, dataset: &str) -> Result<Option<String>, StoreError> {
+/// The ids of every run of `dataset` (directories holding a `run.json`), oldest first.
+pub fn run_ids(dataset_root: &Path, dataset: &str) -> Result<Vec<String>, StoreError> {
     let dir = runs_dir(dataset_root, dataset);
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(StoreError::io("list", &dir, e)),
     };
-    let mut best: Option<((String, u64), String)> = None;
+    let mut ids = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io("list", &dir, e))?;
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        if !entry.path().join(RUN_FILE).is_file() {
-            continue;
-        }
-        let key = run_sort_key(&id);
-        if best.as_ref().is_none_or(|(k, _)| key > *k) {
-            best = Some((key, id));
+        if entry.path().join(RUN_FILE).is_file() {
+            ids.push(id);
         }
     }
-    Ok(best.map(|(_, id)| id))
+    ids.sort_by_key(|id| run_sort_key(id));
+    Ok(ids)
+}
+
+/// The id of the most recent run of `dataset` (the greatest id among directories holding a
+/// `run.json`), if any.
+pub fn latest(dataset_root: &Path, dataset: &str) -> Result<Option<String>, StoreError> {
+    Ok(run_ids(dataset_root, dataset)?.pop())
 }
 
 impl RunStore {

@@ -172,6 +172,24 @@ pub fn read_rows<R: Row>(dir: &Path) -> Result<Vec<R>, StoreError> {
     }
 }
 
+/// The keys (`instance_id`) of every row of the stage table in `dir`, reading only that column,
+/// without writing anything.
+pub fn read_keys(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let manifest = Manifest::read(dir)?;
+    let mut keys = Vec::with_capacity(usize::try_from(manifest.rows).unwrap_or(0));
+    for part in &manifest.parts {
+        let path = dir.join(part);
+        let batch =
+            crate::convert::read_batch_columns(&path, &manifest.table, Some(&["instance_id"]))?;
+        let column = batch
+            .column_by_name("instance_id")
+            .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+            .ok_or_else(|| StoreError::invalid(path.clone(), "no instance_id column of strings"))?;
+        keys.extend(column.iter().flatten().map(str::to_string));
+    }
+    Ok(keys)
+}
+
 /// Content hash of rows: SHA-256 over the schema version, the table name and the JSON of every
 /// row, sorted by key. It does not depend on how rows are split into parts.
 fn content_hash<R: Row>(rows: &[R]) -> Result<String, serde_json::Error> {

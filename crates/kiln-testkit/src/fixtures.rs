@@ -37,6 +37,9 @@ pub(crate) struct Fixture {
     pub name: &'static str,
     /// Pull request number (the instance id suffix).
     pub pr: u32,
+    /// Number of the issue the pull request fixes (its commit message says `Fixes #<issue>`;
+    /// issues and pull requests share one numbering on GitHub, so it differs from `pr`).
+    pub issue: u32,
     /// Day of September 2024 of the first commit; the others follow a day apart, so fixtures
     /// do not share dates and every date is a realistic dependency cut-off.
     pub first_day: u32,
@@ -95,7 +98,8 @@ pub(crate) static FIXTURES: &[Fixture] = &[
         dir: "calc",
         owner: "kiln-demo",
         name: "calc",
-        pr: 1,
+        pr: 2,
+        issue: 1,
         first_day: 2,
         messages: [
             "Add basic arithmetic operations",
@@ -136,7 +140,8 @@ right-associative.\n",
         dir: "textwrap2",
         owner: "kiln-demo",
         name: "textwrap2",
-        pr: 2,
+        pr: 3,
+        issue: 2,
         first_day: 9,
         messages: [
             "Add greedy wrap()",
@@ -169,7 +174,8 @@ A width below 1 should be rejected with a `ValueError` when the wrapper is creat
         dir: "badgold",
         owner: "kiln-demo",
         name: "badgold",
-        pr: 3,
+        pr: 4,
+        issue: 3,
         first_day: 16,
         messages: [
             "Add slugify()",
@@ -196,7 +202,8 @@ digits and the separator: `\"hello-world\"`.\n",
         dir: "broken",
         owner: "kiln-demo",
         name: "broken",
-        pr: 4,
+        pr: 5,
+        issue: 4,
         first_day: 23,
         messages: [
             "Add to_roman()",

@@ -16,6 +16,7 @@ use serde::Serialize;
 mod ecosystems;
 mod fixtures;
 mod git;
+pub mod github;
 pub mod http;
 
 pub use ecosystems::write_ecosystems;
@@ -77,6 +78,38 @@ pub struct DemoLayout {
     pub tasks_file: PathBuf,
     /// One entry per task, in task file order.
     pub instances: Vec<ExpectedInstance>,
+    /// The pull request behind each task, in the same order, for the fake GitHub.
+    pub pulls: Vec<WrittenPull>,
+}
+
+/// A pull request a fixture repository holds: its commits (the head is also
+/// `refs/pull/<number>/head`, as on GitHub) and the issue it fixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenPull {
+    /// `owner/name`.
+    pub repo: String,
+    /// The repository on disk.
+    pub repo_dir: PathBuf,
+    /// Pull request number.
+    pub number: u32,
+    /// Number of the issue it fixes.
+    pub issue: u32,
+    /// The fix commit's message (the pull request's title and body).
+    pub message: String,
+    /// Base commit.
+    pub base_commit: String,
+    /// Head commit (the fix).
+    pub head_commit: String,
+    /// Merge commit on `main`.
+    pub merge_commit: String,
+    /// Time of the fix commit (RFC 3339), when the pull request was opened.
+    pub created_at: String,
+    /// Time of the merge (RFC 3339).
+    pub merged_at: String,
+    /// The issue's text: title, a blank line, the body.
+    pub problem_statement: String,
+    /// A comment on the issue from before the fix (empty: none).
+    pub hints_text: String,
 }
 
 impl DemoLayout {
@@ -138,6 +171,8 @@ pub enum Expect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct BuiltRepo {
     base_commit: String,
+    head_commit: String,
+    merge_commit: String,
     patch: String,
     test_patch: String,
 }
@@ -166,15 +201,15 @@ struct TaskRow {
 /// `dir/tasks.jsonl`.
 ///
 /// The instances, in task file order:
-/// 1. `kiln-demo__calc-1`: three bugs fixed in one patch (F2P: a changed existing test, a new
+/// 1. `kiln-demo__calc-2`: three bugs fixed in one patch (F2P: a changed existing test, a new
 ///    test, two new parametrized cases whose ids hold spaces and brackets), many P2P tests;
 ///    pure stdlib, `pyproject.toml` with a `test` extra, `src/` layout.
-/// 2. `kiln-demo__textwrap2-2`: depends on `attrs` from PyPI, and the fix uses it; test
+/// 2. `kiln-demo__textwrap2-3`: depends on `attrs` from PyPI, and the fix uses it; test
 ///    dependencies are declared in `requirements-dev.txt` instead of an extra.
-/// 3. `kiln-demo__badgold-3`: the gold patch does not fix the bug, so validation must reject the
+/// 3. `kiln-demo__badgold-4`: the gold patch does not fix the bug, so validation must reject the
 ///    task with `no-fail-to-pass` (the task file still claims a FAIL_TO_PASS, as a wrong
 ///    dataset would).
-/// 4. `kiln-demo__broken-4`: declares a dependency that does not exist on PyPI, so launch must
+/// 4. `kiln-demo__broken-5`: declares a dependency that does not exist on PyPI, so launch must
 ///    fail with `dependency-resolution`.
 ///
 /// Each repository has three commits up to the base commit, then the fix on a pull request
@@ -207,9 +242,24 @@ fn write_set(
     }
     let mut lines = String::new();
     let mut instances = Vec::new();
+    let mut pulls = Vec::new();
     for fixture in fixtures {
         let repo_dir = repos_dir.join(fixture.owner).join(fixture.name);
         let built = build(fixture, &repo_dir)?;
+        pulls.push(WrittenPull {
+            repo: fixture.repo(),
+            repo_dir: repo_dir.clone(),
+            number: fixture.pr,
+            issue: fixture.issue,
+            message: fixture.messages[3].to_string(),
+            base_commit: built.base_commit.clone(),
+            head_commit: built.head_commit.clone(),
+            merge_commit: built.merge_commit.clone(),
+            created_at: fixture.date(3),
+            merged_at: fixture.date(4),
+            problem_statement: fixture.problem_statement.to_string(),
+            hints_text: fixture.hints_text.to_string(),
+        });
         let row = task_row(fixture, &built)?;
         lines.push_str(&serde_json::to_string(&row)?);
         lines.push('\n');
@@ -225,6 +275,7 @@ fn write_set(
         repos_dir,
         tasks_file,
         instances,
+        pulls,
     })
 }
 
@@ -402,6 +453,17 @@ fn build_repo_with(
         Some(&fixture.date(4)),
     )?;
     git(repo_dir, &["branch", "-q", "-D", &branch], None)?;
+    let merge_commit = rev_parse(repo_dir, "HEAD")?;
+    // GitHub keeps every pull request's head as `refs/pull/<n>/head`; mirrors fetch it.
+    git(
+        repo_dir,
+        &[
+            "update-ref",
+            &format!("refs/pull/{}/head", fixture.pr),
+            &fix_commit,
+        ],
+        None,
+    )?;
     commit_later(fixture, repo_dir)?;
 
     // Split the pull request's diff into code and tests, as the crawl does.
@@ -424,6 +486,8 @@ fn build_repo_with(
     let test_patch = diff(repo_dir, &base_commit, &fix_commit, &tests)?;
     Ok(BuiltRepo {
         base_commit,
+        head_commit: fix_commit,
+        merge_commit,
         patch,
         test_patch,
     })

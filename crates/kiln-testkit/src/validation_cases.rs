@@ -14,12 +14,13 @@ static CASES: &[Fixture] = &[
         owner: "kiln-vc",
         name: "dice",
         pr: 11,
+        issue: 10,
         first_day: 3,
         messages: [
             "Add roll()",
             "Add dice notation",
             "Add a README",
-            "Read negative modifiers in dice notation\n\nFixes #11.",
+            "Read negative modifiers in dice notation\n\nFixes #10.",
         ],
         later_message: "Release 0.2.0",
         problem_statement: "parse() rejects negative modifiers\n\n\
@@ -40,12 +41,13 @@ static CASES: &[Fixture] = &[
         owner: "kiln-vc",
         name: "units",
         pr: 12,
+        issue: 11,
         first_day: 10,
         messages: [
             "Add length conversions",
             "Add format_length()",
             "Add a README",
-            "Support inches\n\nFixes #12.",
+            "Support inches\n\nFixes #11.",
         ],
         later_message: "Release 0.2.0",
         problem_statement: "Inches are not supported\n\n\
@@ -66,12 +68,13 @@ static CASES: &[Fixture] = &[
         owner: "kiln-vc",
         name: "strutil",
         pr: 13,
+        issue: 12,
         first_day: 17,
         messages: [
             "Add title_case()",
             "Add squeeze()",
             "Add a README",
-            "Split words on any whitespace in title_case\n\nFixes #13.",
+            "Split words on any whitespace in title_case\n\nFixes #12.",
         ],
         later_message: "Release 0.2.0",
         problem_statement: "title_case keeps runs of spaces\n\n\
@@ -92,12 +95,13 @@ static CASES: &[Fixture] = &[
         owner: "kiln-vc",
         name: "inikit",
         pr: 14,
+        issue: 13,
         first_day: 24,
         messages: [
             "Add parse()",
             "Add dump()",
             "Add a README",
-            "Treat ';' as a comment marker\n\nFixes #14.",
+            "Treat ';' as a comment marker\n\nFixes #13.",
         ],
         later_message: "Release 0.1.1",
         problem_statement: "Semicolon comments are read as keys\n\n\
@@ -119,12 +123,13 @@ static CASES: &[Fixture] = &[
         owner: "kiln-vc",
         name: "colorkit",
         pr: 15,
+        issue: 14,
         first_day: 5,
         messages: [
             "Add hex_to_rgb()",
             "Add mix()",
             "Add a README",
-            "Add rgb_to_hex()\n\nFixes #15.",
+            "Add rgb_to_hex()\n\nFixes #14.",
         ],
         later_message: "Release 0.2.0",
         problem_statement: "No way back from RGB to hex\n\n\

@@ -9,8 +9,8 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::{
-    ConfigError, DatasetSettings, DockerSettings, Node, NodeKind, NodeSettings, Pipeline,
-    hex_sha256, parse_duration, parse_size,
+    ConfigError, DatasetSettings, DockerSettings, Need, Node, NodeKind, NodeSettings, Pipeline,
+    Requirement, hex_sha256, parse_duration, parse_size,
 };
 
 pub(super) type Table<'a> = DeTable<'a>;
@@ -31,6 +31,10 @@ pub(super) struct Compiler<'t> {
     pub(super) text: &'t str,
     pub(super) base: PathBuf,
     pub(super) errors: Vec<ConfigError>,
+    /// What the config needs from the machine it runs on, checked apart from compiling.
+    pub(super) requirements: Vec<Requirement>,
+    /// The node being compiled, for the requirements it declares.
+    pub(super) current_node: Option<String>,
 }
 
 /// Reads the keys of one table, remembering which were consumed so the rest are reported unknown.
@@ -148,7 +152,26 @@ impl Compiler<'_> {
             dataset: dataset?,
             docker: docker?,
             nodes,
+            requirements: std::mem::take(&mut self.requirements),
         })
+    }
+
+    /// Records that the config needs `need` from its environment, located at `offset`.
+    pub(super) fn require(&mut self, offset: usize, key: &str, need: Need) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before
+            .rfind('\n')
+            .map_or(offset, |nl| offset - nl - 1)
+            .saturating_add(1);
+        self.requirements.push(Requirement {
+            node: self.current_node.clone(),
+            key: key.to_string(),
+            line,
+            column,
+            need,
+        });
     }
 
     pub(super) fn table<'a, 'b>(
@@ -454,8 +477,13 @@ impl Compiler<'_> {
         };
         let table = self.table(value, "docker")?;
         let mut keys = Keys::new(table, "docker", value.span().start);
+        let ca_bundle_at = keys.get("ca_bundle").map_or(0, |v| v.span().start);
         let ca_bundle = match self.string(&mut keys, "ca_bundle") {
-            Some(Some(s)) => Ok(Some(self.path_value(&s))),
+            Some(Some(s)) => {
+                let path = self.path_value(&s);
+                self.require(ca_bundle_at, "docker.ca_bundle", Need::File(path.clone()));
+                Ok(Some(path))
+            }
             Some(None) => Err(()),
             None => Ok(None),
         };
@@ -491,6 +519,13 @@ impl Compiler<'_> {
     }
 
     pub(super) fn node(&mut self, section: &str, name: &str, value: &Value<'_>) -> Option<Draft> {
+        self.current_node = Some(name.to_string());
+        let draft = self.node_inner(section, name, value);
+        self.current_node = None;
+        draft
+    }
+
+    fn node_inner(&mut self, section: &str, name: &str, value: &Value<'_>) -> Option<Draft> {
         let key = format!("{section}.{name}");
         let table = self.table(value, &key)?;
         let mut keys = Keys::new(table, &key, value.span().start);
@@ -542,6 +577,7 @@ impl Compiler<'_> {
                 self.ingest(&mut keys),
                 &["kind", "path", "clone_url", "instances"],
             ),
+            NodeKind::Crawl => (self.crawl(&mut keys), super::sources::CRAWL_KEYS),
             NodeKind::Filter => (
                 self.filter(&mut keys),
                 &["kind", "inputs", "judge", "min_problem_chars"],
@@ -614,7 +650,7 @@ impl Compiler<'_> {
             let key = format!("{}.inputs", node.key);
             let at = &node.inputs_at;
             let (required, optional) = node.kind.input_rules();
-            let mut kinds_seen: BTreeMap<NodeKind, &str> = BTreeMap::new();
+            let mut roles_seen: BTreeMap<NodeKind, &str> = BTreeMap::new();
             for input in &node.inputs {
                 let Some(target) = by_name.get(input.as_str()) else {
                     let names: Vec<&str> = by_name.keys().copied().collect();
@@ -628,7 +664,8 @@ impl Compiler<'_> {
                     );
                     continue;
                 };
-                if !required.contains(&target.kind) && !optional.contains(&target.kind) {
+                let role = target.kind.role();
+                if !required.contains(&role) && !optional.contains(&role) {
                     self.error_at(
                         *at,
                         &key,
@@ -638,23 +675,25 @@ impl Compiler<'_> {
                         ),
                     );
                 }
-                if let Some(other) = kinds_seen.insert(target.kind, input) {
+                if let Some(other) = roles_seen.insert(role, input) {
+                    let what = if role == NodeKind::Ingest {
+                        "sources".to_string()
+                    } else {
+                        format!("{role} nodes")
+                    };
                     self.error_at(
                         *at,
                         &key,
-                        format!(
-                            "inputs \"{other}\" and \"{input}\" are both {} nodes; name one",
-                            target.kind
-                        ),
+                        format!("inputs \"{other}\" and \"{input}\" are both {what}; name one"),
                     );
                 }
             }
-            for kind in required {
-                if !kinds_seen.contains_key(kind) {
+            for role in required {
+                if !roles_seen.contains_key(role) {
                     self.error_at(
                         *at,
                         &key,
-                        format!("a {} stage needs an input of kind {kind}", node.kind),
+                        format!("a {} stage needs {}", node.kind, role.role_name()),
                     );
                 }
             }

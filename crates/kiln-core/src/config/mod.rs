@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use toml::de::DeTable;
 
 use compile::{Compiler, config_dir};
-pub use sources::IngestSettings;
+pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{ExportSettings, FilterSettings, LaunchSettings, SplitSettings, ValidateSettings};
 
 /// One config error, located in the file.
@@ -68,6 +68,8 @@ impl fmt::Display for ConfigErrors {
 pub enum NodeKind {
     /// Reads a SWE-bench or Multi-SWE-bench task file (source).
     Ingest,
+    /// Crawls merged, issue-linked pull requests from GitHub (source).
+    Crawl,
     /// Judges candidates (keep or drop).
     Filter,
     /// Labels candidates with the operating system they need.
@@ -81,8 +83,9 @@ pub enum NodeKind {
 }
 
 impl NodeKind {
-    const ALL: [NodeKind; 6] = [
+    const ALL: [NodeKind; 7] = [
         Self::Ingest,
+        Self::Crawl,
         Self::Filter,
         Self::Split,
         Self::Launch,
@@ -95,6 +98,7 @@ impl NodeKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ingest => "ingest",
+            Self::Crawl => "crawl",
             Self::Filter => "filter",
             Self::Split => "split",
             Self::Launch => "launch",
@@ -103,20 +107,40 @@ impl NodeKind {
         }
     }
 
-    fn is_source(self) -> bool {
-        self == Self::Ingest
+    /// Whether nodes of this kind produce candidates (and take no inputs).
+    #[must_use]
+    pub fn is_source(self) -> bool {
+        matches!(self, Self::Ingest | Self::Crawl)
     }
 
-    /// Input kinds a node of this kind requires, and those it accepts besides.
+    /// The kind this one counts as in the graph rules: every source kind plays the role of
+    /// `ingest` (a stage reads candidates from one source, whichever kind it is).
+    fn role(self) -> NodeKind {
+        if self.is_source() { Self::Ingest } else { self }
+    }
+
+    /// Input roles (see [`NodeKind::role`]) a node of this kind requires, and those it accepts
+    /// besides.
     fn input_rules(self) -> (&'static [NodeKind], &'static [NodeKind]) {
         use NodeKind::{Filter, Ingest, Launch, Split, Validate};
         match self {
-            Self::Ingest => (&[], &[]),
+            Self::Ingest | Self::Crawl => (&[], &[]),
             Self::Filter => (&[Ingest], &[]),
             Self::Split => (&[Ingest], &[Filter]),
             Self::Launch => (&[Ingest], &[Filter, Split]),
             Self::Validate => (&[Ingest, Launch], &[]),
             Self::Export => (&[Ingest, Launch, Validate], &[Split]),
+        }
+    }
+}
+
+impl NodeKind {
+    /// How a required input of this role is named in messages.
+    fn role_name(self) -> String {
+        if self == Self::Ingest {
+            "a source input (ingest or crawl)".into()
+        } else {
+            format!("an input of kind {self}")
         }
     }
 }
@@ -182,6 +206,8 @@ impl DockerSettings {
 pub enum NodeSettings {
     /// See [`IngestSettings`].
     Ingest(IngestSettings),
+    /// See [`CrawlSettings`].
+    Crawl(CrawlSettings),
     /// See [`FilterSettings`].
     Filter(FilterSettings),
     /// See [`SplitSettings`].
@@ -231,6 +257,33 @@ pub struct Pipeline {
     pub docker: DockerSettings,
     /// Sources and stages, each after all of its inputs.
     pub nodes: Vec<Node>,
+    /// What the config needs from the machine (environment variables, files), checked by
+    /// [`Pipeline::check_environment`] when a command is about to use it.
+    pub requirements: Vec<Requirement>,
+}
+
+/// Something a config needs from the machine it runs on, and where the config says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// The source or stage that needs it (`None` for the `[docker]` and `[dataset]` tables).
+    pub node: Option<String>,
+    /// Dotted key that names it.
+    pub key: String,
+    /// 1-based line of the key's value.
+    pub line: usize,
+    /// 1-based column of the key's value.
+    pub column: usize,
+    /// What is needed.
+    pub need: Need,
+}
+
+/// What a [`Requirement`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// An environment variable that must be set and non-empty (a token).
+    EnvVar(String),
+    /// A file that must exist and be readable.
+    File(PathBuf),
 }
 
 impl Pipeline {
@@ -261,6 +314,8 @@ impl Pipeline {
             text,
             base: config_dir(path),
             errors: Vec::new(),
+            requirements: Vec::new(),
+            current_node: None,
         };
         let (root, parse_errors) = DeTable::parse_recoverable(text);
         for error in parse_errors {
@@ -279,6 +334,67 @@ impl Pipeline {
                 Err(ConfigErrors(cx.errors))
             }
         }
+    }
+
+    /// Checks what the config needs from this machine: for the nodes named in `nodes` (all
+    /// nodes when `None`) and the tables every container stage shares. `env` answers whether an
+    /// environment variable is set (the process environment in the CLI; a map in tests).
+    ///
+    /// # Errors
+    /// Every unmet requirement, located at the key that states it.
+    pub fn check_environment(
+        &self,
+        nodes: Option<&[&str]>,
+        env: &dyn Fn(&str) -> bool,
+    ) -> Result<(), ConfigErrors> {
+        let containers = self.nodes.iter().any(|n| {
+            nodes.is_none_or(|names| names.contains(&n.name.as_str()))
+                && matches!(n.kind, NodeKind::Launch | NodeKind::Validate)
+        });
+        let mut errors = Vec::new();
+        for requirement in &self.requirements {
+            let applies = match (&requirement.node, nodes) {
+                (_, None) => true,
+                (Some(node), Some(names)) => names.contains(&node.as_str()),
+                // The shared tables matter to the stages that run containers.
+                (None, Some(_)) => containers,
+            };
+            if !applies {
+                continue;
+            }
+            let message = match &requirement.need {
+                Need::EnvVar(name) if !env(name) => Some(format!(
+                    "environment variable {name} is not set (or is empty)"
+                )),
+                Need::File(path) if std::fs::File::open(path).is_err() => {
+                    Some(format!("{} cannot be read", path.display()))
+                }
+                _ => None,
+            };
+            if let Some(message) = message {
+                errors.push(ConfigError {
+                    file: self.path.clone(),
+                    line: requirement.line,
+                    column: requirement.column,
+                    key: requirement.key.clone(),
+                    message,
+                });
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    /// The source a node reads its candidates from (its input of a source kind), if any.
+    #[must_use]
+    pub fn source_of(&self, node: &Node) -> Option<&Node> {
+        node.inputs
+            .iter()
+            .filter_map(|i| self.node(i))
+            .find(|n| n.kind.is_source())
     }
 
     /// The node named `name`.
@@ -318,6 +434,15 @@ impl Pipeline {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+/// A config value cut for messages: a typo is worth echoing, a 10 MB value is not.
+fn cut(text: &str) -> String {
+    const MAX: usize = 80;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}... ({} bytes)", &text[..at], text.len()),
+        None => text.to_string(),
     }
 }
 
@@ -531,5 +656,139 @@ inputs = ["tasks", "a"]
         let dot = pipeline.to_dot();
         assert!(dot.contains("\"tasks\" -> \"validate\""));
         assert!(dot.contains("\"launch\" -> \"export\""));
+    }
+
+    const CRAWL: &str = r#"
+[dataset]
+name = "live"
+
+[sources.github]
+kind = "crawl"
+repos = ["pallets/flask", "serde-rs/serde"]
+month = "2024-12"
+token_env = ["GH_TOKEN_A", "GH_TOKEN_B"]
+
+[stages.filter]
+kind = "filter"
+inputs = ["github"]
+"#;
+
+    #[test]
+    fn a_crawl_source_compiles_and_feeds_stages() {
+        let pipeline = compile(CRAWL).unwrap_or_else(|e| panic!("{e}"));
+        let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
+            panic!("crawl settings missing");
+        };
+        assert_eq!(crawl.since, "2024-12-01T00:00:00Z");
+        assert_eq!(crawl.until.as_deref(), Some("2025-01-01T00:00:00Z"));
+        assert_eq!(crawl.api_url, "https://api.github.com");
+        assert_eq!(crawl.clone_url, "https://github.com/{repo}.git");
+        assert_eq!(crawl.max_files, 50);
+        let filter = pipeline
+            .node("filter")
+            .unwrap_or_else(|| panic!("no filter"));
+        assert_eq!(
+            pipeline.source_of(filter).map(|n| n.name.as_str()),
+            Some("github")
+        );
+        // Tokens are checked against the environment, located at `token_env`, only on demand.
+        let only_a = |name: &str| name == "GH_TOKEN_A";
+        let message = pipeline
+            .check_environment(None, &only_a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            message,
+            "/cfg/pipeline.toml:9:13: sources.github.token_env: environment variable GH_TOKEN_B is not set (or is empty)"
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["filter"]), &only_a)
+                .is_ok()
+        );
+        assert!(pipeline.check_environment(None, &|_| true).is_ok());
+        let text = CRAWL.replace("month = \"2024-12\"", "since = \"2024-12-01\"");
+        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
+            panic!("crawl settings missing");
+        };
+        assert_eq!(
+            crawl.until, None,
+            "an open window ends when the crawl starts"
+        );
+    }
+
+    #[test]
+    fn bad_crawl_settings_are_located() {
+        let text = r#"
+[dataset]
+name = "live"
+
+[sources.github]
+kind = "crawl"
+repos = ["pallets"]
+since = "2024-12-10"
+until = "2024-12-01T00:00:00+02:00"
+token_env = ["not a name"]
+max_fils = 10
+
+[sources.other]
+kind = "crawl"
+month = "2024-13"
+discover = { language = "Rust", min_stars = 10, max_stars = 5, stars = 1 }
+"#;
+        let message = errors(text);
+        let expected = [
+            "/cfg/pipeline.toml:7:9: sources.github.repos: \"pallets\" is not an owner/name repository",
+            "/cfg/pipeline.toml:9:9: sources.github.until: the window ends (2024-11-30T22:00:00Z) before it starts (2024-12-10T00:00:00Z)",
+            "/cfg/pipeline.toml:10:13: sources.github.token_env: \"not a name\" is not an environment variable name",
+            "/cfg/pipeline.toml:11:1: sources.github.max_fils: unknown key (did you mean `max_files`?)",
+            "/cfg/pipeline.toml:15:9: sources.other.month: \"2024-13\" is not a month",
+            "sources.other.discover.max_stars: 5 is below min_stars 10",
+            "sources.other.discover.stars: unknown key",
+        ];
+        for line in expected {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), expected.len(), "{message}");
+        let huge = format!("{}\n", "x".repeat(10_000_000));
+        let message = errors(&CRAWL.replace(
+            "month = \"2024-12\"",
+            &format!("month = \"{}\"", huge.trim()),
+        ));
+        assert!(
+            message.len() < 400,
+            "values are cut in messages: {} bytes",
+            message.len()
+        );
+    }
+
+    #[test]
+    fn a_missing_ca_bundle_is_an_environment_error_of_the_container_stages() {
+        let text = GOOD.replace(
+            "name = \"demo\"\n",
+            "name = \"demo\"\n[docker]\nca_bundle = \"/nonexistent/ca.pem\"\n",
+        );
+        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let message = pipeline
+            .check_environment(None, &|_| true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.ends_with("docker.ca_bundle: /nonexistent/ca.pem cannot be read"),
+            "{message}"
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["launch"]), &|_| true)
+                .is_err()
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["tasks"]), &|_| true)
+                .is_ok()
+        );
     }
 }

@@ -88,6 +88,7 @@ pub async fn launch_with_test_patch(
             given_fail_to_pass: Vec::new(),
             given_pass_to_pass: Vec::new(),
             origin: "kiln-launch it".into(),
+            ..Candidate::default()
         },
         clone_url: repo.display().to_string(),
         cache_dir: tmp.path().join("cache"),

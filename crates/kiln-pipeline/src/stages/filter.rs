@@ -14,7 +14,10 @@ pub(crate) fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
             "wrong settings for a filter node".into(),
         ));
     };
-    let candidates = cx.candidates()?;
+    // Only candidates are judged: error rows (unreadable task lines) and pull requests the
+    // crawl dropped are not tasks.
+    let mut candidates = cx.candidates()?;
+    candidates.retain(|c| c.status == "ok");
     let mut table = cx.table::<Verdict>()?;
     let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
     started(cx, items.len(), 0);

@@ -30,8 +30,8 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
             .collect();
         candidates.retain(|c| keep.contains(&c.instance_id));
     }
-    let Some(NodeSettings::Ingest(source)) = cx.input(NodeKind::Ingest).map(|n| &n.settings) else {
-        return Err(PipelineError::Internal("launch has no ingest input".into()));
+    let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
+        return Err(PipelineError::Internal("launch has no source input".into()));
     };
     let mut table = cx.table::<EnvironmentRecord>()?;
     let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
@@ -68,7 +68,7 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
             id.clone(),
             kiln_launch::LaunchRequest {
                 candidate: candidate.clone(),
-                clone_url: kiln_github::clone_url(&source.clone_url, &candidate.repo),
+                clone_url: kiln_github::clone_url(&clone_url_template, &candidate.repo),
                 cache_dir: cache_dir.clone(),
                 log_dir,
                 log_dir_label,
@@ -155,8 +155,8 @@ mod tests {
     #[test]
     fn image_tags_are_valid_docker_references() {
         assert_eq!(
-            image_tag("kiln-env", "Demo", "kiln-demo__calc-1"),
-            "kiln-env/demo:kiln-demo__calc-1"
+            image_tag("kiln-env", "Demo", "kiln-demo__calc-2"),
+            "kiln-env/demo:kiln-demo__calc-2"
         );
         assert_eq!(
             image_tag("kiln-env", "d", "Owner__Repo-7"),

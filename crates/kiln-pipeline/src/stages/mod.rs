@@ -1,6 +1,7 @@
 //! The stages, one module per kind. Each reads its inputs from the run store, processes the
 //! items still missing and appends rows as they finish; this module holds what they share.
 
+mod crawl;
 mod export;
 mod filter;
 mod ingest;
@@ -8,6 +9,7 @@ mod launch;
 mod split;
 mod validate;
 
+pub(crate) use crawl::crawl;
 pub(crate) use export::export;
 pub(crate) use filter::filter;
 pub(crate) use ingest::ingest;
@@ -21,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_core::config::{Node, NodeKind, Pipeline};
+use kiln_core::config::{Node, NodeKind, NodeSettings, Pipeline};
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, Reporter};
 use kiln_schema::{Candidate, Row, Verdict};
@@ -81,10 +83,28 @@ impl StageContext<'_> {
         Ok(Some(kiln_store::read_rows::<R>(&dir)?))
     }
 
+    /// The candidates of this stage's source (task file or crawl), every status.
     fn candidates(&self) -> Result<Vec<Candidate>, PipelineError> {
-        Ok(self
-            .input_rows::<Candidate>(NodeKind::Ingest)?
-            .unwrap_or_default())
+        let Some(source) = self.pipeline.source_of(self.node) else {
+            return Ok(Vec::new());
+        };
+        let dir = self.run.stage_dir(&source.name)?;
+        if !dir.join(kiln_store::MANIFEST).exists() {
+            return Err(PipelineError::MissingInput {
+                stage: self.node.name.clone(),
+                input: source.name.clone(),
+            });
+        }
+        Ok(kiln_store::read_rows::<Candidate>(&dir)?)
+    }
+
+    /// The clone URL template of this stage's source.
+    fn clone_url_template(&self) -> Option<&str> {
+        match self.pipeline.source_of(self.node).map(|n| &n.settings) {
+            Some(NodeSettings::Ingest(s)) => Some(&s.clone_url),
+            Some(NodeSettings::Crawl(s)) => Some(&s.clone_url),
+            _ => None,
+        }
     }
 
     /// Opens this stage's table. A table made with other settings is started over.

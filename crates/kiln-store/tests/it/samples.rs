@@ -25,6 +25,7 @@ pub fn candidate(id: &str) -> Candidate {
         given_fail_to_pass: vec!["tests/test_x.py::test_a".into(), String::new()],
         given_pass_to_pass: vec![],
         origin: "tasks.jsonl:3".into(),
+        ..Candidate::default()
     }
 }
 

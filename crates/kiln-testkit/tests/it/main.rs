@@ -73,10 +73,10 @@ fn demo_is_deterministic_and_swe_bench_shaped() {
     assert_eq!(
         ids,
         [
-            "kiln-demo__calc-1",
-            "kiln-demo__textwrap2-2",
-            "kiln-demo__badgold-3",
-            "kiln-demo__broken-4"
+            "kiln-demo__calc-2",
+            "kiln-demo__textwrap2-3",
+            "kiln-demo__badgold-4",
+            "kiln-demo__broken-5"
         ]
     );
     let rows = tasks(&layout);
@@ -145,7 +145,7 @@ fn tasks_with_errors_has_two_bad_lines() {
     assert_eq!(lines.len(), 5);
     assert_eq!(
         errors.valid_instance_ids,
-        ["kiln-demo__calc-1", "kiln-demo__textwrap2-2"]
+        ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"]
     );
     assert!(serde_json::from_str::<Value>(lines[1]).is_err());
     let no_base: Value = serde_json::from_str(lines[2]).unwrap();
@@ -340,7 +340,7 @@ fn host_python_confirms_expected_test_lists() {
             } => {
                 assert_eq!(&f2p, fail_to_pass, "{id}");
                 assert_eq!(&p2p, pass_to_pass, "{id}");
-                assert!(fail_to_pass.len() >= 3 || id != "kiln-demo__calc-1");
+                assert!(fail_to_pass.len() >= 3 || id != "kiln-demo__calc-2");
                 // The task file states the same lists.
                 assert_eq!(&string_list(&row["FAIL_TO_PASS"]), fail_to_pass, "{id}");
                 assert_eq!(&string_list(&row["PASS_TO_PASS"]), pass_to_pass, "{id}");

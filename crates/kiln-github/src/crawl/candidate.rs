@@ -1,0 +1,399 @@
+//! One page of a repository's merged pull requests becomes rows: candidates, and dropped pull
+//! requests with their reason.
+//!
+//! The checks run cheapest first: what the search answer alone decides (merged, a linked issue,
+//! the file rules), then the few follow-up queries (issues linked only by a keyword, comments
+//! past the first hundred), then the git work on the mirror (the diff, and whether it applies
+//! to the base commit).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use kiln_schema::Candidate;
+
+use super::query::{self, Issue, PullRequest};
+use super::{CrawlError, Shared, diff, links, parse_time, paths};
+
+/// How an issue was linked, as recorded in `issue_links`.
+const CLOSING_REFERENCE: &str = "closing-reference";
+const KEYWORD: &str = "keyword";
+
+/// A pull request that passed the checks the search answer allows, waiting for the rest.
+struct Pending {
+    row: Candidate,
+    pr: PullRequest,
+    closing: Vec<Issue>,
+    keyword: Vec<u64>,
+}
+
+/// A pull request whose issues are known, waiting for its diff.
+struct Ready {
+    row: Candidate,
+    base: String,
+    head: String,
+}
+
+/// Rows of one page of `repo`'s search results, in result order.
+pub(super) async fn page_rows(
+    shared: &Shared,
+    repo: &str,
+    language: &str,
+    nodes: Vec<PullRequest>,
+) -> Result<Vec<Candidate>, CrawlError> {
+    let settings = &shared.request.settings;
+    let mut rows: Vec<Candidate> = Vec::new();
+    let mut pending = Vec::new();
+    for pr in nodes {
+        if !(pr.typename.is_empty() || pr.typename == "PullRequest") {
+            continue;
+        }
+        let id = instance_id(repo, pr.number);
+        if shared.request.prior.seen.contains(&id) {
+            continue;
+        }
+        let language = pr
+            .repository
+            .primary_language
+            .as_ref()
+            .map(|l| l.name.clone())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| language.to_string());
+        let row = base_row(&id, repo, &pr, &language);
+        if !pr.merged || pr.merged_at.is_none() {
+            rows.push(dropped(row, "not-merged"));
+            continue;
+        }
+        let closing: Vec<Issue> = pr
+            .closing_issues_references
+            .nodes
+            .iter()
+            .filter(|i| i.repository.name_with_owner.eq_ignore_ascii_case(repo))
+            .cloned()
+            .collect();
+        let keyword: Vec<u64> = links::closing_keyword_issues(&pr.body, repo)
+            .into_iter()
+            .filter(|n| !closing.iter().any(|i| i.number == *n) && *n != pr.number)
+            .collect();
+        if closing.is_empty() && keyword.is_empty() {
+            rows.push(dropped(row, "no-linked-issue"));
+            continue;
+        }
+        let files = pr.files.total_count.unwrap_or(pr.changed_files);
+        let lines = pr.additions + pr.deletions;
+        if files > u64::try_from(settings.max_files).unwrap_or(u64::MAX)
+            || lines > u64::try_from(settings.max_changed_lines).unwrap_or(u64::MAX)
+            || pr.files.page_info.has_next_page
+        {
+            rows.push(dropped(row, "too-large"));
+            continue;
+        }
+        let tests = pr
+            .files
+            .nodes
+            .iter()
+            .filter(|f| paths::is_test_path(&f.path, &language))
+            .count();
+        if tests == 0 {
+            rows.push(dropped(row, "no-test-change"));
+            continue;
+        }
+        if tests == pr.files.nodes.len() {
+            rows.push(dropped(row, "only-tests"));
+            continue;
+        }
+        pending.push(Pending {
+            row,
+            pr,
+            closing,
+            keyword,
+        });
+    }
+
+    let wanted: BTreeSet<u64> = pending.iter().flat_map(|p| p.keyword.clone()).collect();
+    let fetched = if wanted.is_empty() {
+        BTreeMap::new()
+    } else {
+        issues_by_number(shared, repo, &wanted).await?
+    };
+
+    let mut ready = Vec::new();
+    for item in pending {
+        let Pending {
+            mut row,
+            pr,
+            closing,
+            keyword,
+        } = item;
+        let mut issues: Vec<(Issue, &str)> = closing
+            .into_iter()
+            .map(|i| (i, CLOSING_REFERENCE))
+            .collect();
+        let body_links = links::closing_keyword_issues(&pr.body, repo);
+        for number in keyword {
+            if let Some(issue) = fetched.get(&number) {
+                issues.push((issue.clone(), KEYWORD));
+            }
+        }
+        if issues.is_empty() {
+            rows.push(dropped(row, "no-linked-issue"));
+            continue;
+        }
+        issues.sort_by_key(|(i, _)| i.number);
+        // Hints are what was said before work on the fix began: comments older than the pull
+        // request's first commit (its author date), or than the pull request when that is
+        // unknown.
+        let cutoff = pr
+            .commits
+            .nodes
+            .first()
+            .and_then(|c| parse_time(&c.commit.authored_date))
+            .or_else(|| parse_time(&pr.created_at));
+        let mut problem = String::new();
+        let mut hints: Vec<String> = Vec::new();
+        for (issue, how) in &issues {
+            let number = issue.number.to_string();
+            let kind = if *how == CLOSING_REFERENCE && body_links.contains(&issue.number) {
+                format!("{CLOSING_REFERENCE}+{KEYWORD}")
+            } else {
+                (*how).to_string()
+            };
+            row.issue_links.insert(number.clone(), kind);
+            row.issue_numbers.push(number);
+            problem.push_str(&format!("{}\n{}\n", issue.title, issue.body));
+            for comment in comments_before(shared, issue, cutoff).await? {
+                hints.push(comment);
+            }
+        }
+        row.problem_statement = problem;
+        row.hints_text = hints.join("\n");
+        ready.push(Ready {
+            row,
+            base: pr.base_ref_oid.clone(),
+            head: pr.head_ref_oid.clone(),
+        });
+    }
+
+    if !ready.is_empty() {
+        let mirrors = shared.request.mirrors.clone();
+        let url = crate::clone_url(&shared.request.settings.clone_url, repo);
+        let repo_name = repo.to_string();
+        let language = language.to_string();
+        let diffed = tokio::task::spawn_blocking(move || {
+            with_diffs(&mirrors, &repo_name, &url, &language, ready)
+        })
+        .await
+        .map_err(|e| CrawlError::Config(format!("the diff task failed: {e}")))??;
+        rows.extend(diffed);
+    }
+
+    // Rows go out in result order; once the candidate limit is reached nothing more does.
+    rows.sort_by_key(|r| r.pull_number);
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        if row.status == "ok" {
+            if shared
+                .budget
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+                <= 0
+            {
+                break;
+            }
+        } else if !shared.budget_left() {
+            break;
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// `owner__name-N`.
+fn instance_id(repo: &str, number: u64) -> String {
+    let (owner, name) = repo.split_once('/').unwrap_or(("", repo));
+    format!("{owner}__{name}-{number}")
+}
+
+/// The row of a pull request before its checks: what every row says, candidate or dropped.
+fn base_row(id: &str, repo: &str, pr: &PullRequest, language: &str) -> Candidate {
+    Candidate {
+        instance_id: id.to_string(),
+        status: "ok".into(),
+        repo: repo.to_string(),
+        pull_number: i64::try_from(pr.number).ok(),
+        base_commit: pr.base_ref_oid.clone(),
+        created_at: pr.created_at.clone(),
+        language: (!language.is_empty()).then(|| language.to_string()),
+        head_commit: (!pr.head_ref_oid.is_empty()).then(|| pr.head_ref_oid.clone()),
+        merge_commit: pr.merge_commit.as_ref().map(|c| c.oid.clone()),
+        merged_at: pr.merged_at.clone(),
+        origin: if pr.url.is_empty() {
+            format!("github:{repo}#{}", pr.number)
+        } else {
+            pr.url.clone()
+        },
+        ..Candidate::default()
+    }
+}
+
+fn dropped(mut row: Candidate, reason: &str) -> Candidate {
+    row.status = "dropped".into();
+    row.drop_reason = Some(reason.to_string());
+    row.patch.clear();
+    row.test_patch.clear();
+    row
+}
+
+/// Issues of `repo` by number (pull requests and missing numbers are left out), in one query.
+async fn issues_by_number(
+    shared: &Shared,
+    repo: &str,
+    numbers: &BTreeSet<u64>,
+) -> Result<BTreeMap<u64, Issue>, CrawlError> {
+    let (owner, name) = repo.split_once('/').unwrap_or(("", repo));
+    let numbers: Vec<u64> = numbers.iter().copied().collect();
+    let mut found = BTreeMap::new();
+    // One query holds at most 50 aliases, keeping its node count far below GitHub's limit.
+    for chunk in numbers.chunks(50) {
+        let answer = shared
+            .client
+            .graphql(
+                "issues",
+                &query::issues_by_number(chunk),
+                serde_json::json!({"owner": owner, "name": name}),
+            )
+            .await;
+        let data = match answer {
+            Ok(data) => data,
+            // A number that is neither issue nor pull request is a NOT_FOUND error for its
+            // alias; the others still answer in `data`, which GitHub sends beside the error.
+            Err(CrawlError::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        for number in chunk {
+            let Some(value) = data.pointer(&format!("/repository/i{number}")) else {
+                continue;
+            };
+            let issue: Issue = query::parse(value.clone()).map_err(|e| CrawlError::Answer {
+                what: format!("issue #{number} of {repo}"),
+                message: e.to_string(),
+            })?;
+            if issue.typename.as_deref() == Some("Issue") {
+                found.insert(*number, issue);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Bodies of the comments on `issue` written before `cutoff`, fetching pages past the first
+/// hundred only while they can still be that old.
+async fn comments_before(
+    shared: &Shared,
+    issue: &Issue,
+    cutoff: Option<DateTime<Utc>>,
+) -> Result<Vec<String>, CrawlError> {
+    let before = |created: &str| match (cutoff, parse_time(created)) {
+        (Some(cutoff), Some(at)) => at < cutoff,
+        // Without dates nothing can be shown to predate the fix.
+        _ => false,
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut page = issue.comments.clone();
+    loop {
+        let mut all_before = true;
+        for comment in &page.nodes {
+            if before(&comment.created_at) {
+                out.push(comment.body.clone());
+            } else {
+                all_before = false;
+            }
+        }
+        let next = page.page_info.end_cursor.clone();
+        if !(page.page_info.has_next_page && all_before && !issue.id.is_empty() && next.is_some()) {
+            break;
+        }
+        let data = shared
+            .client
+            .graphql(
+                "issue_comments",
+                query::issue_comments(),
+                serde_json::json!({"id": issue.id, "after": next}),
+            )
+            .await?;
+        let answer: query::IssueCommentsAnswer =
+            query::parse(data).map_err(|e| CrawlError::Answer {
+                what: format!("the comments of issue #{}", issue.number),
+                message: e.to_string(),
+            })?;
+        match answer.node {
+            Some(node) => page = node.comments,
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The git part, off the async workers: makes the mirror hold every base and head commit, then
+/// computes and checks each diff.
+fn with_diffs(
+    mirrors: &kiln_git::MirrorCache,
+    repo: &str,
+    url: &str,
+    language: &str,
+    ready: Vec<Ready>,
+) -> Result<Vec<Candidate>, CrawlError> {
+    let commits: Vec<&str> = ready
+        .iter()
+        .flat_map(|r| [r.base.as_str(), r.head.as_str()])
+        .filter(|c| !c.is_empty())
+        .collect();
+    let (mirror, missing) = mirrors.update(repo, url, &commits)?;
+    let missing: BTreeSet<String> = missing.into_iter().collect();
+    let git = git2::Repository::open_bare(&mirror).map_err(|e| {
+        CrawlError::Git(kiln_git::GitError {
+            command: format!("open {}", mirror.display()),
+            message: e.message().to_string(),
+        })
+    })?;
+    let mut rows = Vec::with_capacity(ready.len());
+    for item in ready {
+        let Ready {
+            mut row,
+            base,
+            head,
+        } = item;
+        if base.is_empty() || missing.contains(&base) {
+            rows.push(dropped(row, "base-unreachable"));
+            continue;
+        }
+        if head.is_empty() || missing.contains(&head) {
+            rows.push(dropped(row, "head-unreachable"));
+            continue;
+        }
+        let language = row.language.clone().unwrap_or_else(|| language.to_string());
+        let split = match diff::pull_request_diff(&git, &base, &head, &language) {
+            Ok(split) => split,
+            Err(e) => {
+                tracing::debug!(instance = %row.instance_id, "diff failed: {}", e.message());
+                rows.push(dropped(row, "diff-failed"));
+                continue;
+            }
+        };
+        if split.test_patch.is_empty() {
+            rows.push(dropped(row, "no-test-change"));
+            continue;
+        }
+        if split.patch.is_empty() {
+            rows.push(dropped(row, "only-tests"));
+            continue;
+        }
+        let whole = format!("{}{}", split.patch, split.test_patch);
+        if !diff::applies_at(&git, &mirror, &base, &whole) {
+            rows.push(dropped(row, "patch-does-not-apply"));
+            continue;
+        }
+        row.patch = split.patch;
+        row.test_patch = split.test_patch;
+        rows.push(row);
+    }
+    Ok(rows)
+}
