@@ -28,6 +28,12 @@ if ! python3 -c 'import pyarrow' 2>/dev/null; then
         python3 -m pip install --quiet --break-system-packages pyarrow
 fi
 
+# GitHub's own published artifacts (its GraphQL schema, its OpenAPI description, octokit's
+# recorded exchanges) from the npm registry: the fake GitHub and kiln's crawl are checked
+# against them.
+KILN_NODE_MODULES=$(bash scripts/node-deps.sh)
+export KILN_NODE_MODULES
+
 # An engine that answers already (the developer's own, or one an earlier `start` left running)
 # is left running at the end; only one started here is stopped.
 if docker info >/dev/null 2>&1; then

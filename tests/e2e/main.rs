@@ -3,6 +3,7 @@
 //! with `debian:bookworm` present (`scripts/base-images.sh`); `.ci/run` does both.
 
 mod config;
+mod crawl;
 mod demo;
 mod ecosystems;
 mod resume;

@@ -116,7 +116,9 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     assert!(manifest.contains("\"incomplete\""), "{manifest}");
 
     // The re-run resumes the same run: nothing before the kill is redone, nothing is lost.
-    let output = run(kiln_with_token(&demo).args(["run", "--config"]).arg(&config));
+    let output = run(kiln_with_token(&demo)
+        .args(["run", "--config"])
+        .arg(&config));
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         only_run(&dir, "crash"),

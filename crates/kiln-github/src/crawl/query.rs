@@ -15,7 +15,7 @@ use serde::Deserialize;
 /// The selection of an issue: everything a candidate's problem statement and hints need.
 const ISSUE_FIELDS: &str = "id number title body createdAt url \
 repository { nameWithOwner } \
-comments(first: 100) { pageInfo { hasNextPage endCursor } nodes { body createdAt author { login } } }";
+comments(first: 100) { pageInfo { hasNextPage endCursor } nodes { body createdAt } }";
 
 /// Merged pull requests of one repository and window (`$query` holds the search qualifiers).
 #[must_use]
@@ -61,7 +61,7 @@ pub fn issue_comments() -> &'static str {
     "query KilnIssueComments($id: ID!, $after: String) { \
 rateLimit { cost remaining resetAt limit } \
 node(id: $id) { __typename ... on Issue { \
-comments(first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { body createdAt author { login } } } \
+comments(first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { body createdAt } } \
 } } }"
 }
 

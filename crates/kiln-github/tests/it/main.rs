@@ -3,4 +3,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod crawl;
+mod fidelity;
 mod ingest;

@@ -18,6 +18,7 @@ pub mod fixtures;
 pub mod graphql;
 pub mod model;
 pub mod rest;
+pub mod synthetic;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -82,6 +83,19 @@ pub struct LoggedRequest {
     pub token: Option<String>,
 }
 
+/// One REST answer of the fake, for the OpenAPI check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RestAnswer {
+    /// Method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Status.
+    pub status: u16,
+    /// JSON body (`null` when empty).
+    pub body: Value,
+}
+
 /// One GraphQL exchange: what was asked and answered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exchange {
@@ -131,7 +145,9 @@ struct State {
     next: u64,
     requests: Vec<LoggedRequest>,
     exchanges: Vec<Exchange>,
+    rest_answers: Vec<RestAnswer>,
     keep_exchanges: bool,
+    delay: Duration,
 }
 
 /// The running fake GitHub.
@@ -180,7 +196,9 @@ impl FakeGitHub {
             next: 0,
             requests: Vec::new(),
             exchanges: Vec::new(),
+            rest_answers: Vec::new(),
             keep_exchanges: true,
+            delay: Duration::ZERO,
         }));
         let shared = Arc::clone(&state);
         let server = Server::start_on(
@@ -223,6 +241,11 @@ impl FakeGitHub {
         });
     }
 
+    /// Delays every answer by `delay` (a slow network), for tests that must interrupt a crawl.
+    pub fn set_delay(&self, delay: Duration) {
+        self.with(|s| s.delay = delay);
+    }
+
     /// Whether GraphQL exchanges are kept (on by default; a benchmark turns it off).
     pub fn keep_exchanges(&self, keep: bool) {
         self.with(|s| s.keep_exchanges = keep);
@@ -240,24 +263,53 @@ impl FakeGitHub {
         self.with(|s| s.exchanges.clone())
     }
 
+    /// Every REST answer so far.
+    #[must_use]
+    pub fn rest_answers(&self) -> Vec<RestAnswer> {
+        self.with(|s| s.rest_answers.clone())
+    }
+
     /// Forgets the logs (not the quotas or the schedule).
     pub fn clear_logs(&self) {
         self.with(|s| {
             s.requests.clear();
             s.exchanges.clear();
+            s.rest_answers.clear();
         });
     }
 
-    /// Writes the GraphQL exchanges as a JSON array, for the schema check.
+    /// Appends the GraphQL exchanges to `dir/graphql.json` and the REST answers to
+    /// `dir/rest.json` (JSON arrays), for `scripts/github-fidelity.mjs`.
     ///
     /// # Errors
-    /// When the file cannot be written.
-    pub fn write_exchanges(&self, path: &Path) -> Result<(), TestkitError> {
-        let text = serde_json::to_vec_pretty(&self.exchanges())?;
-        std::fs::write(path, text).map_err(|source| TestkitError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+    /// When a file cannot be read or written.
+    pub fn write_exchanges(&self, dir: &Path) -> Result<(), TestkitError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| TestkitError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let append = |name: &str, items: Vec<Value>| -> Result<(), TestkitError> {
+            let path = dir.join(name);
+            let mut all: Vec<Value> = match std::fs::read(&path) {
+                Ok(text) => serde_json::from_slice(&text)?,
+                Err(_) => Vec::new(),
+            };
+            all.extend(items);
+            std::fs::write(&path, serde_json::to_vec_pretty(&all)?).map_err(io(&path))
+        };
+        let exchanges = self
+            .exchanges()
+            .into_iter()
+            .map(|e| serde_json::to_value(e).unwrap_or_default())
+            .collect();
+        append("graphql.json", exchanges)?;
+        let answers = self
+            .rest_answers()
+            .into_iter()
+            .map(|a| serde_json::to_value(a).unwrap_or_default())
+            .collect();
+        append("rest.json", answers)
     }
 
     /// Adds a repository, or replaces the one with its name (a later month's data).
@@ -324,7 +376,7 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             answer(&mut state, &request, base)
         }
         Some(Fault::Slow(delay)) => answer(&mut state, &request, base).delayed(*delay),
-        None => answer(&mut state, &request, base),
+        None => answer(&mut state, &request, base).delayed(state.delay),
     };
     if fault.is_some()
         && !matches!(
@@ -347,6 +399,18 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             };
             reply = with_quota_headers(reply, &quota, resource);
         }
+    }
+    if request.path != "/graphql"
+        && state.keep_exchanges
+        && let Reply::Response { status, body, .. } = &reply
+    {
+        let body = serde_json::from_slice(body).unwrap_or(Value::Null);
+        state.rest_answers.push(RestAnswer {
+            method: request.method.clone(),
+            path: request.path.clone(),
+            status: *status,
+            body,
+        });
     }
     state.requests.push(LoggedRequest {
         number,
