@@ -85,4 +85,8 @@ crawl first ""
 crawl second "--new"
 exec 3>&-
 wait "$FAKE_PID" || true
-python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().splitlines()[1]); print(f"fake GitHub answered {d[\"requests\"]} requests in both crawls: {d[\"by_kind\"]}")' "$WORK/fake.out"
+python3 - "$WORK/fake.out" <<'EOF'
+import json, sys
+answered = json.loads(open(sys.argv[1]).read().splitlines()[1])
+print(f"fake GitHub answered {answered['requests']} requests in both crawls: {answered['by_kind']}")
+EOF

@@ -584,9 +584,17 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
         &kiln_store::RunStore::open_dir(&runner.run_dir())
             .map_err(|e| Failure::from(PipelineError::from(e)))?,
     )?;
+    let stages: Vec<serde_json::Value> = runner
+        .stage_manifests()
+        .into_iter()
+        .filter_map(|(stage, manifest)| {
+            manifest
+                .map(|m| serde_json::json!({"stage": stage, "counts": m.counts, "stats": m.stats}))
+        })
+        .collect();
     if json {
         return print_json(
-            &serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries}),
+            &serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries, "stages": stages}),
         );
     }
     println!("run {} in {}", runner.run_id(), runner.run_dir().display());
@@ -604,6 +612,18 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
                 .join(": "),
         };
         println!("  {:<28} {:<15} {detail}", s.instance_id, s.state);
+    }
+    // What the stages measured (a crawl's requests, calls per candidate and points) and the
+    // outcomes of stages whose rows are not instances (pull requests a crawl dropped).
+    for (stage, manifest) in runner.stage_manifests() {
+        let Some(m) = manifest else { continue };
+        if !m.stats.is_empty() {
+            println!(
+                "  {stage}: {} | {}",
+                kiln_pipeline::counts_line(&m.counts),
+                kiln_pipeline::stats_line(&m.stats)
+            );
+        }
     }
     Ok(())
 }

@@ -115,7 +115,8 @@ pub struct RepoProgress {
     /// When the window was finished (the crawl's own clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    /// Why the repository could not be crawled, when it could not (retried by the next run).
+    /// Why the repository could not be crawled, when it could not: retried by the next start,
+    /// unless the repository does not exist (then `done` is set too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -460,3 +460,47 @@ async fn a_rejected_token_is_an_error_naming_its_variable() {
     assert!(!error.contains("not-a-token"));
     assert_eq!(setup.fake.requests().len(), 1, "no retry loop");
 }
+
+#[tokio::test]
+async fn a_second_crawl_asks_conditionally_and_skips_what_it_has() {
+    let setup = demo_setup();
+    let first = run(
+        request(&setup, settings(&setup)),
+        client(&setup, &[("T", "token-a")]),
+    )
+    .await;
+    assert_eq!(first.rows.len(), 4);
+    setup.fake.clear_logs();
+    // The same window again, as a run that has every row already: the repository answers are
+    // 304s (no quota spent) and no row is made twice.
+    let mut again = request(&setup, settings(&setup));
+    again.prior.seen = first.rows.iter().map(|r| r.instance_id.clone()).collect();
+    let second_client = client(&setup, &[("T", "token-a")]);
+    let second = run(again, Arc::clone(&second_client)).await;
+    assert!(second.summary.is_ok());
+    assert!(second.rows.is_empty(), "{:?}", second.rows);
+    let rest: Vec<_> = setup
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.kind.starts_with("rest:"))
+        .collect();
+    assert_eq!(rest.len(), 4);
+    assert!(
+        rest.iter().all(|r| r.conditional && r.status == Some(304)),
+        "{rest:?}"
+    );
+    assert_eq!(second_client.counters().get("http.304"), Some(&4));
+    // A window an earlier run finished is not searched at all.
+    setup.fake.clear_logs();
+    let mut covered = request(&setup, settings(&setup));
+    for repo in &covered.settings.repos {
+        covered.prior.covered.insert(
+            repo.to_ascii_lowercase(),
+            vec![(covered.since, covered.until)],
+        );
+    }
+    let third = run(covered, client(&setup, &[("T", "token-a")])).await;
+    assert_eq!(third.summary.map(|s| s.repositories_done), Ok(4));
+    assert!(setup.fake.requests().is_empty());
+}
