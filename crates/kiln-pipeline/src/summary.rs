@@ -108,6 +108,7 @@ pub fn instance_summaries(
             summary.reason = candidate.error.clone();
         } else if let Some(verdict) = verdicts.get(&id).filter(|v| !v.keep) {
             summary.state = "filtered".into();
+            summary.failure_class = Some(verdict.label.clone());
             summary.reason = Some(verdict.reason.clone());
         } else if let Some(platform) = platforms.get(&id).filter(|p| *p != "linux") {
             summary.state = "other-platform".into();
