@@ -277,8 +277,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
-            let mut runner =
-                with_lm(Runner::open(pipeline, &selection, reporter, engine.clone())?, lm);
+            let mut runner = with_lm(
+                Runner::open(pipeline, &selection, reporter, engine.clone())?,
+                lm,
+            );
             run_interruptibly(&mut runner, engine.as_ref(), |r| {
                 Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
             })
@@ -304,8 +306,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
-            let mut runner =
-                with_lm(Runner::open(pipeline, &selection, reporter, engine.clone())?, lm);
+            let mut runner = with_lm(
+                Runner::open(pipeline, &selection, reporter, engine.clone())?,
+                lm,
+            );
             let stage = name.clone();
             run_interruptibly(&mut runner, engine.as_ref(), |r| {
                 Box::pin(async move { r.run_stage(&stage, &options).await.map(|_| ()) })
@@ -612,11 +616,7 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
         }
     }
     if let Some(spent) = kiln_pipeline::lm_spent(run.dir())? {
-        println!(
-            "  {:<10} {}",
-            "lm (run)",
-            kiln_pipeline::spent_line(&spent)
-        );
+        println!("  {:<10} {}", "lm (run)", kiln_pipeline::spent_line(&spent));
     }
     Ok(exit::OK)
 }
@@ -693,7 +693,12 @@ async fn demo_lm(
         Some(model) => model,
         None => kiln_pipeline::demo::first_model(&base_url)
             .await
-            .map_err(|e| Failure::new(exit::INPUT, format!("failed to {e}; name one with --lm-model")))?,
+            .map_err(|e| {
+                Failure::new(
+                    exit::INPUT,
+                    format!("failed to {e}; name one with --lm-model"),
+                )
+            })?,
     };
     Ok(Some(kiln_pipeline::demo::DemoLm { base_url, model }))
 }

@@ -198,7 +198,9 @@ impl Asker {
             Err(error) => (error.attempts(), error.usage()),
         };
         let cost = match (price, usage) {
-            (Some(price), Some(usage)) => Some(price.cost(usage.prompt_tokens, usage.completion_tokens)),
+            (Some(price), Some(usage)) => {
+                Some(price.cost(usage.prompt_tokens, usage.completion_tokens))
+            }
             (Some(_), None) => Some(0.0),
             (None, _) => None,
         };

@@ -449,10 +449,10 @@ impl ErrorBody {
             Some(error @ Value::Object(_)) => error,
             _ => &body,
         };
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| first_chars(&body.to_string(), 300), |m| first_chars(m, 300));
+        let message = error.get("message").and_then(Value::as_str).map_or_else(
+            || first_chars(&body.to_string(), 300),
+            |m| first_chars(m, 300),
+        );
         Self {
             message,
             param: error

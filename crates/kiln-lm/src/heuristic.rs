@@ -256,7 +256,8 @@ mod tests {
 
     #[test]
     fn changed_lines_skip_file_headers() {
-        let patch = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-old\n+new\n+more\n context\n";
+        let patch =
+            "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-old\n+new\n+more\n context\n";
         assert_eq!(changed_lines(patch), 3);
     }
 

@@ -22,7 +22,9 @@ pub use asker::{AskStats, Asked, Asker};
 pub use client::OpenAiClient;
 pub use heuristic::{HEURISTIC_JUDGE, heuristic_verdict, structural_verdict};
 pub use judge::lm_verdict;
-pub use platform::{KEYWORD_LABELLER, KeywordEvidence, keyword_evidence, keyword_platform, lm_platform};
+pub use platform::{
+    KEYWORD_LABELLER, KeywordEvidence, keyword_evidence, keyword_platform, lm_platform,
+};
 pub use store::{
     ANSWER_FORMAT, AnswerStore, LM_DIR, Spent, StoredAnswer, read_answers, read_spent,
 };
@@ -143,6 +145,9 @@ mod tests {
         assert_eq!(windows.keyword_evidence, "clear");
         assert_eq!(passing.keyword_evidence, "mixed");
         let plain = keyword_platform(&candidate("Parser crash", "+x = 1", "+t"));
-        assert_eq!((plain.platform.as_str(), plain.keyword_evidence.as_str()), ("linux", "none"));
+        assert_eq!(
+            (plain.platform.as_str(), plain.keyword_evidence.as_str()),
+            ("linux", "none")
+        );
     }
 }

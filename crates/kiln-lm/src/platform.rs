@@ -68,7 +68,11 @@ pub fn keyword_evidence(candidate: &Candidate) -> KeywordEvidence {
         if !in_statement.is_empty() && !in_patch.is_empty() {
             both_sides.push(platform);
         }
-        evidence.extend(in_statement.iter().map(|w| format!("problem statement: {w}")));
+        evidence.extend(
+            in_statement
+                .iter()
+                .map(|w| format!("problem statement: {w}")),
+        );
         evidence.extend(in_patch.iter().map(|w| format!("patch: {w}")));
     }
     let platform = both_sides.first().copied().unwrap_or("linux");

@@ -204,7 +204,11 @@ pub fn parse_split_answer(content: &str) -> Result<SplitAnswer, String> {
         "linux" | "general" | "any" | "cross-platform" => "linux",
         "windows" | "win32" | "win" => "windows",
         "macos" | "mac" | "osx" | "darwin" => "macos",
-        _ => return Err(format!("the answer's platform \"{raw}\" is not linux, windows or macos")),
+        _ => {
+            return Err(format!(
+                "the answer's platform \"{raw}\" is not linux, windows or macos"
+            ));
+        }
     };
     Ok(SplitAnswer {
         platform: platform.to_string(),

@@ -241,12 +241,15 @@ pub async fn first_model(base_url: &str) -> Result<String, kiln_core::LmError> {
         prices: std::collections::BTreeMap::new(),
     };
     let models = kiln_lm::OpenAiClient::new(&settings)?.models().await?;
-    models.into_iter().next().ok_or_else(|| kiln_core::LmError::Malformed {
-        endpoint: base_url.to_string(),
-        message: "the endpoint lists no model".into(),
-        usage: None,
-        attempts: 1,
-    })
+    models
+        .into_iter()
+        .next()
+        .ok_or_else(|| kiln_core::LmError::Malformed {
+            endpoint: base_url.to_string(),
+            message: "the endpoint lists no model".into(),
+            usage: None,
+            attempts: 1,
+        })
 }
 
 /// The demo config with an `[lm]` table and the filter and split judged by it.

@@ -20,8 +20,8 @@ use kiln_core::runtime::LABEL_RUN;
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter, RuntimeError};
 use kiln_store::{Manifest, RunLock, RunStore, Status, StoreError};
 
-pub use stages::StageOutcome;
 pub use kiln_lm::Spent;
+pub use stages::StageOutcome;
 pub use summary::{InstanceSummary, instance_summaries};
 
 /// Errors that stop a stage or a run (a failing repository is a row, never one of these).
@@ -387,7 +387,10 @@ pub fn spent_line(spent: &kiln_lm::Spent) -> String {
     let stats = BTreeMap::from([
         ("requests".to_string(), spent.requests as f64),
         ("prompt_tokens".to_string(), spent.prompt_tokens as f64),
-        ("completion_tokens".to_string(), spent.completion_tokens as f64),
+        (
+            "completion_tokens".to_string(),
+            spent.completion_tokens as f64,
+        ),
         ("cost_usd".to_string(), spent.cost_usd),
     ]);
     stats_line(&stats)

@@ -129,7 +129,8 @@ impl Compiler<'_> {
         let max_tokens = self.int(&mut keys, "max_tokens", 1024, 16, 1_000_000);
         let json_schema = self.bool(&mut keys, "json_schema", true);
         let max_cost_usd = if keys.get("max_cost_usd").is_some() {
-            self.float(&mut keys, "max_cost_usd", 0.0, 0.0, 1e9).map(Some)
+            self.float(&mut keys, "max_cost_usd", 0.0, 0.0, 1e9)
+                .map(Some)
         } else {
             Ok(None)
         };
