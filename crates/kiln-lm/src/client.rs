@@ -110,14 +110,13 @@ impl OpenAiClient {
     /// When the HTTP client or the TLS roots cannot be set up.
     pub fn with_api_key(settings: &LmSettings, api_key: Option<String>) -> Result<Self, LmError> {
         let endpoint = settings.base_url.trim_end_matches('/').to_string();
-        let mut builder = reqwest::Client::builder()
+        // reqwest builds a TLS setup even for plain-HTTP endpoints, and without a crypto
+        // provider of its own it would panic: it always gets this one.
+        let http = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
-            .user_agent(concat!("kiln/", env!("CARGO_PKG_VERSION")));
-        if endpoint.starts_with("https://") {
-            builder = builder.tls_backend_preconfigured(tls_config()?);
-        }
-        let http = builder
+            .user_agent(concat!("kiln/", env!("CARGO_PKG_VERSION")))
+            .tls_backend_preconfigured(tls_config(endpoint.starts_with("https://"))?)
             .build()
             .map_err(|e| LmError::Setup(format!("build the HTTP client: {e}")))?;
         Ok(Self {
@@ -482,15 +481,17 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(wait.to_std().unwrap_or(Duration::ZERO))
 }
 
-/// The TLS setup: rustls on ring, with the system's roots.
-fn tls_config() -> Result<rustls::ClientConfig, LmError> {
+/// The TLS setup: rustls on ring, with the system's roots (`need_roots`: the endpoint is
+/// `https`, so a system store without any root is an error now rather than at the first
+/// request).
+fn tls_config(need_roots: bool) -> Result<rustls::ClientConfig, LmError> {
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     for cert in found.certs {
         // One unreadable certificate in the system store must not cost the others.
         let _ = roots.add(cert);
     }
-    if roots.is_empty() {
+    if need_roots && roots.is_empty() {
         let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
         return Err(LmError::Setup(format!(
             "find trusted root certificates in the system store (install ca-certificates, or set SSL_CERT_FILE): {}",
@@ -498,11 +499,14 @@ fn tls_config() -> Result<rustls::ClientConfig, LmError> {
         )));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| LmError::Setup(format!("configure TLS: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+    // reqwest is built without HTTP/2 here; offering only HTTP/1.1 keeps servers from
+    // choosing a protocol the client cannot speak.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 

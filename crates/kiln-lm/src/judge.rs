@@ -88,7 +88,7 @@ pub async fn lm_verdict(
         let asked = asker.ask(&candidate.instance_id, &request).await?;
         if let Asked::OverBudget { spent, limit } = asked {
             budget_note = Some(format!(
-                "the run's budget of ${limit:.2} was reached (${spent:.4} spent), so {} of {} votes were not asked",
+                "the run's budget of ${limit} was reached (${spent:.4} spent), so {} of {} votes were not asked",
                 settings.votes - i64::from(sample),
                 settings.votes
             ));

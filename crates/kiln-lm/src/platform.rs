@@ -131,7 +131,7 @@ pub async fn lm_platform(
     let record = match &asked {
         Asked::OverBudget { spent, limit } => {
             label.fallback = Some(format!(
-                "the run's budget of ${limit:.2} was reached (${spent:.4} spent); the LM was not asked"
+                "the run's budget of ${limit} was reached (${spent:.4} spent); the LM was not asked"
             ));
             return Ok(label);
         }

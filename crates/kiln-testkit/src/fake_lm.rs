@@ -141,10 +141,12 @@ impl RecordedRequest {
     }
 }
 
-type Script = Box<dyn FnMut(&ChatCall) -> LmReply + Send>;
+/// A script runs while its request is open and may run for several requests at once, so a
+/// script that keeps state keeps it behind its own lock.
+type Script = Box<dyn Fn(&ChatCall) -> LmReply + Send + Sync>;
 
 struct State {
-    script: Mutex<Script>,
+    script: Script,
     log: Mutex<Vec<RecordedRequest>>,
     models: Vec<String>,
     api_key: Option<String>,
@@ -186,10 +188,10 @@ impl FakeLm {
     /// When the server cannot start.
     pub fn start(
         options: FakeLmOptions,
-        script: impl FnMut(&ChatCall) -> LmReply + Send + 'static,
+        script: impl Fn(&ChatCall) -> LmReply + Send + Sync + 'static,
     ) -> Result<Self, TestkitError> {
         let state = Arc::new(State {
-            script: Mutex::new(Box::new(script)),
+            script: Box::new(script),
             log: Mutex::new(Vec::new()),
             models: options.models,
             api_key: options.api_key,
@@ -205,9 +207,13 @@ impl FakeLm {
     /// # Errors
     /// When the server cannot start.
     pub fn scripted(replies: Vec<LmReply>, then: LmReply) -> Result<Self, TestkitError> {
-        let mut queue: VecDeque<LmReply> = replies.into();
+        let queue: Mutex<VecDeque<LmReply>> = Mutex::new(replies.into());
         Self::start(FakeLmOptions::default(), move |_| {
-            queue.pop_front().unwrap_or_else(|| then.clone())
+            queue
+                .lock()
+                .ok()
+                .and_then(|mut q| q.pop_front())
+                .unwrap_or_else(|| then.clone())
         })
     }
 
@@ -364,10 +370,7 @@ fn chat(state: &State, body: &Value) -> Reply {
         response_format,
         body: body.clone(),
     };
-    let reply = match state.script.lock() {
-        Ok(mut script) => script(&call),
-        Err(_) => LmReply::server_error(),
-    };
+    let reply = (state.script)(&call);
     render(&call, reply)
 }
 
