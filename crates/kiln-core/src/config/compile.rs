@@ -36,8 +36,9 @@ pub(super) struct Compiler<'t> {
     pub(super) requirements: Vec<Requirement>,
     /// The node being compiled, for the requirements it declares.
     pub(super) current_node: Option<String>,
-    /// The `[lm]` table, compiled before the nodes that use it.
-    pub(super) lm: Option<LmSettings>,
+    /// The `[lm]` table, compiled before the nodes that use it: `None` when absent, `Err` when
+    /// it had errors (already reported, so the nodes do not report it missing).
+    pub(super) lm: Option<Result<LmSettings, ()>>,
 }
 
 /// Reads the keys of one table, remembering which were consumed so the rest are reported unknown.
@@ -119,7 +120,7 @@ impl Compiler<'_> {
         let dataset = self.dataset(keys.get("dataset"));
         let docker = self.docker(keys.get("docker"));
         let lm = self.lm(keys.get("lm"));
-        self.lm = lm.clone().ok().flatten();
+        self.lm = lm.clone().transpose();
         let mut nodes = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         for section in ["sources", "stages"] {

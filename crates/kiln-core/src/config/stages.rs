@@ -123,7 +123,11 @@ impl Compiler<'_> {
                 models.push(lm.model.clone());
             }
             let at = models_given.unwrap_or(judge_at);
-            let key = keys.path("models");
+            let key = keys.path(if models_given.is_some() {
+                "models"
+            } else {
+                "judge"
+            });
             self.check_prices(&lm, &models, at, &key)?;
             Some(lm)
         } else {
@@ -149,7 +153,8 @@ impl Compiler<'_> {
     /// The `[lm]` settings for a stage whose judge is `lm`; an error at `judge` without them.
     fn lm_for(&mut self, keys: &Keys<'_, '_>, judge_at: usize) -> Result<LmSettings, ()> {
         match self.lm.clone() {
-            Some(lm) => Ok(lm),
+            Some(Ok(lm)) => Ok(lm),
+            Some(Err(())) => Err(()),
             None => {
                 let path = keys.path("judge");
                 self.error_at(
@@ -195,7 +200,7 @@ impl Compiler<'_> {
         let lm = if judge == "lm" {
             let lm = self.lm_for(keys, judge_at)?;
             let asked = model.get_or_insert_with(|| lm.model.clone()).clone();
-            let key = keys.path("model");
+            let key = keys.path(if model_at.is_some() { "model" } else { "judge" });
             self.check_prices(&lm, &[asked], model_at.unwrap_or(judge_at), &key)?;
             Some(lm)
         } else {
