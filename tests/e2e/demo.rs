@@ -59,6 +59,7 @@ fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
 
 #[test]
 fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
+    let _demo = crate::demo_lock();
     let tmp = tempdir();
     let dir = tmp.path().join("demo");
     let mut command = kiln();

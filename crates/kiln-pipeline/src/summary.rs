@@ -37,7 +37,8 @@ pub struct InstanceSummary {
     pub baseline_test_seconds: Option<f64>,
 }
 
-fn rows<R: kiln_schema::Row>(
+/// Rows of every stage of `kind` in the run (the stages that have started).
+pub(crate) fn rows<R: kiln_schema::Row>(
     pipeline: &Pipeline,
     run: &RunStore,
     kind: NodeKind,
