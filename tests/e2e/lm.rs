@@ -349,3 +349,48 @@ fn demo_judged_through_an_lm_endpoint() {
         "{card}"
     );
 }
+
+/// The commented `[lm]` example of the checked-in pipeline.toml, uncommented, with both
+/// judges switched to the LM, is a valid config: the documentation cannot drift from the keys.
+#[test]
+fn the_documented_lm_keys_compile() {
+    let documented = std::fs::read_to_string(crate::workspace_root().join("pipeline.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut out = String::new();
+    let mut in_lm = false;
+    for line in documented.lines() {
+        let bare = line.strip_prefix("# ").unwrap_or(line);
+        in_lm = in_lm || bare.starts_with("[lm]");
+        let line = if in_lm && line.starts_with("# ") {
+            bare
+        } else if line.starts_with("# votes") || line.starts_with("# models") {
+            line.trim_start_matches("# ")
+        } else {
+            line
+        };
+        if in_lm && line.is_empty() {
+            in_lm = false;
+        }
+        out.push_str(
+            &line
+                .replace("judge = \"heuristic\"", "judge = \"lm\"")
+                .replace("judge = \"keyword\"", "judge = \"lm\""),
+        );
+        out.push('\n');
+    }
+    assert!(out.contains("\n[lm]\nbase_url = "), "{out}");
+    let tmp = tempdir();
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::write(&config, &out).unwrap_or_else(|e| panic!("{e}"));
+    let output = run(kiln().args(["--json", "check", "--config"]).arg(&config));
+    assert!(output.status.success(), "{}\n{out}", text(&output));
+    let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let filter = checked["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["name"] == "filter"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(filter["settings"]["judge"], "lm", "{checked:#}");
+    assert_eq!(filter["settings"]["votes"], 3, "{checked:#}");
+    assert_eq!(filter["settings"]["lm"]["api_key_env"], "OPENAI_API_KEY");
+}
