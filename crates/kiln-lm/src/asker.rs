@@ -261,18 +261,17 @@ impl Asker {
             s.completion_tokens += usage.completion_tokens;
             s.cost_usd += cost;
         });
-        let spent = {
-            let Ok(mut ledger) = self.ledger.lock() else {
-                return Ok(());
-            };
-            ledger.reserved = (ledger.reserved - reserved).max(0.0);
-            ledger.spent.requests += u64::from(attempts);
-            ledger.spent.prompt_tokens += usage.prompt_tokens;
-            ledger.spent.completion_tokens += usage.completion_tokens;
-            ledger.spent.cost_usd += cost;
-            ledger.spent
+        let Ok(mut ledger) = self.ledger.lock() else {
+            return Ok(());
         };
-        self.store.save_spent(&spent)
+        ledger.reserved = (ledger.reserved - reserved).max(0.0);
+        ledger.spent.requests += u64::from(attempts);
+        ledger.spent.prompt_tokens += usage.prompt_tokens;
+        ledger.spent.completion_tokens += usage.completion_tokens;
+        ledger.spent.cost_usd += cost;
+        // Written under the lock: two answers settling at once must not write their totals in
+        // the wrong order and lose one.
+        self.store.save_spent(&ledger.spent)
     }
 
     fn record(

@@ -399,24 +399,26 @@ fn completion(call: &ChatCall, message: Value, finish_reason: &str, usage: (u64,
 
 fn render(call: &ChatCall, reply: LmReply) -> Reply {
     let prompt_tokens: u64 = call.messages.iter().map(|(_, c)| tokens(c) + 4).sum();
+    let assistant =
+        |content: &str| json!({"role": "assistant", "content": content, "refusal": null});
     match reply {
         LmReply::Content(content) => {
             let usage = (prompt_tokens, tokens(&content));
-            let message = json!({"role": "assistant", "content": content, "refusal": null});
-            completion(call, message, "stop", usage)
+            completion(call, assistant(&content), "stop", usage)
         }
         LmReply::ContentWithUsage {
             content,
             prompt_tokens,
             completion_tokens,
-        } => {
-            let message = json!({"role": "assistant", "content": content, "refusal": null});
-            completion(call, message, "stop", (prompt_tokens, completion_tokens))
-        }
+        } => completion(
+            call,
+            assistant(&content),
+            "stop",
+            (prompt_tokens, completion_tokens),
+        ),
         LmReply::Truncated(content) => {
             let usage = (prompt_tokens, tokens(&content));
-            let message = json!({"role": "assistant", "content": content, "refusal": null});
-            completion(call, message, "length", usage)
+            completion(call, assistant(&content), "length", usage)
         }
         LmReply::Refusal(refusal) => {
             let usage = (prompt_tokens, tokens(&refusal));

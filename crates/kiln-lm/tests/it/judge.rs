@@ -331,3 +331,31 @@ async fn the_budget_stops_asking_instead_of_overspending() {
     let refused = later.ask("acme__calc-9", &request).await.unwrap();
     assert!(matches!(refused, Asked::OverBudget { .. }), "{refused:?}");
 }
+
+/// Answers that settle at once are all booked in the run's ledger (its file is written in the
+/// order the totals grow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_answers_are_all_counted_in_the_ledger() {
+    let fake = FakeLm::scripted(vec![], answer("ok", "fine", &[])).unwrap();
+    let mut lm = lm_settings(&fake.url());
+    lm.max_in_flight = 8;
+    let run = tempfile::tempdir().unwrap();
+    let asker = std::sync::Arc::new(asker(&lm, run.path(), true));
+    let asks: Vec<_> = (0..24)
+        .map(|i| {
+            let (asker, lm) = (std::sync::Arc::clone(&asker), lm.clone());
+            tokio::spawn(async move {
+                let subject = candidate(&format!("acme__calc-{i}"), &format!("{CLEAR_BUG} #{i}"));
+                let request = kiln_lm::prompts::filter_request(&subject, "fake-judge-1", &lm, 0);
+                asker.ask(&subject.instance_id, &request).await.unwrap()
+            })
+        })
+        .collect();
+    for ask in asks {
+        ask.await.unwrap();
+    }
+    let spent = kiln_lm::read_spent(run.path()).unwrap().unwrap();
+    assert_eq!(spent.requests, 24);
+    assert_eq!(asker.stats().requests, 24);
+    assert_eq!(spent.prompt_tokens, asker.stats().prompt_tokens);
+}

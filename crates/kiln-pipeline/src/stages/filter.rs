@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kiln_core::config::NodeSettings;
 use kiln_schema::Verdict;
 
-use super::{StageContext, StageOutcome, finish, judge_with_lm, plan, started};
+use super::{StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, plan, started};
 use crate::PipelineError;
 
 pub(crate) async fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
@@ -39,18 +39,9 @@ pub(crate) async fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
             };
             judge_with_lm(cx, &mut table, candidates, todo, lm, judge, outcome_of).await?
         }
-        _ => {
-            let todo: BTreeSet<String> = todo.into_iter().collect();
-            let rows: Vec<Verdict> = candidates
-                .iter()
-                .filter(|c| todo.contains(&c.instance_id))
-                .map(|c| kiln_lm::heuristic_verdict(c, settings))
-                .collect();
-            if !rows.is_empty() {
-                table.append(&rows)?;
-            }
-            rows.len() as u64
-        }
+        _ => judge_without_lm(&mut table, &candidates, todo, |c| {
+            kiln_lm::heuristic_verdict(c, settings)
+        })?,
     };
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(cx, &mut table, &items, processed, skipped, outcome_of)

@@ -195,6 +195,25 @@ fn plan<R: Row>(
     Ok((todo, skipped))
 }
 
+/// Judges the candidates in `todo` with a deterministic judge and appends their rows at once.
+fn judge_without_lm<R: Row>(
+    table: &mut StageTable<R>,
+    candidates: &[Candidate],
+    todo: Vec<String>,
+    judge: impl Fn(&Candidate) -> R,
+) -> Result<u64, PipelineError> {
+    let todo: BTreeSet<String> = todo.into_iter().collect();
+    let rows: Vec<R> = candidates
+        .iter()
+        .filter(|c| todo.contains(&c.instance_id))
+        .map(judge)
+        .collect();
+    if !rows.is_empty() {
+        table.append(&rows)?;
+    }
+    Ok(rows.len() as u64)
+}
+
 /// A row an LM judge writes.
 trait LmRow {
     /// Whether the deterministic judge decided although the LM was configured.

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use kiln_core::config::NodeSettings;
 use kiln_schema::PlatformLabel;
 
-use super::{StageContext, StageOutcome, finish, judge_with_lm, kept_candidates, plan, started};
+use super::{
+    StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, kept_candidates, plan,
+    started,
+};
 use crate::PipelineError;
 
 pub(crate) async fn split(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
@@ -30,18 +33,7 @@ pub(crate) async fn split(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
             };
             judge_with_lm(cx, &mut table, candidates, todo, lm, judge, outcome_of).await?
         }
-        _ => {
-            let todo: BTreeSet<String> = todo.into_iter().collect();
-            let rows: Vec<PlatformLabel> = candidates
-                .iter()
-                .filter(|c| todo.contains(&c.instance_id))
-                .map(kiln_lm::keyword_platform)
-                .collect();
-            if !rows.is_empty() {
-                table.append(&rows)?;
-            }
-            rows.len() as u64
-        }
+        _ => judge_without_lm(&mut table, &candidates, todo, kiln_lm::keyword_platform)?,
     };
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(cx, &mut table, &items, processed, skipped, outcome_of)
