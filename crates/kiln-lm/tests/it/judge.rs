@@ -135,6 +135,13 @@ async fn unusable_answers_fall_back_to_the_heuristic_with_the_reason() {
             LmReply::json(&json!({"label": "maybe", "reason": "?"})),
             "the answer's label \"maybe\" is not one of the classes",
         ),
+        (
+            LmReply::Raw(kiln_testkit::http::Reply::json(
+                200,
+                &json!({"id": "x", "object": "chat.completion", "choices": [], "usage": {"prompt_tokens": 700, "completion_tokens": 0, "total_tokens": 700}}),
+            )),
+            "the body has no choices",
+        ),
         (LmReply::server_error(), "HTTP 500: The server had an error"),
         (
             LmReply::Slow(Duration::from_secs(3), Box::new(answer("ok", "late", &[]))),
@@ -164,10 +171,15 @@ async fn unusable_answers_fall_back_to_the_heuristic_with_the_reason() {
         assert_eq!(verdict.votes.len(), 1);
         assert!(verdict.votes[0].starts_with("fake-judge-1: unusable: "));
         assert_eq!(verdict.answer_keys.len(), 1);
-        if let LmReply::ContentWithUsage { .. } = reply {
-            assert_eq!(verdict.prompt_tokens, Some(1200));
-            assert_eq!(verdict.completion_tokens, Some(9));
-            assert_eq!(verdict.raw_answers, ["I think this task is fine."]);
+        match reply {
+            LmReply::ContentWithUsage { .. } => {
+                assert_eq!(verdict.prompt_tokens, Some(1200));
+                assert_eq!(verdict.completion_tokens, Some(9));
+                assert_eq!(verdict.raw_answers, ["I think this task is fine."]);
+            }
+            // No usable body, but the usage it reported is counted.
+            LmReply::Raw(_) => assert_eq!(verdict.prompt_tokens, Some(700)),
+            _ => {}
         }
     }
 }
