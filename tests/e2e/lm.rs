@@ -320,13 +320,7 @@ fn demo_judged_through_an_lm_endpoint() {
         "{judges:?}"
     );
     // The release lists the answers behind its two rows.
-    let releases = dir.join("datasets/demo/releases");
-    let tag = std::fs::read_dir(&releases)
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .map(|e| e.path())
-        .unwrap_or_else(|| panic!("no release under {}", releases.display()));
+    let tag = crate::release_dir(&dir, "demo");
     let answers = std::fs::read_to_string(tag.join("lm-answers.jsonl")).unwrap_or_default();
     let ids: Vec<String> = answers
         .lines()

@@ -66,6 +66,17 @@ pub fn demo_lock() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The only release tag directory under `<dir>/datasets/<dataset>/releases`.
+pub fn release_dir(dir: &Path, dataset: &str) -> PathBuf {
+    let releases = dir.join("datasets").join(dataset).join("releases");
+    std::fs::read_dir(&releases)
+        .ok()
+        .and_then(|mut entries| entries.next())
+        .and_then(Result::ok)
+        .map(|e| e.path())
+        .unwrap_or_else(|| panic!("no release under {}", releases.display()))
+}
+
 /// A temporary directory for one test.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()

@@ -8,6 +8,19 @@ use serde_json::json;
 
 use crate::{CLEAR_BUG, asker, candidate, filter_settings, lm_settings};
 
+/// The LM verdict on a clear bug report, in a fresh run.
+async fn judge_clear_bug(settings: &kiln_core::config::FilterSettings) -> kiln_schema::Verdict {
+    let lm = settings.lm.clone().unwrap();
+    let run = tempfile::tempdir().unwrap();
+    lm_verdict(
+        &candidate("acme__calc-7", CLEAR_BUG),
+        settings,
+        &asker(&lm, run.path(), true),
+    )
+    .await
+    .unwrap()
+}
+
 fn answer(label: &str, reason: &str, flags: &[&str]) -> LmReply {
     LmReply::json(&json!({"label": label, "reason": reason, "flags": flags}))
 }
@@ -83,14 +96,7 @@ async fn several_models_vote_in_turn_and_flags_need_half_the_votes() {
     settings.models = vec!["judge-a".into(), "judge-b".into()];
     settings.votes = 2;
     settings.drop_flags = vec!["image-only".into()];
-    let run = tempfile::tempdir().unwrap();
-    let verdict = lm_verdict(
-        &candidate("acme__calc-7", CLEAR_BUG),
-        &settings,
-        &asker(&lm, run.path(), true),
-    )
-    .await
-    .unwrap();
+    let verdict = judge_clear_bug(&settings).await;
     let models: Vec<String> = fake
         .chat_requests()
         .iter()
@@ -152,15 +158,7 @@ async fn unusable_answers_fall_back_to_the_heuristic_with_the_reason() {
         let fake = FakeLm::scripted(vec![], reply.clone()).unwrap();
         let mut lm = lm_settings(&fake.url());
         lm.timeout = Duration::from_millis(300);
-        let settings = filter_settings(Some(lm.clone()));
-        let run = tempfile::tempdir().unwrap();
-        let verdict = lm_verdict(
-            &candidate("acme__calc-7", CLEAR_BUG),
-            &settings,
-            &asker(&lm, run.path(), true),
-        )
-        .await
-        .unwrap();
+        let verdict = judge_clear_bug(&filter_settings(Some(lm))).await;
         assert_eq!(verdict.judge, "heuristic", "{reply:?}");
         assert!(verdict.keep, "the heuristic keeps a clear bug: {verdict:?}");
         let fallback = verdict.fallback.clone().unwrap_or_default();
