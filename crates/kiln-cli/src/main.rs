@@ -272,11 +272,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 (false, None) => RunSelection::ResumeOrNew,
             };
             let engine = connect_if_needed(&pipeline, None).await?;
-            let lm = kiln_pipeline::language_model(&pipeline, None)?;
             let options = RunOptions {
                 concurrency,
                 ..RunOptions::default()
             };
+            let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
             let mut runner = with_lm(
                 Runner::open(pipeline, &selection, reporter, engine.clone())?,
                 lm,
@@ -298,7 +298,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let pipeline = load(&cli.config)?;
             check_environment(&pipeline, Some(&name))?;
             let engine = connect_if_needed(&pipeline, Some(&name)).await?;
-            let lm = kiln_pipeline::language_model(&pipeline, Some(&name))?;
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
             let options = RunOptions {
                 only: (!only.is_empty()).then(|| only.into_iter().collect::<BTreeSet<_>>()),
@@ -306,6 +305,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
+            let lm = kiln_pipeline::language_model(&pipeline, Some(&name), &options.secrets)?;
             let mut runner = with_lm(
                 Runner::open(pipeline, &selection, reporter, engine.clone())?,
                 lm,
@@ -727,7 +727,7 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
     options
         .secrets
         .insert(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
-    let client = kiln_pipeline::language_model(&pipeline, None)?;
+    let client = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
     let mut runner = with_lm(
         Runner::open(
             pipeline,

@@ -337,13 +337,15 @@ impl Runner {
 }
 
 /// The LM client the pipeline's stages need (all of them, or only `stage`), built from `[lm]`
-/// with the key read from the environment variable it names; `None` when none of them asks.
+/// with the key of the variable `api_key_env` names, taken from `secrets` (which fall back to
+/// the process environment); `None` when none of the stages asks.
 ///
 /// # Errors
 /// When the client cannot be set up (no trusted root certificates for an `https` endpoint).
 pub fn language_model(
     pipeline: &Pipeline,
     stage: Option<&str>,
+    secrets: &Secrets,
 ) -> Result<Option<Arc<dyn LanguageModel>>, PipelineError> {
     let needed = pipeline
         .nodes
@@ -351,7 +353,10 @@ pub fn language_model(
         .filter(|n| stage.is_none_or(|s| n.name == s))
         .any(kiln_core::config::Node::uses_lm);
     match &pipeline.lm {
-        Some(lm) if needed => Ok(Some(Arc::new(kiln_lm::OpenAiClient::new(lm)?))),
+        Some(lm) if needed => Ok(Some(Arc::new(kiln_lm::OpenAiClient::with_api_key(
+            lm,
+            secrets.get(&lm.api_key_env),
+        )?))),
         _ => Ok(None),
     }
 }

@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 use toml::de::DeTable;
 
 use compile::{Compiler, config_dir};
-pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use lm::{LmSettings, Price};
+pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{ExportSettings, FilterSettings, LaunchSettings, SplitSettings, ValidateSettings};
 
 /// One config error, located in the file.

@@ -93,6 +93,7 @@ pub fn candidate(id: &str, statement: &str) -> Candidate {
         given_fail_to_pass: vec![],
         given_pass_to_pass: vec![],
         origin: "tasks.jsonl:1".into(),
+        ..Candidate::default()
     }
 }
 
