@@ -129,7 +129,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
         assert!(verdict.prompt_tokens.is_some_and(|t| t > 0), "{verdict:?}");
         assert!(verdict.cost_usd.is_some_and(|c| c > 0.0), "{verdict:?}");
         assert_eq!(verdict.answer_keys.len(), 1);
-        if verdict.instance_id == "kiln-demo__badgold-3" {
+        if verdict.instance_id == "kiln-demo__badgold-4" {
             // Unusable, but its tokens are counted.
             assert_eq!(verdict.judge, "heuristic");
             assert_eq!(
@@ -201,7 +201,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
     // --force asks again, for the whole stage or for one instance.
     kiln_with_key(&["stage", "filter", "--force"]);
     assert_eq!(fake.chat_requests().len(), 8);
-    kiln_with_key(&["stage", "filter", "--force", "--only", "kiln-demo__calc-1"]);
+    kiln_with_key(&["stage", "filter", "--force", "--only", "kiln-demo__calc-2"]);
     assert_eq!(fake.chat_requests().len(), 9);
     let spent: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(run_dir.join("lm/spent.json")).unwrap_or_default(),
@@ -312,11 +312,11 @@ fn demo_judged_through_an_lm_endpoint() {
         .map(|v| (v.instance_id.as_str(), v.judge.as_str()))
         .collect();
     assert!(
-        judges.contains(&("kiln-demo__badgold-3", "heuristic")),
+        judges.contains(&("kiln-demo__badgold-4", "heuristic")),
         "{judges:?}"
     );
     assert!(
-        judges.contains(&("kiln-demo__calc-1", "fake-judge-1")),
+        judges.contains(&("kiln-demo__calc-2", "fake-judge-1")),
         "{judges:?}"
     );
     // The release lists the answers behind its two rows.
@@ -332,9 +332,9 @@ fn demo_judged_through_an_lm_endpoint() {
         })
         .collect();
     assert_eq!(ids.len(), 2, "{answers}");
-    assert!(ids.contains(&"kiln-demo__calc-1".to_string()), "{ids:?}");
+    assert!(ids.contains(&"kiln-demo__calc-2".to_string()), "{ids:?}");
     assert!(
-        ids.contains(&"kiln-demo__textwrap2-2".to_string()),
+        ids.contains(&"kiln-demo__textwrap2-3".to_string()),
         "{ids:?}"
     );
     let card = std::fs::read_to_string(tag.join("README.md")).unwrap_or_default();
