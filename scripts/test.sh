@@ -11,7 +11,8 @@ log() { echo "test.sh: $*" >&2; }
 
 # Host tools the tests call: git (fixture repositories), python3 with venv and pip (the
 # fixtures' expectations are re-checked with a real pytest on the host), pyarrow (release
-# shards must be readable and filterable by pyarrow, as Hugging Face `datasets` reads them).
+# shards must be readable and filterable by pyarrow, as Hugging Face `datasets` reads them),
+# the official openai client (the fake LM endpoint must answer what real clients expect).
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v python3 >/dev/null || need_apt+=(python3)
@@ -26,6 +27,11 @@ if ! python3 -c 'import pyarrow' 2>/dev/null; then
     log "installing pyarrow"
     python3 -m pip install --quiet pyarrow 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages pyarrow
+fi
+if ! python3 -c 'import openai' 2>/dev/null; then
+    log "installing openai"
+    python3 -m pip install --quiet openai 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages openai
 fi
 
 # GitHub's own published artifacts (its GraphQL schema, its OpenAPI description, octokit's

@@ -59,6 +59,7 @@ fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
 
 #[test]
 fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
+    let _demo = crate::demo_lock();
     let tmp = tempdir();
     let dir = tmp.path().join("demo");
     let mut command = kiln();
@@ -103,13 +104,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     );
 
     // The release holds exactly the validated instances, readable as Parquet.
-    let releases = dir.join("datasets/demo/releases");
-    let tag = std::fs::read_dir(&releases)
-        .ok()
-        .and_then(|mut entries| entries.next())
-        .and_then(Result::ok)
-        .map(|e| e.path())
-        .unwrap_or_else(|| panic!("no release under {}", releases.display()));
+    let tag = crate::release_dir(&dir, "demo");
     let shard = tag.join("data/test-00000-of-00001.parquet");
     let rows: Vec<ReleaseInstance> =
         kiln_store::read_parquet(&shard).unwrap_or_else(|e| panic!("{e}"));

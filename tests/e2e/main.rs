@@ -6,6 +6,7 @@ mod config;
 mod crawl;
 mod demo;
 mod ecosystems;
+mod lm;
 mod resume;
 mod validation;
 mod workspace;
@@ -55,6 +56,25 @@ pub fn containers_with_label(label: &str) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// Held by every test that runs `kiln demo`: the demo's dataset name and image tags are fixed,
+/// so two demos at once would build and remove each other's images.
+pub fn demo_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The only release tag directory under `<dir>/datasets/<dataset>/releases`.
+pub fn release_dir(dir: &Path, dataset: &str) -> PathBuf {
+    let releases = dir.join("datasets").join(dataset).join("releases");
+    std::fs::read_dir(&releases)
+        .ok()
+        .and_then(|mut entries| entries.next())
+        .and_then(Result::ok)
+        .map(|e| e.path())
+        .unwrap_or_else(|| panic!("no release under {}", releases.display()))
 }
 
 /// A temporary directory for one test.

@@ -223,13 +223,7 @@ type Check = fn(&ValidationRecord);
 
 /// The release directory of the dataset (there is one).
 fn release_dir(dir: &Path) -> PathBuf {
-    let releases = dir.join("datasets/vc/releases");
-    std::fs::read_dir(&releases)
-        .ok()
-        .and_then(|mut entries| entries.next())
-        .and_then(Result::ok)
-        .map(|e| e.path())
-        .unwrap_or_else(|| panic!("no release under {}", releases.display()))
+    crate::release_dir(dir, "vc")
 }
 
 /// Whether the binary has `kiln evaluate` (it arrived after the validate stage).

@@ -137,6 +137,14 @@ enum Command {
         /// CA bundle to install in the images (default: the host's bundle, if present).
         #[arg(long)]
         ca_bundle: Option<PathBuf>,
+        /// Judge the filter and split with this OpenAI-compatible endpoint (base URL up to
+        /// `/v1`); the key is read from OPENAI_API_KEY when it is set. Without it the demo
+        /// asks no LM.
+        #[arg(long, value_name = "URL")]
+        lm_url: Option<String>,
+        /// Model to ask at --lm-url (default: the first the endpoint lists).
+        #[arg(long, value_name = "NAME", requires = "lm_url")]
+        lm_model: Option<String>,
     },
 }
 
@@ -161,8 +169,12 @@ impl From<PipelineError> for Failure {
             PipelineError::Store(_) => exit::STORE,
             PipelineError::Engine(RuntimeError::Unreachable { .. })
             | PipelineError::NoEngine(_) => exit::ENGINE,
-            PipelineError::Engine(_) | PipelineError::Internal(_) => exit::INTERNAL,
-            PipelineError::Input { .. }
+            PipelineError::Answers(_) => exit::STORE,
+            PipelineError::Engine(_)
+            | PipelineError::Internal(_)
+            | PipelineError::NoLanguageModel(_) => exit::INTERNAL,
+            PipelineError::LmSetup(_)
+            | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
             | PipelineError::NoRun(_) => exit::INPUT,
@@ -264,7 +276,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
-            let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
+            let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
+            let mut runner = with_lm(
+                Runner::open(pipeline, &selection, reporter, engine.clone())?,
+                lm,
+            );
             run_interruptibly(&mut runner, engine.as_ref(), |r| {
                 Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
             })
@@ -289,7 +305,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
-            let mut runner = Runner::open(pipeline, &selection, reporter, engine.clone())?;
+            let lm = kiln_pipeline::language_model(&pipeline, Some(&name), &options.secrets)?;
+            let mut runner = with_lm(
+                Runner::open(pipeline, &selection, reporter, engine.clone())?,
+                lm,
+            );
             let stage = name.clone();
             run_interruptibly(&mut runner, engine.as_ref(), |r| {
                 Box::pin(async move { r.run_stage(&stage, &options).await.map(|_| ()) })
@@ -322,7 +342,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             dir,
             repeats,
             ca_bundle,
-        } => demo(&dir, repeats, ca_bundle, reporter, cli.json).await,
+            lm_url,
+            lm_model,
+        } => {
+            let args = DemoArgs {
+                dir,
+                repeats,
+                ca_bundle,
+                lm_url,
+                lm_model,
+            };
+            demo(args, reporter, cli.json).await
+        }
+    }
+}
+
+/// Gives the runner the LM client, when its stages need one.
+fn with_lm(runner: Runner, lm: Option<Arc<dyn kiln_core::LanguageModel>>) -> Runner {
+    match lm {
+        Some(lm) => runner.with_language_model(lm),
+        None => runner,
     }
 }
 
@@ -549,8 +588,9 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
             .iter()
             .map(|(stage, manifest)| serde_json::json!({"stage": stage, "manifest": manifest}))
             .collect();
+        let lm = kiln_pipeline::lm_spent(run.dir())?;
         print_json(
-            &serde_json::json!({"run_id": run_id, "run_dir": run.dir(), "status": run.info().status, "stages": stages}),
+            &serde_json::json!({"run_id": run_id, "run_dir": run.dir(), "status": run.info().status, "stages": stages, "lm": lm}),
         )?;
         return Ok(exit::OK);
     }
@@ -575,6 +615,9 @@ fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8
             None => println!("  {stage:<10} not started"),
         }
     }
+    if let Some(spent) = kiln_pipeline::lm_spent(run.dir())? {
+        println!("  {:<10} {}", "lm (run)", kiln_pipeline::spent_line(&spent));
+    }
     Ok(exit::OK)
 }
 
@@ -592,9 +635,10 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
                 .map(|m| serde_json::json!({"stage": stage, "counts": m.counts, "stats": m.stats}))
         })
         .collect();
+    let lm = kiln_pipeline::lm_spent(&runner.run_dir())?;
     if json {
         return print_json(
-            &serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries, "stages": stages}),
+            &serde_json::json!({"run_id": runner.run_id(), "run_dir": runner.run_dir(), "instances": summaries, "stages": stages, "lm": lm}),
         );
     }
     println!("run {} in {}", runner.run_id(), runner.run_dir().display());
@@ -613,48 +657,112 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
         };
         println!("  {:<28} {:<15} {detail}", s.instance_id, s.state);
     }
-    // What the stages measured (a crawl's requests, calls per candidate and points) and the
-    // outcomes of stages whose rows are not instances (pull requests a crawl dropped).
+    // What the stages measured besides the LM (a crawl's requests, calls per candidate and
+    // points), with their outcomes: a crawl's dropped pull requests are not instances.
     for (stage, manifest) in runner.stage_manifests() {
         let Some(m) = manifest else { continue };
-        if !m.stats.is_empty() {
+        let stats: std::collections::BTreeMap<String, f64> = m
+            .stats
+            .iter()
+            .filter(|(k, _)| !k.starts_with("lm."))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        if !stats.is_empty() {
             println!(
                 "  {stage}: {} | {}",
                 kiln_pipeline::counts_line(&m.counts),
-                kiln_pipeline::stats_line(&m.stats)
+                kiln_pipeline::stats_line(&stats)
             );
         }
     }
+    print_lm_lines(runner, lm.as_ref());
     Ok(())
 }
 
-async fn demo(
-    dir: &Path,
+/// The LM figures of each stage that asked, and of the whole run.
+fn print_lm_lines(runner: &Runner, spent: Option<&kiln_pipeline::Spent>) {
+    let Some(spent) = spent else {
+        return;
+    };
+    for (stage, manifest) in runner.stage_manifests() {
+        let Some(manifest) = manifest else { continue };
+        let lm: std::collections::BTreeMap<String, f64> = manifest
+            .stats
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("lm.").map(|k| (k.to_string(), *v)))
+            .collect();
+        if !lm.is_empty() {
+            println!("lm {stage:<8} {}", kiln_pipeline::stats_line(&lm));
+        }
+    }
+    println!("lm run      {}", kiln_pipeline::spent_line(spent));
+}
+
+struct DemoArgs {
+    dir: PathBuf,
     repeats: u32,
     ca_bundle: Option<PathBuf>,
-    reporter: Arc<dyn Reporter>,
-    json: bool,
-) -> Result<u8, Failure> {
+    lm_url: Option<String>,
+    lm_model: Option<String>,
+}
+
+/// The demo's LM endpoint: the model given, or the first the endpoint lists.
+async fn demo_lm(
+    url: Option<String>,
+    model: Option<String>,
+) -> Result<Option<kiln_pipeline::demo::DemoLm>, Failure> {
+    let Some(base_url) = url else {
+        return Ok(None);
+    };
+    let base_url = base_url.trim_end_matches('/').to_string();
+    let model = match model {
+        Some(model) => model,
+        None => kiln_pipeline::demo::first_model(&base_url)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    exit::INPUT,
+                    format!("failed to {e}; name one with --lm-model"),
+                )
+            })?,
+    };
+    Ok(Some(kiln_pipeline::demo::DemoLm { base_url, model }))
+}
+
+async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result<u8, Failure> {
+    let DemoArgs {
+        dir,
+        repeats,
+        ca_bundle,
+        lm_url,
+        lm_model,
+    } = args;
     let started = std::time::Instant::now();
     // The host's bundle is what its own tools trust; installing it in the images makes a
     // TLS-inspecting proxy work and changes nothing elsewhere.
     let host_bundle = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
     let ca_bundle = ca_bundle.or_else(|| host_bundle.exists().then_some(host_bundle));
     let engine = connect().await?;
+    let lm = demo_lm(lm_url, lm_model).await?;
     let dir = std::path::absolute(dir).context("resolve the demo directory")?;
-    let demo = kiln_pipeline::demo::prepare(&dir, ca_bundle.as_deref(), repeats)
-        .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
+    let demo =
+        kiln_pipeline::demo::prepare_with_lm(&dir, ca_bundle.as_deref(), repeats, lm.as_ref())
+            .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
     let pipeline = load(&demo.config_path)?;
-    let mut runner = Runner::open(
-        pipeline,
-        &RunSelection::New,
-        reporter,
-        Some(Arc::clone(&engine)),
-    )?;
     let mut options = RunOptions::default();
     options
         .secrets
         .insert(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
+    let client = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
+    let mut runner = with_lm(
+        Runner::open(
+            pipeline,
+            &RunSelection::New,
+            reporter,
+            Some(Arc::clone(&engine)),
+        )?,
+        client,
+    );
     run_interruptibly(&mut runner, Some(&engine), |r| {
         Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
     })
@@ -671,7 +779,7 @@ async fn demo(
             .iter()
             .find(|s| s.instance_id == expected.instance_id);
         let verdict = match summary {
-            Some(s) => kiln_pipeline::demo::check(&expected.expect, s),
+            Some(s) => kiln_pipeline::demo::check_judged(&expected.expect, s, lm.is_some()),
             None => Err("no row in any stage".to_string()),
         };
         if let Err(why) = &verdict {
@@ -680,6 +788,7 @@ async fn demo(
         report.push((expected.instance_id.clone(), summary.cloned(), verdict));
     }
     let count = |state: &str| summaries.iter().filter(|s| s.state == state).count();
+    let spent = kiln_pipeline::lm_spent(&runner.run_dir())?;
     let built = summaries
         .iter()
         .filter(|s| {
@@ -692,11 +801,17 @@ async fn demo(
     if json {
         let instances: Vec<serde_json::Value> = report
             .iter()
-            .map(|(id, s, v)| serde_json::json!({"instance_id": id, "summary": s, "as_expected": v.is_ok(), "mismatch": v.as_ref().err()}))
+            .map(|(id, s, v)| serde_json::json!({"instance_id": id, "summary": s, "as_expected": v.is_ok(), "mismatch": v.as_ref().err(), "judged": v.as_ref().ok().and_then(Option::as_ref)}))
+            .collect();
+        let stages: serde_json::Map<String, serde_json::Value> = runner
+            .stage_manifests()
+            .into_iter()
+            .filter_map(|(stage, m)| m.map(|m| (stage, serde_json::json!(m.stats))))
             .collect();
         print_json(&serde_json::json!({
             "run_dir": runner.run_dir(), "release_dir": release, "seconds": started.elapsed().as_secs_f64(),
             "instances_in": summaries.len(), "built": built, "validated": count("validated"), "instances": instances,
+            "lm": spent, "stage_stats": stages,
         }))?;
     } else {
         println!(
@@ -727,10 +842,13 @@ async fn demo(
                 None => "no row".into(),
             };
             println!("  [{mark}] {id:<24} {detail}");
-            if let Err(why) = verdict {
-                println!("         expected otherwise: {why}");
+            match verdict {
+                Err(why) => println!("         expected otherwise: {why}"),
+                Ok(Some(judged)) => println!("         {judged}"),
+                Ok(None) => {}
             }
         }
+        print_lm_lines(&runner, spent.as_ref());
         println!("release: {}", release.display());
         println!("run:     {} (logs under logs/)", runner.run_dir().display());
     }

@@ -1,12 +1,14 @@
 //! kiln's core: the pipeline config model and its DAG compiler, and the traits the stage crates
-//! meet through (container runtime, progress reporter), so that sibling crates never depend on
-//! each other.
+//! meet through (container runtime, language model, progress reporter), so that sibling crates
+//! never depend on each other.
 
 pub mod config;
+pub mod lm;
 pub mod reporter;
 pub mod runtime;
 pub mod session;
 
+pub use lm::{ChatAnswer, ChatMessage, ChatRequest, LanguageModel, LmError, Usage};
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,

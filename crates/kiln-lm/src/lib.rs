@@ -1,130 +1,87 @@
 //! Judges that decide which candidates go on, and on which operating system they run.
 //!
-//! The default judges are deterministic and need no LM endpoint: [`heuristic_verdict`] keeps a
-//! candidate that has a gold patch, a test patch and a problem statement long enough to act on;
-//! [`keyword_platform`] labels a candidate Windows or macOS when its text carries strong
-//! platform evidence, and Linux otherwise. An OpenAI-compatible LM client joins them later.
+//! Without an LM: [`heuristic_verdict`] (structural checks, then the issue text read for
+//! vagueness, a spelled-out solution, feature requests and questions) and [`keyword_platform`].
+//! With one: [`OpenAiClient`] speaks the OpenAI-compatible chat-completions API and implements
+//! `kiln_core::LanguageModel`; [`Asker`] wraps any such model with the run's replay store
+//! ([`AnswerStore`]), the budget and the accounting; [`lm_verdict`] and [`lm_platform`] ask it
+//! (prompts in [`prompts`]) and fall back to the deterministic judges, saying why, where no
+//! usable answer comes.
 
-use kiln_schema::{Candidate, PlatformLabel, Verdict};
+mod asker;
+mod client;
+mod heuristic;
+mod judge;
+mod platform;
+pub mod prompts;
+mod store;
 
-/// Name recorded in `Verdict::judge` by the heuristic judge.
-pub const HEURISTIC_JUDGE: &str = "heuristic";
+use std::path::{Path, PathBuf};
 
-/// Judges one candidate without an LM.
-#[must_use]
-pub fn heuristic_verdict(candidate: &Candidate, min_problem_chars: usize) -> Verdict {
-    let (keep, label, reason) = if candidate.status != "ok" {
-        (
-            false,
-            "invalid",
-            "the task row could not be read".to_string(),
-        )
-    } else if candidate.test_patch.trim().is_empty() {
-        (
-            false,
-            "no-test-patch",
-            "the pull request changes no test file".to_string(),
-        )
-    } else if candidate.patch.trim().is_empty() {
-        (
-            false,
-            "no-gold-patch",
-            "the pull request changes only test files".to_string(),
-        )
-    } else if candidate.problem_statement.trim().chars().count() < min_problem_chars {
-        (
-            false,
-            "vague",
-            format!("the problem statement is shorter than {min_problem_chars} characters"),
-        )
-    } else {
-        (
-            true,
-            "ok",
-            "has a gold patch, a test patch and a problem statement".to_string(),
-        )
-    };
-    Verdict {
-        instance_id: candidate.instance_id.clone(),
-        keep,
-        label: label.to_string(),
-        reason,
-        judge: HEURISTIC_JUDGE.to_string(),
-        prompt_tokens: None,
-        completion_tokens: None,
-    }
+pub use asker::{AskStats, Asked, Asker};
+pub use client::OpenAiClient;
+pub use heuristic::{HEURISTIC_JUDGE, heuristic_verdict, structural_verdict};
+pub use judge::lm_verdict;
+pub use platform::{
+    KEYWORD_LABELLER, KeywordEvidence, keyword_evidence, keyword_platform, lm_platform,
+};
+pub use store::{
+    ANSWER_FORMAT, AnswerStore, LM_DIR, Spent, StoredAnswer, read_answers, read_spent,
+};
+
+/// Errors of this crate: only the run's answer files can stop a stage; an endpoint that fails
+/// is a fallback recorded in the row. Messages read well after "failed to".
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory of the answer store.
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`read`, `write`, ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored answer or ledger that is not valid JSON.
+    #[error("parse {}: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
-/// Words that tie a task to Windows. They are matched as whole words, case-insensitively, in the
-/// problem statement and the patches; paths such as `foo/windows.py` do not count on their own.
-const WINDOWS_WORDS: &[&str] = &[
-    "windows",
-    "win32",
-    "win64",
-    "msvc",
-    "powershell",
-    "cmd.exe",
-    "wsl",
-    "dll",
-    "registry",
-    "mingw",
-];
-const MACOS_WORDS: &[&str] = &["macos", "darwin", "xcode", "osx", "homebrew", "cocoa"];
-
-/// Labels the platform a candidate needs from keyword evidence.
-///
-/// A candidate is labelled Windows or macOS only when its problem statement names the platform
-/// and the gold patch touches platform-specific code too; one mention in passing ("works on
-/// Linux and Windows") is not enough to take a task away from Linux.
-#[must_use]
-pub fn keyword_platform(candidate: &Candidate) -> PlatformLabel {
-    let statement = words(&candidate.problem_statement);
-    let patch = words(&candidate.patch);
-    let mut label = "linux";
-    let mut evidence = Vec::new();
-    for (platform, list) in [("windows", WINDOWS_WORDS), ("macos", MACOS_WORDS)] {
-        let in_statement: Vec<&str> = list
-            .iter()
-            .copied()
-            .filter(|w| statement.contains(&(*w).to_string()))
-            .collect();
-        let in_patch: Vec<&str> = list
-            .iter()
-            .copied()
-            .filter(|w| patch.contains(&(*w).to_string()))
-            .collect();
-        if !in_statement.is_empty() && !in_patch.is_empty() {
-            label = platform;
-            evidence = in_statement
-                .iter()
-                .map(|w| format!("problem statement: {w}"))
-                .chain(in_patch.iter().map(|w| format!("patch: {w}")))
-                .collect();
-            break;
+impl Error {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
         }
     }
-    PlatformLabel {
-        instance_id: candidate.instance_id.clone(),
-        platform: label.to_string(),
-        evidence,
-        labeller: "keyword".to_string(),
-    }
-}
-
-fn words(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = text
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
-        .map(|w| w.trim_matches('.').to_ascii_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kiln_core::config::FilterSettings;
+    use kiln_schema::Candidate;
+
+    fn settings(min_problem_chars: i64) -> FilterSettings {
+        FilterSettings {
+            judge: "heuristic".into(),
+            min_problem_chars,
+            max_patch_lines: 2000,
+            votes: 1,
+            models: vec![],
+            drop_flags: vec![],
+            lm: None,
+        }
+    }
 
     fn candidate(statement: &str, patch: &str, test_patch: &str) -> Candidate {
         Candidate {
@@ -152,18 +109,18 @@ mod tests {
     fn heuristic_keeps_complete_candidates_and_says_why_not() {
         let ok = heuristic_verdict(
             &candidate("Division by zero crashes the parser", "+fix", "+test"),
-            20,
+            &settings(20),
         );
         assert!(ok.keep, "{ok:?}");
         let no_tests = heuristic_verdict(
             &candidate("Division by zero crashes the parser", "+fix", ""),
-            20,
+            &settings(20),
         );
         assert_eq!(
             (no_tests.keep, no_tests.label.as_str()),
             (false, "no-test-patch")
         );
-        let vague = heuristic_verdict(&candidate("broken", "+fix", "+t"), 20);
+        let vague = heuristic_verdict(&candidate("broken", "+fix", "+t"), &settings(20));
         assert_eq!(vague.label, "vague");
     }
 
@@ -184,6 +141,13 @@ mod tests {
         assert!(
             windows.evidence.iter().any(|e| e.contains("win32")),
             "{windows:?}"
+        );
+        assert_eq!(windows.keyword_evidence, "clear");
+        assert_eq!(passing.keyword_evidence, "mixed");
+        let plain = keyword_platform(&candidate("Parser crash", "+x = 1", "+t"));
+        assert_eq!(
+            (plain.platform.as_str(), plain.keyword_evidence.as_str()),
+            ("linux", "none")
         );
     }
 }

@@ -45,6 +45,15 @@ pub enum DemoError {
     Fixtures(#[from] kiln_testkit::TestkitError),
 }
 
+/// An LM endpoint for the demo's filter and split (`kiln demo --lm-url URL --lm-model NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoLm {
+    /// Base URL of the OpenAI-compatible API.
+    pub base_url: String,
+    /// Model to ask.
+    pub model: String,
+}
+
 /// Writes the fixtures and a config into `dir`, replacing an earlier demo there.
 ///
 /// `ca_bundle` is installed in the images (a TLS-inspecting proxy's CA, or the host's bundle).
@@ -52,6 +61,20 @@ pub enum DemoError {
 /// # Errors
 /// When `dir` holds something else, or a write fails.
 pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Demo, DemoError> {
+    prepare_with_lm(dir, ca_bundle, repeats, None)
+}
+
+/// [`prepare`], with the filter and split judged by `lm` when given (the key is read from
+/// `OPENAI_API_KEY` when it is set).
+///
+/// # Errors
+/// When `dir` holds something else, or a write fails.
+pub fn prepare_with_lm(
+    dir: &Path,
+    ca_bundle: Option<&Path>,
+    repeats: u32,
+    lm: Option<&DemoLm>,
+) -> Result<Demo, DemoError> {
     if dir.exists() {
         if !dir.join(DEMO_MARKER).exists() {
             return Err(DemoError::NotADemo(dir.to_path_buf()));
@@ -87,11 +110,11 @@ pub fn prepare(dir: &Path, ca_bundle: Option<&Path>, repeats: u32) -> Result<Dem
     .map_err(io(&marker))?;
     let config_path = dir.join("pipeline.toml");
     let repos: Vec<String> = layout.instances.iter().map(|i| i.repo.clone()).collect();
-    std::fs::write(
-        &config_path,
-        crawl_config_text("demo", &github.url(), &repos, ca_bundle, repeats),
-    )
-    .map_err(io(&config_path))?;
+    let mut text = crawl_config_text("demo", &github.url(), &repos, ca_bundle, repeats);
+    if let Some(lm) = lm {
+        text = with_lm(&text, lm);
+    }
+    std::fs::write(&config_path, text).map_err(io(&config_path))?;
     Ok(Demo {
         layout,
         config_path,
@@ -196,6 +219,79 @@ kind = "export"
 inputs = ["{s}", "split", "launch", "validate"]
 "#
     )
+}
+
+/// The first model an endpoint lists, for `kiln demo --lm-url` without `--lm-model` (the key is
+/// read from `OPENAI_API_KEY` when it is set).
+///
+/// # Errors
+/// When the endpoint cannot be reached or lists no model.
+pub async fn first_model(base_url: &str) -> Result<String, kiln_core::LmError> {
+    let settings = kiln_core::config::LmSettings {
+        base_url: base_url.to_string(),
+        model: String::new(),
+        api_key_env: "OPENAI_API_KEY".into(),
+        timeout: std::time::Duration::from_secs(30),
+        retries: 0,
+        max_in_flight: 1,
+        temperature: 0.0,
+        max_tokens: 16,
+        json_schema: false,
+        max_cost_usd: None,
+        prices: std::collections::BTreeMap::new(),
+    };
+    let models = kiln_lm::OpenAiClient::new(&settings)?.models().await?;
+    models
+        .into_iter()
+        .next()
+        .ok_or_else(|| kiln_core::LmError::Malformed {
+            endpoint: base_url.to_string(),
+            message: "the endpoint lists no model".into(),
+            usage: None,
+            attempts: 1,
+        })
+}
+
+/// The demo config with an `[lm]` table and the filter and split judged by it.
+#[must_use]
+pub fn with_lm(config: &str, lm: &DemoLm) -> String {
+    let table = format!(
+        "[lm]\nbase_url = {:?}\nmodel = {:?}\napi_key_env = \"OPENAI_API_KEY\"\n\n",
+        lm.base_url, lm.model
+    );
+    config
+        .replacen("[sources.", &format!("{table}[sources."), 1)
+        .replacen(
+            "[stages.filter]\nkind = \"filter\"\n",
+            "[stages.filter]\nkind = \"filter\"\njudge = \"lm\"\n",
+            1,
+        )
+        .replacen(
+            "[stages.split]\nkind = \"split\"\n",
+            "[stages.split]\nkind = \"split\"\njudge = \"lm\"\n",
+            1,
+        )
+}
+
+/// [`check`] for a demo judged by an LM: an instance the LM filtered out, or labelled for
+/// another platform, ended as its judge decided rather than as the fixture expects; that is
+/// `Ok` with the reason, not a mismatch.
+///
+/// # Errors
+/// A sentence describing the mismatch.
+pub fn check_judged(
+    expect: &Expect,
+    summary: &InstanceSummary,
+    lm_judged: bool,
+) -> Result<Option<String>, String> {
+    if lm_judged && matches!(summary.state.as_str(), "filtered" | "other-platform") {
+        return Ok(Some(format!(
+            "{} by the LM judge: {}",
+            summary.state,
+            summary.reason.as_deref().unwrap_or("-")
+        )));
+    }
+    check(expect, summary).map(|()| None)
 }
 
 /// Whether an instance ended as the fixture says it must; `Err` says how it differs.

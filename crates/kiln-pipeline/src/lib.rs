@@ -17,9 +17,10 @@ use std::time::Instant;
 
 use kiln_core::config::{NodeKind, Pipeline};
 use kiln_core::runtime::LABEL_RUN;
-use kiln_core::{ContainerRuntime, Event, Reporter, RuntimeError};
+use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter, RuntimeError};
 use kiln_store::{Manifest, RunLock, RunStore, Status, StoreError};
 
+pub use kiln_lm::Spent;
 pub use stages::StageOutcome;
 pub use summary::{InstanceSummary, instance_summaries};
 
@@ -64,6 +65,15 @@ pub enum PipelineError {
     /// A stage needs a container engine but none was given.
     #[error("run stage `{0}`: it needs a Docker engine")]
     NoEngine(String),
+    /// A stage's judge is `lm` but no language model was given.
+    #[error("run stage `{0}`: its judge is \"lm\" but no LM client was set up")]
+    NoLanguageModel(String),
+    /// The run's LM answers or spending could not be read or written.
+    #[error(transparent)]
+    Answers(#[from] kiln_lm::Error),
+    /// The LM client could not be set up.
+    #[error(transparent)]
+    LmSetup(#[from] kiln_core::LmError),
     /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
     #[error("internal error: {0}")]
     Internal(String),
@@ -133,6 +143,7 @@ pub struct Runner {
     run: RunStore,
     reporter: Arc<dyn Reporter>,
     runtime: Option<Arc<dyn ContainerRuntime>>,
+    lm: Option<Arc<dyn LanguageModel>>,
     _lock: RunLock,
 }
 
@@ -178,8 +189,17 @@ impl Runner {
             run,
             reporter,
             runtime,
+            lm: None,
             _lock: lock,
         })
+    }
+
+    /// Gives the stages whose judge is `lm` the model to ask (the CLI builds
+    /// `kiln_lm::OpenAiClient` from `[lm]`; tests may give any implementation).
+    #[must_use]
+    pub fn with_language_model(mut self, lm: Arc<dyn LanguageModel>) -> Self {
+        self.lm = Some(lm);
+        self
     }
 
     /// The run directory.
@@ -282,14 +302,15 @@ impl Runner {
             node: &node,
             reporter: Arc::clone(&self.reporter),
             runtime: self.runtime.clone(),
+            lm: self.lm.clone(),
             options,
             run_label: self.run_label(),
         };
         let outcome = match node.kind {
             NodeKind::Ingest => stages::ingest(&cx)?,
             NodeKind::Crawl => stages::crawl(&cx).await?,
-            NodeKind::Filter => stages::filter(&cx)?,
-            NodeKind::Split => stages::split(&cx)?,
+            NodeKind::Filter => stages::filter(&cx).await?,
+            NodeKind::Split => stages::split(&cx).await?,
             NodeKind::Launch => stages::launch(&cx).await?,
             NodeKind::Validate => stages::validate(&cx).await?,
             NodeKind::Export => stages::export(&cx)?,
@@ -315,6 +336,31 @@ impl Runner {
     }
 }
 
+/// The LM client the pipeline's stages need (all of them, or only `stage`), built from `[lm]`
+/// with the key of the variable `api_key_env` names, taken from `secrets` (which fall back to
+/// the process environment); `None` when none of the stages asks.
+///
+/// # Errors
+/// When the client cannot be set up (no trusted root certificates for an `https` endpoint).
+pub fn language_model(
+    pipeline: &Pipeline,
+    stage: Option<&str>,
+    secrets: &Secrets,
+) -> Result<Option<Arc<dyn LanguageModel>>, PipelineError> {
+    let needed = pipeline
+        .nodes
+        .iter()
+        .filter(|n| stage.is_none_or(|s| n.name == s))
+        .any(kiln_core::config::Node::uses_lm);
+    match &pipeline.lm {
+        Some(lm) if needed => Ok(Some(Arc::new(kiln_lm::OpenAiClient::with_api_key(
+            lm,
+            secrets.get(&lm.api_key_env),
+        )?))),
+        _ => Ok(None),
+    }
+}
+
 /// The manifest of every stage of a run (`None` where the stage has not started).
 #[must_use]
 pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Option<Manifest>)> {
@@ -329,6 +375,30 @@ pub fn stage_manifests(pipeline: &Pipeline, run: &RunStore) -> Vec<(String, Opti
             (n.name.clone(), manifest)
         })
         .collect()
+}
+
+/// What a run has paid its LM endpoint over all stages and re-runs (`None`: it never asked).
+///
+/// # Errors
+/// When the run's ledger exists but cannot be read.
+pub fn lm_spent(run_dir: &std::path::Path) -> Result<Option<kiln_lm::Spent>, PipelineError> {
+    Ok(kiln_lm::read_spent(run_dir)?)
+}
+
+/// The LM figures of a run's ledger as a stats line (`requests=3 prompt_tokens=...`).
+#[must_use]
+pub fn spent_line(spent: &kiln_lm::Spent) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let stats = BTreeMap::from([
+        ("requests".to_string(), spent.requests as f64),
+        ("prompt_tokens".to_string(), spent.prompt_tokens as f64),
+        (
+            "completion_tokens".to_string(),
+            spent.completion_tokens as f64,
+        ),
+        ("cost_usd".to_string(), spent.cost_usd),
+    ]);
+    stats_line(&stats)
 }
 
 /// A stage's measured figures, for summaries: `name=value`, integers without decimals.

@@ -37,7 +37,8 @@ pub struct InstanceSummary {
     pub baseline_test_seconds: Option<f64>,
 }
 
-fn rows<R: kiln_schema::Row>(
+/// Rows of every stage of `kind` in the run (the stages that have started).
+pub(crate) fn rows<R: kiln_schema::Row>(
     pipeline: &Pipeline,
     run: &RunStore,
     kind: NodeKind,
@@ -108,6 +109,7 @@ pub fn instance_summaries(
             summary.reason = candidate.error.clone();
         } else if let Some(verdict) = verdicts.get(&id).filter(|v| !v.keep) {
             summary.state = "filtered".into();
+            summary.failure_class = Some(verdict.label.clone());
             summary.reason = Some(verdict.reason.clone());
         } else if let Some(platform) = platforms.get(&id).filter(|p| *p != "linux") {
             summary.state = "other-platform".into();

@@ -14,7 +14,18 @@ mod tables;
 pub use tables::*;
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// Confounder flags an LM judge may raise on a verdict (after SWE-rebench V2's annotations):
+/// tests that assert exact strings the issue does not give, tests or fix that need the network,
+/// several issues solved by one pull request, an issue whose substance is only in an image.
+pub const CONFOUNDER_FLAGS: &[&str] = &[
+    "exact-string-assertions",
+    "network-access",
+    "multiple-issues",
+    "image-only",
+];
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

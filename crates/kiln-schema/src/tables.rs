@@ -66,16 +66,32 @@ table! {
         pub instance_id: String,
         /// Whether the candidate goes on to the next stages.
         pub keep: bool,
-        /// Short label of the verdict (`ok`, `no-test-patch`, `vague`, ...).
+        /// Short label of the verdict: `ok`; the LM judge's `vague`, `unstated-requirements`,
+        /// `solution-leak`; the heuristic judge's `invalid`, `no-test-patch`, `no-gold-patch`,
+        /// `patch-too-large`, `empty-issue`, `link-only`, `vague`, `solution-in-issue`,
+        /// `feature-request`, `question`; `flagged` when a `drop_flags` flag dropped it.
         pub label: String,
         /// Why, in a sentence.
         pub reason: String,
-        /// The judge: `heuristic`, or the model name of an LM judge.
+        /// The judge: `heuristic`, or the model names of an LM judge joined by `+`.
         pub judge: String,
-        /// LM prompt tokens spent, if an LM judged.
+        /// LM prompt tokens of the answers behind this verdict (usable or not, replayed or asked).
         pub prompt_tokens: Option<i64>,
-        /// LM completion tokens spent, if an LM judged.
+        /// LM completion tokens of the answers behind this verdict.
         pub completion_tokens: Option<i64>,
+        /// US dollars those tokens cost at the config's prices (null when no price is known).
+        pub cost_usd: Option<f64>,
+        /// Confounder flags the LM judge raised (by majority of the usable votes).
+        pub flags: Vec<String>,
+        /// Each vote in order: `<model>: <label>`, or `<model>: unusable: <why>`.
+        pub votes: Vec<String>,
+        /// The raw text of each vote's answer, in vote order (empty where none came).
+        pub raw_answers: Vec<String>,
+        /// Replay keys of the stored answers (`<run>/lm/answers/<key>.json`), in vote order.
+        pub answer_keys: Vec<String>,
+        /// Why the heuristic judge decided although the LM judge was configured (no usable
+        /// answer, budget reached); null when the LM decided or was not configured.
+        pub fallback: Option<String>,
     }
 }
 
@@ -86,10 +102,27 @@ table! {
         pub instance_id: String,
         /// `linux`, `windows` or `macos`.
         pub platform: String,
-        /// Keywords or LM output that decided the label.
+        /// The keywords found (`problem statement: win32`, `patch: msvc`).
         pub evidence: Vec<String>,
         /// `keyword` or the model name of an LM.
         pub labeller: String,
+        /// What the keywords say: `none` (no platform words), `clear` (the problem statement
+        /// and the patch name the same one platform) or `mixed` (the LM is asked, if configured).
+        pub keyword_evidence: String,
+        /// The LM's reason, when an LM labelled.
+        pub reason: Option<String>,
+        /// The raw text of the LM's answer, when one came.
+        pub raw_answer: Option<String>,
+        /// Replay keys of the stored answers (`<run>/lm/answers/<key>.json`).
+        pub answer_keys: Vec<String>,
+        /// Why the keyword label stands although the LM split was configured and asked.
+        pub fallback: Option<String>,
+        /// LM prompt tokens of the answer behind this label.
+        pub prompt_tokens: Option<i64>,
+        /// LM completion tokens of the answer behind this label.
+        pub completion_tokens: Option<i64>,
+        /// US dollars those tokens cost at the config's prices.
+        pub cost_usd: Option<f64>,
     }
 }
 
@@ -277,6 +310,30 @@ mod tests {
             judge: "heuristic".into(),
             prompt_tokens: None,
             completion_tokens: Some(3),
+            cost_usd: Some(0.25),
+            flags: vec!["image-only".into()],
+            votes: vec!["m: ok".into()],
+            raw_answers: vec!["{}".into()],
+            answer_keys: vec!["ab".into()],
+            fallback: None,
+        });
+    }
+
+    #[test]
+    fn platform_label_columns_match_struct() {
+        check_columns(&PlatformLabel {
+            instance_id: "a__b-1".into(),
+            platform: "windows".into(),
+            evidence: vec!["patch: win32".into()],
+            labeller: "m".into(),
+            keyword_evidence: "mixed".into(),
+            reason: Some("uses the registry".into()),
+            raw_answer: Some("{}".into()),
+            answer_keys: vec![],
+            fallback: None,
+            prompt_tokens: Some(1),
+            completion_tokens: Some(2),
+            cost_usd: None,
         });
     }
 

@@ -684,6 +684,14 @@ mod tests {
             platform: "linux".into(),
             evidence: vec![],
             labeller: "keyword".into(),
+            keyword_evidence: "none".into(),
+            reason: None,
+            raw_answer: None,
+            answer_keys: vec![],
+            fallback: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            cost_usd: None,
         };
         let a = content_hash(&[row("a"), row("b")])?;
         let b = content_hash(&[row("b"), row("a")])?;

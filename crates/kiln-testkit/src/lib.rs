@@ -5,6 +5,7 @@
 //! task file describing them. [`DemoLayout::instances`] says what kiln must make of every task;
 //! those expectations were checked against real pytest runs (see the crate's integration test).
 //! [`write_tasks_with_errors`] writes a task file with broken lines for error-handling tests.
+//! [`fake_lm`] is a fake OpenAI-compatible LM endpoint on the loopback server of [`http`].
 //!
 //! Everything is deterministic: the same fixture sources give the same commit shas on every
 //! machine, because identity, dates and git configuration are all fixed.
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 mod ecosystems;
+pub mod fake_lm;
 mod fixtures;
 mod git;
 pub mod github;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::lm::LmSettings;
 use super::{
     ConfigError, DatasetSettings, DockerSettings, Need, Node, NodeKind, NodeSettings, Pipeline,
     Requirement, hex_sha256, parse_duration, parse_size,
@@ -35,6 +36,9 @@ pub(super) struct Compiler<'t> {
     pub(super) requirements: Vec<Requirement>,
     /// The node being compiled, for the requirements it declares.
     pub(super) current_node: Option<String>,
+    /// The `[lm]` table, compiled before the nodes that use it: `None` when absent, `Err` when
+    /// it had errors (already reported, so the nodes do not report it missing).
+    pub(super) lm: Option<Result<LmSettings, ()>>,
 }
 
 /// Reads the keys of one table, remembering which were consumed so the rest are reported unknown.
@@ -115,6 +119,8 @@ impl Compiler<'_> {
         let mut keys = Keys::new(root, "", 0);
         let dataset = self.dataset(keys.get("dataset"));
         let docker = self.docker(keys.get("docker"));
+        let lm = self.lm(keys.get("lm"));
+        self.lm = lm.clone().transpose();
         let mut nodes = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         for section in ["sources", "stages"] {
@@ -140,7 +146,7 @@ impl Compiler<'_> {
                 }
             }
         }
-        keys.finish(self, &["dataset", "docker", "sources", "stages"]);
+        keys.finish(self, &["dataset", "docker", "lm", "sources", "stages"]);
         if nodes.is_empty() && self.errors.is_empty() {
             self.error_at(0, "", "no sources or stages are declared".into());
         }
@@ -151,6 +157,7 @@ impl Compiler<'_> {
             hash: hex_sha256(self.text.as_bytes()),
             dataset: dataset?,
             docker: docker?,
+            lm: lm.ok()?,
             nodes,
             requirements: std::mem::take(&mut self.requirements),
         })
@@ -580,9 +587,21 @@ impl Compiler<'_> {
             NodeKind::Crawl => (self.crawl(&mut keys), super::sources::CRAWL_KEYS),
             NodeKind::Filter => (
                 self.filter(&mut keys),
-                &["kind", "inputs", "judge", "min_problem_chars"],
+                &[
+                    "kind",
+                    "inputs",
+                    "judge",
+                    "min_problem_chars",
+                    "max_patch_lines",
+                    "votes",
+                    "models",
+                    "drop_flags",
+                ],
             ),
-            NodeKind::Split => (self.split(&mut keys), &["kind", "inputs", "keep"]),
+            NodeKind::Split => (
+                self.split(&mut keys),
+                &["kind", "inputs", "keep", "judge", "model"],
+            ),
             NodeKind::Launch => (
                 self.launch(&mut keys),
                 &[

@@ -6,6 +6,7 @@
 //! line, column and dotted key it concerns. Unknown keys are errors: a typo must not be silence.
 
 mod compile;
+mod lm;
 mod sources;
 mod stages;
 
@@ -18,6 +19,7 @@ use sha2::{Digest, Sha256};
 use toml::de::DeTable;
 
 use compile::{Compiler, config_dir};
+pub use lm::{LmSettings, Price};
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{ExportSettings, FilterSettings, LaunchSettings, SplitSettings, ValidateSettings};
 
@@ -234,6 +236,16 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether this node asks the `[lm]` endpoint (a filter or split whose judge is `lm`).
+    #[must_use]
+    pub fn uses_lm(&self) -> bool {
+        match &self.settings {
+            NodeSettings::Filter(f) => f.judge == "lm",
+            NodeSettings::Split(s) => s.judge == "lm",
+            _ => false,
+        }
+    }
+
     /// Hash of this node's own settings, stored in its manifest to notice config changes.
     #[must_use]
     pub fn settings_hash(&self) -> String {
@@ -255,6 +267,8 @@ pub struct Pipeline {
     pub dataset: DatasetSettings,
     /// Container settings.
     pub docker: DockerSettings,
+    /// The LM endpoint (`[lm]`), when the config declares one.
+    pub lm: Option<LmSettings>,
     /// Sources and stages, each after all of its inputs.
     pub nodes: Vec<Node>,
     /// What the config needs from the machine (environment variables, files), checked by
@@ -316,6 +330,7 @@ impl Pipeline {
             errors: Vec::new(),
             requirements: Vec::new(),
             current_node: None,
+            lm: None,
         };
         let (root, parse_errors) = DeTable::parse_recoverable(text);
         for error in parse_errors {

@@ -6,14 +6,27 @@ use serde::Serialize;
 
 use super::NodeSettings;
 use super::compile::{Compiler, Keys};
+use super::lm::LmSettings;
 
 /// Settings of a `filter` stage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FilterSettings {
-    /// `heuristic` (the only judge without an LM endpoint).
+    /// `heuristic` (the default, no LM) or `lm` (the `[lm]` endpoint judges, the heuristic
+    /// judge stands in where no usable answer comes).
     pub judge: String,
     /// Smallest problem statement, in characters, the heuristic judge keeps.
     pub min_problem_chars: i64,
+    /// Largest gold patch, in changed lines, either judge keeps.
+    pub max_patch_lines: i64,
+    /// Answers asked per candidate (LM judge); the majority label decides.
+    pub votes: i64,
+    /// Models that vote in turn (LM judge); `[lm] model` when the config names none.
+    pub models: Vec<String>,
+    /// Confounder flags that drop a candidate the judge would keep.
+    pub drop_flags: Vec<String>,
+    /// The endpoint, for the LM judge. Part of the settings so that answers from another
+    /// endpoint or model make the stage start over.
+    pub lm: Option<LmSettings>,
 }
 
 /// Settings of a `split` stage.
@@ -21,6 +34,12 @@ pub struct FilterSettings {
 pub struct SplitSettings {
     /// Platforms that go on to launch.
     pub keep: Vec<String>,
+    /// `keyword` (the default) or `lm`: the LM is asked where the keyword evidence is mixed.
+    pub judge: String,
+    /// The model asked (LM split); `[lm] model` when the config names none.
+    pub model: Option<String>,
+    /// The endpoint, for the LM split.
+    pub lm: Option<LmSettings>,
 }
 
 /// Settings of a `launch` stage.
@@ -71,15 +90,92 @@ pub struct ExportSettings {
 
 impl Compiler<'_> {
     pub(super) fn filter(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
-        let judge = self.one_of(keys, "judge", "heuristic", &["heuristic"]);
+        let judge_at = keys.get("judge").map_or(keys.at, |v| v.span().start);
+        let judge = self.one_of(keys, "judge", "heuristic", &["heuristic", "lm"]);
         let min = self.int(keys, "min_problem_chars", 20, 0, 1_000_000);
+        let max_patch_lines = self.int(keys, "max_patch_lines", 2000, 1, 100_000_000);
+        let votes_given = keys.get("votes").map(|v| v.span().start);
+        let votes = self.int(keys, "votes", 1, 1, 15);
+        let models_given = keys.get("models").map(|v| v.span().start);
+        let models = self.strings(keys, "models");
+        let drop_flags_at = keys.get("drop_flags").map_or(keys.at, |v| v.span().start);
+        let drop_flags = self.strings(keys, "drop_flags");
+        if let Ok(flags) = &drop_flags {
+            for flag in flags {
+                if !kiln_schema::CONFOUNDER_FLAGS.contains(&flag.as_str()) {
+                    let path = keys.path("drop_flags");
+                    self.error_at(
+                        drop_flags_at,
+                        &path,
+                        format!(
+                            "unknown flag \"{flag}\"; expected one of: {}",
+                            kiln_schema::CONFOUNDER_FLAGS.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        let judge = judge?;
+        let mut models = models?;
+        let lm = if judge == "lm" {
+            let lm = self.lm_for(keys, judge_at)?;
+            if models.is_empty() {
+                models.push(lm.model.clone());
+            }
+            let at = models_given.unwrap_or(judge_at);
+            let key = keys.path(if models_given.is_some() {
+                "models"
+            } else {
+                "judge"
+            });
+            self.check_prices(&lm, &models, at, &key)?;
+            Some(lm)
+        } else {
+            for (given, key) in [(votes_given, "votes"), (models_given, "models")] {
+                if let Some(at) = given {
+                    let path = keys.path(key);
+                    self.error_at(at, &path, "applies only to judge = \"lm\"".into());
+                }
+            }
+            None
+        };
         Ok(NodeSettings::Filter(FilterSettings {
-            judge: judge?,
+            judge,
             min_problem_chars: min?,
+            max_patch_lines: max_patch_lines?,
+            votes: votes?,
+            models,
+            drop_flags: drop_flags?,
+            lm,
         }))
     }
 
+    /// The `[lm]` settings for a stage whose judge is `lm`; an error at `judge` without them.
+    fn lm_for(&mut self, keys: &Keys<'_, '_>, judge_at: usize) -> Result<LmSettings, ()> {
+        match self.lm.clone() {
+            Some(Ok(lm)) => Ok(lm),
+            Some(Err(())) => Err(()),
+            None => {
+                let path = keys.path("judge");
+                self.error_at(
+                    judge_at,
+                    &path,
+                    "judge \"lm\" needs an [lm] table with `base_url` and `model`".into(),
+                );
+                Err(())
+            }
+        }
+    }
+
     pub(super) fn split(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let judge_at = keys.get("judge").map_or(keys.at, |v| v.span().start);
+        let judge = self.one_of(keys, "judge", "keyword", &["keyword", "lm"]);
+        let model_at = keys.get("model").map(|v| v.span().start);
+        let model = match self.string(keys, "model") {
+            None => Ok(None),
+            Some(Some(m)) => Ok(Some(m)),
+            Some(None) => Err(()),
+        };
         let keep_value = keys.get("keep");
         let keep = self.strings(keys, "keep")?;
         let keep = if keep.is_empty() && keep_value.is_none() {
@@ -99,7 +195,27 @@ impl Compiler<'_> {
                 return Err(());
             }
         }
-        Ok(NodeSettings::Split(SplitSettings { keep }))
+        let judge = judge?;
+        let mut model = model?;
+        let lm = if judge == "lm" {
+            let lm = self.lm_for(keys, judge_at)?;
+            let asked = model.get_or_insert_with(|| lm.model.clone()).clone();
+            let key = keys.path(if model_at.is_some() { "model" } else { "judge" });
+            self.check_prices(&lm, &[asked], model_at.unwrap_or(judge_at), &key)?;
+            Some(lm)
+        } else {
+            if let Some(at) = model_at {
+                let path = keys.path("model");
+                self.error_at(at, &path, "applies only to judge = \"lm\"".into());
+            }
+            None
+        };
+        Ok(NodeSettings::Split(SplitSettings {
+            keep,
+            judge,
+            model,
+            lm,
+        }))
     }
 
     pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {

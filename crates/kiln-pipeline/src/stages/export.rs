@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::config::{NodeKind, NodeSettings};
-use kiln_schema::{Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, ValidationRecord};
+use kiln_schema::{
+    Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, ValidationRecord, Verdict,
+};
 
 use super::{StageContext, StageOutcome, finish, started};
 use crate::PipelineError;
@@ -83,12 +85,13 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         .join(&tag);
     let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
     kiln_store::write_release(&release_dir, &settings.split, &rows, per_shard)?;
-    let card = format!(
+    let mut card = format!(
         "Task instances built and validated by kiln (run `{}`): each row is a repository at a base commit, \
          a gold patch, a test patch, and the tests that go from failing to passing (`FAIL_TO_PASS`) or stay \
          passing (`PASS_TO_PASS`) in the environment image named in `image`.\n",
         cx.run.run_id()
     );
+    card.push_str(&write_lm_answers(cx, &release_dir, &rows)?);
     kiln_store::write_dataset_card(
         &release_dir,
         &cx.pipeline.dataset.name,
@@ -106,6 +109,67 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     })?;
     outcome.release_dir = Some(release_dir);
     Ok(outcome)
+}
+
+/// File of a release that holds the LM answers behind its rows.
+const LM_ANSWERS: &str = "lm-answers.jsonl";
+
+/// Writes the LM answers that decided the filter and split of the released rows (one stored
+/// record per line: the request as sent, the response as received, tokens and cost), so a
+/// release says exactly which answers made it; returns the card's paragraph about them.
+fn write_lm_answers(
+    cx: &StageContext<'_>,
+    release_dir: &std::path::Path,
+    rows: &[ReleaseInstance],
+) -> Result<String, PipelineError> {
+    let released: BTreeSet<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
+    let mut keys: Vec<String> = Vec::new();
+    for verdict in crate::summary::rows::<Verdict>(cx.pipeline, cx.run, NodeKind::Filter)? {
+        if released.contains(verdict.instance_id.as_str()) {
+            keys.extend(verdict.answer_keys);
+        }
+    }
+    for label in crate::summary::rows::<PlatformLabel>(cx.pipeline, cx.run, NodeKind::Split)? {
+        if released.contains(label.instance_id.as_str()) {
+            keys.extend(label.answer_keys);
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let answers = kiln_lm::read_answers(cx.run.dir(), &keys)?;
+    let path = release_dir.join(LM_ANSWERS);
+    if answers.is_empty() {
+        // A release re-exported without an LM must not keep the answers of an earlier export.
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(|e| PipelineError::Input {
+                what: path.display().to_string(),
+                message: format!("cannot remove the earlier LM answers: {e}"),
+            })?;
+        }
+        return Ok(String::new());
+    }
+    let mut text = String::new();
+    for answer in &answers {
+        text.push_str(&serde_json::to_string(answer).map_err(|e| {
+            PipelineError::Internal(format!("an LM answer does not serialise: {e}"))
+        })?);
+        text.push('\n');
+    }
+    std::fs::create_dir_all(release_dir).map_err(|e| PipelineError::Input {
+        what: release_dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    kiln_store::write_atomic(&path, text.as_bytes())?;
+    let tokens: u64 = answers
+        .iter()
+        .map(|a| a.prompt_tokens.unwrap_or(0) + a.completion_tokens.unwrap_or(0))
+        .sum();
+    let cost: f64 = answers.iter().filter_map(|a| a.cost_usd).sum();
+    Ok(format!(
+        "\nThe {} LM answers behind the filter and split of these rows ({tokens} tokens, ${cost:.4}) are in \
+         `{LM_ANSWERS}`, one per line with the request as sent and the response as received.\n",
+        answers.len()
+    ))
 }
 
 /// `YYYY-MM` of a run id (`YYYYMMDD-HHMMSS`).

@@ -1,14 +1,15 @@
 //! `filter`: the judge's verdict on each candidate.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use kiln_core::config::NodeSettings;
 use kiln_schema::Verdict;
 
-use super::{StageContext, StageOutcome, finish, plan, started};
+use super::{StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, plan, started};
 use crate::PipelineError;
 
-pub(crate) fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
+pub(crate) async fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Filter(settings) = &cx.node.settings else {
         return Err(PipelineError::Internal(
             "wrong settings for a filter node".into(),
@@ -22,22 +23,26 @@ pub(crate) fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
-    let todo: BTreeSet<String> = todo.into_iter().collect();
-    let min = usize::try_from(settings.min_problem_chars).unwrap_or(0);
-    let rows: Vec<Verdict> = candidates
-        .iter()
-        .filter(|c| todo.contains(&c.instance_id))
-        .map(|c| kiln_lm::heuristic_verdict(c, min))
-        .collect();
-    if !rows.is_empty() {
-        table.append(&rows)?;
-    }
-    let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, rows.len() as u64, skipped, |v| {
+    let outcome_of = |v: &Verdict| {
         if v.keep {
-            "kept".into()
+            "kept".to_string()
         } else {
             format!("dropped:{}", v.label)
         }
-    })
+    };
+    let processed = match (&settings.lm, settings.judge.as_str()) {
+        (Some(lm), "lm") => {
+            let shared = Arc::new(settings.clone());
+            let judge = move |candidate, asker: Arc<kiln_lm::Asker>| {
+                let settings = Arc::clone(&shared);
+                async move { kiln_lm::lm_verdict(&candidate, &settings, &asker).await }
+            };
+            judge_with_lm(cx, &mut table, candidates, todo, lm, judge, outcome_of).await?
+        }
+        _ => judge_without_lm(&mut table, &candidates, todo, |c| {
+            kiln_lm::heuristic_verdict(c, settings)
+        })?,
+    };
+    let items: BTreeSet<String> = items.into_iter().collect();
+    finish(cx, &mut table, &items, processed, skipped, outcome_of)
 }

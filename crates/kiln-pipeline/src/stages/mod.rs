@@ -23,9 +23,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_core::config::{Node, NodeKind, NodeSettings, Pipeline};
+use kiln_core::config::{LmSettings, Node, NodeKind, NodeSettings, Pipeline};
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
-use kiln_core::{ContainerRuntime, Event, Reporter};
+use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter};
+use kiln_lm::{AnswerStore, Asker};
 use kiln_schema::{Candidate, Row, Verdict};
 use kiln_store::{RunStore, StageTable};
 use tokio::task::JoinSet;
@@ -59,6 +60,7 @@ pub(crate) struct StageContext<'a> {
     pub node: &'a Node,
     pub reporter: Arc<dyn Reporter>,
     pub runtime: Option<Arc<dyn ContainerRuntime>>,
+    pub lm: Option<Arc<dyn LanguageModel>>,
     pub options: &'a RunOptions,
     pub run_label: String,
 }
@@ -130,6 +132,31 @@ impl StageContext<'_> {
             .ok_or_else(|| PipelineError::NoEngine(self.node.name.clone()))
     }
 
+    /// The LM asker of this stage: answers stored in `<run>/lm/`, replayed unless the stage
+    /// is forced (`--force` asks again, and only for the items it redoes).
+    fn asker(&self, lm: &LmSettings) -> Result<Arc<Asker>, PipelineError> {
+        let model = self
+            .lm
+            .clone()
+            .ok_or_else(|| PipelineError::NoLanguageModel(self.node.name.clone()))?;
+        let store = AnswerStore::open(self.run.dir())?;
+        Ok(Arc::new(Asker::new(
+            model,
+            store,
+            &self.node.name,
+            lm,
+            !self.options.force,
+        )?))
+    }
+
+    /// Items judged by the LM at once: the endpoint's cap on requests in flight, unless the
+    /// command line says otherwise.
+    fn lm_concurrency(&self, lm: &LmSettings) -> usize {
+        self.options
+            .concurrency
+            .unwrap_or_else(|| usize::try_from(lm.max_in_flight).unwrap_or(1))
+    }
+
     fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             (LABEL_MANAGED.to_string(), "1".to_string()),
@@ -166,6 +193,88 @@ fn plan<R: Row>(
     let skipped = wanted.iter().filter(|i| done.contains(*i)).count() as u64;
     let todo = wanted.into_iter().filter(|i| !done.contains(i)).collect();
     Ok((todo, skipped))
+}
+
+/// Judges the candidates in `todo` with a deterministic judge and appends their rows at once.
+fn judge_without_lm<R: Row>(
+    table: &mut StageTable<R>,
+    candidates: &[Candidate],
+    todo: Vec<String>,
+    judge: impl Fn(&Candidate) -> R,
+) -> Result<u64, PipelineError> {
+    let todo: BTreeSet<String> = todo.into_iter().collect();
+    let rows: Vec<R> = candidates
+        .iter()
+        .filter(|c| todo.contains(&c.instance_id))
+        .map(judge)
+        .collect();
+    if !rows.is_empty() {
+        table.append(&rows)?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// A row an LM judge writes.
+trait LmRow {
+    /// Whether the deterministic judge decided although the LM was configured.
+    fn fell_back(&self) -> bool;
+}
+
+impl LmRow for Verdict {
+    fn fell_back(&self) -> bool {
+        self.fallback.is_some()
+    }
+}
+
+impl LmRow for kiln_schema::PlatformLabel {
+    fn fell_back(&self) -> bool {
+        self.fallback.is_some()
+    }
+}
+
+/// Judges `todo` with the LM, `judge` making each candidate's row, with bounded concurrency and
+/// each row appended as it comes. What asking cost is added to the stage's figures whether or
+/// not the stage succeeded: a request that was paid for stays counted.
+async fn judge_with_lm<R, F, Fut>(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<R>,
+    candidates: Vec<Candidate>,
+    todo: Vec<String>,
+    lm: &LmSettings,
+    judge: F,
+    outcome_of: impl Fn(&R) -> String,
+) -> Result<u64, PipelineError>
+where
+    R: Row + LmRow,
+    F: Fn(Candidate, Arc<Asker>) -> Fut,
+    Fut: Future<Output = Result<R, kiln_lm::Error>> + Send + 'static,
+{
+    let asker = cx.asker(lm)?;
+    let by_id: BTreeMap<String, Candidate> = candidates
+        .into_iter()
+        .map(|c| (c.instance_id.clone(), c))
+        .collect();
+    let work = |id: String| {
+        let future = by_id
+            .get(&id)
+            .map(|candidate| judge(candidate.clone(), Arc::clone(&asker)));
+        async move {
+            match future {
+                Some(future) => Ok(future.await?),
+                None => Err(PipelineError::Internal(format!(
+                    "candidate {id} is not among the stage's inputs"
+                ))),
+            }
+        }
+    };
+    let processed = for_each_item(cx, table, todo, cx.lm_concurrency(lm), work, outcome_of).await;
+    let mut stats = table.manifest().stats.clone();
+    asker.stats().add_to(&mut stats);
+    let fallbacks = table.rows()?.iter().filter(|r| r.fell_back()).count();
+    #[allow(clippy::cast_precision_loss)]
+    stats.insert("lm.fallback_rows".into(), fallbacks as f64);
+    table.set_stats(stats)?;
+    processed
 }
 
 /// Marks the table complete when every item has a row, compacts it, and builds the outcome.

@@ -1,29 +1,40 @@
 //! `split`: the platform each kept candidate needs.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use kiln_core::config::NodeSettings;
 use kiln_schema::PlatformLabel;
 
-use super::{StageContext, StageOutcome, finish, kept_candidates, plan, started};
+use super::{
+    StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, kept_candidates, plan,
+    started,
+};
 use crate::PipelineError;
 
-pub(crate) fn split(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
+pub(crate) async fn split(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
+    let NodeSettings::Split(settings) = &cx.node.settings else {
+        return Err(PipelineError::Internal(
+            "wrong settings for a split node".into(),
+        ));
+    };
     let candidates = kept_candidates(cx)?;
     let mut table = cx.table::<PlatformLabel>()?;
     let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
-    let todo: BTreeSet<String> = todo.into_iter().collect();
-    let rows: Vec<PlatformLabel> = candidates
-        .iter()
-        .filter(|c| todo.contains(&c.instance_id))
-        .map(kiln_lm::keyword_platform)
-        .collect();
-    if !rows.is_empty() {
-        table.append(&rows)?;
-    }
+    let outcome_of = |p: &PlatformLabel| p.platform.clone();
+    let processed = match (&settings.lm, settings.judge.as_str()) {
+        (Some(lm), "lm") => {
+            let shared = Arc::new(settings.clone());
+            let judge = move |candidate, asker: Arc<kiln_lm::Asker>| {
+                let settings = Arc::clone(&shared);
+                async move { kiln_lm::lm_platform(&candidate, &settings, &asker).await }
+            };
+            judge_with_lm(cx, &mut table, candidates, todo, lm, judge, outcome_of).await?
+        }
+        _ => judge_without_lm(&mut table, &candidates, todo, kiln_lm::keyword_platform)?,
+    };
     let items: BTreeSet<String> = items.into_iter().collect();
-    finish(cx, &mut table, &items, rows.len() as u64, skipped, |p| {
-        p.platform.clone()
-    })
+    finish(cx, &mut table, &items, processed, skipped, outcome_of)
 }

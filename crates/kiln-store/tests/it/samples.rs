@@ -44,6 +44,12 @@ pub fn verdict(id: &str) -> Verdict {
         judge: "gpt-x".into(),
         prompt_tokens: Some(1234),
         completion_tokens: None,
+        cost_usd: Some(0.0012),
+        flags: vec!["network-access".into()],
+        votes: vec!["gpt-x: vague".into()],
+        raw_answers: vec!["{\"label\": \"vague\"}".into()],
+        answer_keys: vec!["0f".repeat(32)],
+        fallback: None,
     }
 }
 
@@ -53,6 +59,14 @@ pub fn platform_label(id: &str) -> PlatformLabel {
         platform: "linux".into(),
         evidence: vec!["os.fork".into()],
         labeller: "keyword".into(),
+        keyword_evidence: "none".into(),
+        reason: None,
+        raw_answer: None,
+        answer_keys: vec![],
+        fallback: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        cost_usd: None,
     }
 }
 

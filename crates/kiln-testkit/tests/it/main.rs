@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod ecosystems;
+mod fake_lm;
 mod validation_cases;
 
 use std::collections::{BTreeMap, BTreeSet};

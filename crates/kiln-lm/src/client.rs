@@ -1,0 +1,625 @@
+//! [`OpenAiClient`]: the [`LanguageModel`] on the OpenAI-compatible chat-completions API.
+//!
+//! One client serves every stage of a process, so its cap on requests in flight holds across
+//! them. What real servers do that the client has to live with:
+//! - 429 and 5xx answers, often with `retry-after` (seconds or an HTTP date) or OpenAI's
+//!   `retry-after-ms`: retried with backoff, honouring the header;
+//! - servers without `response_format` `json_schema` (older llama.cpp, some proxies) answer 400:
+//!   the request is sent again without it, and the prompt's own JSON instructions carry on;
+//! - newer OpenAI models refuse `max_tokens` (they want `max_completion_tokens`) and any
+//!   `temperature` but the default: the request is adapted once, after the 400 says so;
+//! - extra fields everywhere (vLLM's `stop_reason`, llama.cpp's `timings`, OpenAI's
+//!   `refusal`), `content` as a list of parts, error bodies as `{"error": {...}}`, as vLLM's
+//!   top-level `{"object": "error", ...}`, or as plain text.
+//!
+//! The adaptations are remembered per model, so the next request goes out right the first time.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kiln_core::config::LmSettings;
+use kiln_core::lm::{ChatAnswer, ChatRequest, LanguageModel, LmError, Usage};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+/// Longest wait between two attempts, whatever `retry-after` says: a server asking for an hour
+/// is better answered with a failure the user sees than with a stage that hangs.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How a model's requests are shaped, learnt from the endpoint's 400 answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Shape {
+    /// `response_format` was refused: send none.
+    no_schema: bool,
+    /// `max_tokens` was refused: send `max_completion_tokens`.
+    completion_tokens_param: bool,
+    /// `temperature` was refused: send none (the model's default).
+    no_temperature: bool,
+}
+
+impl Shape {
+    /// The shape after a 400 that names what the endpoint refused, or `None` when the error
+    /// names nothing this client can change (or the change was made already).
+    fn adapted(self, error: &ErrorBody, sent_schema: bool) -> Option<Self> {
+        let message = error.message.to_ascii_lowercase();
+        let param = error.param.as_deref().unwrap_or_default();
+        let mut next = self;
+        if sent_schema
+            && !self.no_schema
+            && (param.starts_with("response_format")
+                || message.contains("response_format")
+                || message.contains("json_schema"))
+        {
+            next.no_schema = true;
+        } else if !self.completion_tokens_param
+            && (param == "max_tokens" || message.contains("max_completion_tokens"))
+        {
+            next.completion_tokens_param = true;
+        } else if !self.no_temperature
+            && (param == "temperature" || message.contains("temperature"))
+        {
+            next.no_temperature = true;
+        }
+        (next != self).then_some(next)
+    }
+}
+
+/// The API key, kept out of `Debug` output.
+struct ApiKey(String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A chat-completions client for one endpoint.
+#[derive(Debug)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    url: String,
+    endpoint: String,
+    api_key: Option<ApiKey>,
+    retries: u32,
+    timeout: Duration,
+    backoff: Duration,
+    in_flight: Arc<Semaphore>,
+    send_schema: bool,
+    shapes: Mutex<BTreeMap<String, Shape>>,
+}
+
+impl OpenAiClient {
+    /// A client for the `[lm]` settings, with the key read from the environment variable they
+    /// name (unset or empty: no key is sent).
+    ///
+    /// # Errors
+    /// When the HTTP client or the TLS roots cannot be set up.
+    pub fn new(settings: &LmSettings) -> Result<Self, LmError> {
+        let key = std::env::var(&settings.api_key_env)
+            .ok()
+            .filter(|k| !k.trim().is_empty());
+        Self::with_api_key(settings, key)
+    }
+
+    /// A client with the key given (tests, or keys from elsewhere than the environment).
+    ///
+    /// # Errors
+    /// When the HTTP client or the TLS roots cannot be set up.
+    pub fn with_api_key(settings: &LmSettings, api_key: Option<String>) -> Result<Self, LmError> {
+        let endpoint = settings.base_url.trim_end_matches('/').to_string();
+        // reqwest builds a TLS setup even for plain-HTTP endpoints, and without a crypto
+        // provider of its own it would panic: it always gets this one.
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
+            .user_agent(concat!("kiln/", env!("CARGO_PKG_VERSION")))
+            .tls_backend_preconfigured(tls_config(endpoint.starts_with("https://"))?)
+            .build()
+            .map_err(|e| LmError::Setup(format!("build the HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            url: format!("{endpoint}/chat/completions"),
+            endpoint,
+            api_key: api_key.map(|k| ApiKey(k.trim().to_string())),
+            retries: u32::try_from(settings.retries).unwrap_or(0),
+            timeout: settings.timeout,
+            backoff: Duration::from_secs(1),
+            in_flight: Arc::new(Semaphore::new(
+                usize::try_from(settings.max_in_flight).unwrap_or(1).max(1),
+            )),
+            send_schema: settings.json_schema,
+            shapes: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Sets the first wait between retries when the server names none (doubling after each
+    /// retry, up to 30 s); tests shorten it.
+    #[must_use]
+    pub fn with_backoff(mut self, first: Duration) -> Self {
+        self.backoff = first;
+        self
+    }
+
+    /// The model ids the endpoint lists (`GET <base_url>/models`), for picking a model when the
+    /// user names none.
+    ///
+    /// # Errors
+    /// When the endpoint cannot be reached or answers with an error or no list.
+    pub async fn models(&self) -> Result<Vec<String>, LmError> {
+        let mut request = self.http.get(format!("{}/models", self.endpoint));
+        if let Some(ApiKey(key)) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let unreachable = |e: reqwest::Error| LmError::Unreachable {
+            endpoint: self.endpoint.clone(),
+            message: self.redact(&error_chain(&e)),
+            attempts: 1,
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        if status != 200 {
+            return Err(LmError::Status {
+                endpoint: self.endpoint.clone(),
+                status,
+                message: self.redact(&ErrorBody::parse(&bytes).message),
+                attempts: 1,
+            });
+        }
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let ids: Vec<String> = body
+            .get("data")
+            .and_then(Value::as_array)
+            .map(|models| {
+                models
+                    .iter()
+                    .filter_map(|m| m.get("id").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if ids.is_empty() {
+            return Err(LmError::Malformed {
+                endpoint: self.endpoint.clone(),
+                message: "the model list is empty or not a list".into(),
+                usage: None,
+                attempts: 1,
+            });
+        }
+        Ok(ids)
+    }
+
+    fn shape(&self, model: &str) -> Shape {
+        let shape = self
+            .shapes
+            .lock()
+            .map(|s| s.get(model).copied().unwrap_or_default())
+            .unwrap_or_default();
+        Shape {
+            no_schema: shape.no_schema || !self.send_schema,
+            ..shape
+        }
+    }
+
+    fn remember(&self, model: &str, shape: Shape) {
+        if let Ok(mut shapes) = self.shapes.lock() {
+            shapes.insert(model.to_string(), shape);
+        }
+    }
+
+    /// Replaces the key wherever a server echoed it, so that no message kiln keeps holds it.
+    fn redact(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(ApiKey(key)) if key.len() >= 4 => text.replace(key.as_str(), "<redacted>"),
+            _ => text.to_string(),
+        }
+    }
+
+    async fn send(&self, body: &Value) -> Result<(u16, HeaderMap, Vec<u8>), reqwest::Error> {
+        // The permit is held for the HTTP exchange only, not for the waits between retries.
+        let _permit = self.in_flight.acquire().await.ok();
+        let mut request = self.http.post(&self.url).json(body);
+        if let Some(ApiKey(key)) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await?;
+        Ok((status, headers, bytes.to_vec()))
+    }
+
+    fn wait_before(&self, retry: u32, headers: Option<&HeaderMap>) -> Duration {
+        let told = headers.and_then(retry_after);
+        let doubling = self
+            .backoff
+            .saturating_mul(2u32.saturating_pow(retry))
+            .min(Duration::from_secs(30));
+        told.unwrap_or(doubling).min(MAX_WAIT)
+    }
+}
+
+#[async_trait]
+impl LanguageModel for OpenAiClient {
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LmError> {
+        let mut shape = self.shape(&request.model);
+        let mut attempts = 0u32;
+        let mut retries = 0u32;
+        loop {
+            let sent_schema = request.schema.is_some() && !shape.no_schema;
+            let body = wire_body(request, shape);
+            attempts += 1;
+            let (status, headers, bytes) = match self.send(&body).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    if retries < self.retries {
+                        tokio::time::sleep(self.wait_before(retries, None)).await;
+                        retries += 1;
+                        continue;
+                    }
+                    return Err(if e.is_timeout() {
+                        LmError::Timeout {
+                            endpoint: self.endpoint.clone(),
+                            timeout: self.timeout,
+                            attempts,
+                        }
+                    } else {
+                        LmError::Unreachable {
+                            endpoint: self.endpoint.clone(),
+                            message: self.redact(&error_chain(&e)),
+                            attempts,
+                        }
+                    });
+                }
+            };
+            if status == 200 {
+                return parse_answer(&bytes, body, sent_schema, attempts).map_err(
+                    |(message, usage)| LmError::Malformed {
+                        endpoint: self.endpoint.clone(),
+                        message: self.redact(&message),
+                        usage,
+                        attempts,
+                    },
+                );
+            }
+            let error = ErrorBody::parse(&bytes);
+            if matches!(status, 400 | 422)
+                && let Some(next) = shape.adapted(&error, sent_schema)
+            {
+                tracing::info!(
+                    endpoint = %self.endpoint, model = %request.model, message = %self.redact(&error.message),
+                    "the endpoint refused a request parameter; sending the request again without it"
+                );
+                shape = next;
+                self.remember(&request.model, shape);
+                continue;
+            }
+            let transient = matches!(status, 408 | 409 | 429) || status >= 500;
+            if transient && retries < self.retries {
+                tokio::time::sleep(self.wait_before(retries, Some(&headers))).await;
+                retries += 1;
+                continue;
+            }
+            return Err(LmError::Status {
+                endpoint: self.endpoint.clone(),
+                status,
+                message: self.redact(&error.message),
+                attempts,
+            });
+        }
+    }
+}
+
+/// The JSON body of a request in the given shape.
+fn wire_body(request: &ChatRequest, shape: Shape) -> Value {
+    let mut body = json!({
+        "model": request.model,
+        "messages": request.messages,
+    });
+    if !shape.no_temperature {
+        body["temperature"] = json!(request.temperature);
+    }
+    let tokens_param = if shape.completion_tokens_param {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body[tokens_param] = json!(request.max_tokens);
+    if let Some(schema) = &request.schema
+        && !shape.no_schema
+    {
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": {"name": schema.name, "schema": schema.schema, "strict": true},
+        });
+    }
+    body
+}
+
+/// Reads a chat completion; on failure, what is wrong and the usage the body reported anyway.
+fn parse_answer(
+    bytes: &[u8],
+    request_body: Value,
+    structured: bool,
+    attempts: u32,
+) -> Result<ChatAnswer, (String, Option<Usage>)> {
+    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
+        (
+            format!(
+                "the body is not JSON ({e}): {}",
+                first_chars(&String::from_utf8_lossy(bytes), 200)
+            ),
+            None,
+        )
+    })?;
+    let usage = usage_of(&body);
+    if body.get("error").is_some_and(|e| !e.is_null()) {
+        let error = ErrorBody::parse(bytes);
+        return Err((
+            format!("the body is an error although HTTP 200: {}", error.message),
+            usage,
+        ));
+    }
+    let Some(choice) = body
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    else {
+        return Err(("the body has no choices".into(), usage));
+    };
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    let content = match message.get("content") {
+        Some(Value::String(text)) => Some(text.clone()),
+        // Some servers send content as a list of parts, as in requests.
+        Some(Value::Array(parts)) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<String>(),
+        ),
+        _ => None,
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    Ok(ChatAnswer {
+        id: text(body.get("id")),
+        model: text(body.get("model")),
+        content,
+        refusal: text(message.get("refusal")),
+        finish_reason: text(choice.get("finish_reason")),
+        usage,
+        structured,
+        attempts,
+        request_body,
+        response_body: body,
+    })
+}
+
+fn usage_of(body: &Value) -> Option<Usage> {
+    let usage = body.get("usage")?;
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+    let prompt_tokens = count("prompt_tokens");
+    let completion_tokens = count("completion_tokens");
+    if prompt_tokens.is_none() && completion_tokens.is_none() {
+        return None;
+    }
+    Some(Usage {
+        prompt_tokens: prompt_tokens.unwrap_or(0),
+        completion_tokens: completion_tokens.unwrap_or(0),
+    })
+}
+
+/// The parts of an error body kiln uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct ErrorBody {
+    message: String,
+    param: Option<String>,
+}
+
+impl ErrorBody {
+    fn parse(bytes: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(bytes);
+        let Ok(body) = serde_json::from_str::<Value>(&text) else {
+            let message = if text.trim().is_empty() {
+                "(empty body)".to_string()
+            } else {
+                first_chars(text.trim(), 300)
+            };
+            return Self {
+                message,
+                param: None,
+            };
+        };
+        // `{"error": {"message", "type", "param", "code"}}` (OpenAI and most servers),
+        // `{"error": "text"}` (some proxies), or vLLM's `{"object": "error", "message", ...}`.
+        let error = match body.get("error") {
+            Some(Value::String(message)) => {
+                return Self {
+                    message: first_chars(message, 300),
+                    param: None,
+                };
+            }
+            Some(error @ Value::Object(_)) => error,
+            _ => &body,
+        };
+        let message = error.get("message").and_then(Value::as_str).map_or_else(
+            || first_chars(&body.to_string(), 300),
+            |m| first_chars(m, 300),
+        );
+        Self {
+            message,
+            param: error
+                .get("param")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+    }
+}
+
+/// The wait a response asks for: `retry-after-ms` (OpenAI), else `retry-after` in seconds or
+/// as an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = header(RETRY_AFTER.as_str())?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = date.signed_duration_since(chrono::Utc::now());
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The TLS setup: rustls on ring, with the system's roots (`need_roots`: the endpoint is
+/// `https`, so a system store without any root is an error now rather than at the first
+/// request).
+fn tls_config(need_roots: bool) -> Result<rustls::ClientConfig, LmError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for cert in found.certs {
+        // One unreadable certificate in the system store must not cost the others.
+        let _ = roots.add(cert);
+    }
+    if need_roots && roots.is_empty() {
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(LmError::Setup(format!(
+            "find trusted root certificates in the system store (install ca-certificates, or set SSL_CERT_FILE): {}",
+            errors.join("; ")
+        )));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| LmError::Setup(format!("configure TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // reqwest is built without HTTP/2 here; offering only HTTP/1.1 keeps servers from
+    // choosing a protocol the client cannot speak.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// An error with its sources, as one line (reqwest's own message says only "error sending
+/// request").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn first_chars(text: &str, n: usize) -> String {
+    let mut out: String = text.chars().take(n).collect();
+    if text.chars().count() > n {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_every_shape_give_their_message() {
+        let openai = br#"{"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}}"#;
+        assert_eq!(ErrorBody::parse(openai).message, "Rate limit reached");
+        let vllm = br#"{"object": "error", "message": "max_tokens is too large", "type": "BadRequestError", "param": null, "code": 400}"#;
+        assert_eq!(ErrorBody::parse(vllm).message, "max_tokens is too large");
+        let proxy = br#"{"error": "upstream unavailable"}"#;
+        assert_eq!(ErrorBody::parse(proxy).message, "upstream unavailable");
+        assert_eq!(
+            ErrorBody::parse(b"<html>Bad Gateway</html>").message,
+            "<html>Bad Gateway</html>"
+        );
+        assert_eq!(ErrorBody::parse(b"").message, "(empty body)");
+        let param = br#"{"error": {"message": "Unsupported parameter", "param": "max_tokens"}}"#;
+        assert_eq!(ErrorBody::parse(param).param.as_deref(), Some("max_tokens"));
+    }
+
+    #[test]
+    fn a_refused_parameter_changes_the_shape_once() {
+        let schema = ErrorBody {
+            message: "response_format json_schema is not supported".into(),
+            param: None,
+        };
+        let shape = Shape::default().adapted(&schema, true);
+        assert_eq!(
+            shape,
+            Some(Shape {
+                no_schema: true,
+                ..Shape::default()
+            })
+        );
+        assert_eq!(shape.and_then(|s| s.adapted(&schema, false)), None);
+        let tokens = ErrorBody {
+            message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.".into(),
+            param: Some("max_tokens".into()),
+        };
+        let shape = Shape::default().adapted(&tokens, true);
+        assert!(shape.is_some_and(|s| s.completion_tokens_param && !s.no_schema));
+        let unrelated = ErrorBody {
+            message: "messages must not be empty".into(),
+            param: Some("messages".into()),
+        };
+        assert_eq!(Shape::default().adapted(&unrelated, true), None);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_milliseconds_and_dates() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        headers.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        let mut dated = HeaderMap::new();
+        let soon = chrono::Utc::now() + chrono::Duration::seconds(30);
+        dated.insert(
+            "retry-after",
+            soon.format("%a, %d %b %Y %H:%M:%S GMT")
+                .to_string()
+                .parse()
+                .unwrap(),
+        );
+        let wait = retry_after(&dated).unwrap_or_default();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn content_parts_and_missing_usage_are_read() {
+        let body = br#"{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": [{"type": "text", "text": "{\"a\":"}, {"type": "text", "text": "1}"}]}, "finish_reason": "stop"}]}"#;
+        let answer = parse_answer(body, json!({}), true, 1).unwrap();
+        assert_eq!(answer.content.as_deref(), Some("{\"a\":1}"));
+        assert_eq!(answer.usage, None);
+        let no_choices = br#"{"id": "x", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 0, "total_tokens": 7}}"#;
+        let (message, usage) = parse_answer(no_choices, json!({}), true, 1).unwrap_err();
+        assert!(message.contains("no choices"), "{message}");
+        assert_eq!(
+            usage,
+            Some(Usage {
+                prompt_tokens: 7,
+                completion_tokens: 0
+            })
+        );
+    }
+}
