@@ -553,13 +553,16 @@ pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String 
 
 /// The test command: pytest with a summary line per test, read by the `pytest` parser.
 ///
+/// `-v` as well as `-rA`: the short summary folds skips into `SKIPPED [n] file.py:12: reason`,
+/// while the verbose lines name every skipped test by its node id.
+///
 /// `--continue-on-collection-errors`: a test patch often adds a module that cannot be imported
 /// before the fix; without the flag pytest stops the whole session at collection, every other
 /// test is absent, and validation would take them all for new (n2p) tests.
 #[must_use]
 pub fn test_command() -> String {
     format!(
-        "{VENV}/bin/python -m pytest -rA --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
+        "{VENV}/bin/python -m pytest -rA -v --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
     )
 }
 

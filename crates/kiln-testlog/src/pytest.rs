@@ -1,5 +1,6 @@
-//! `pytest` output: the `-rA` short test summary, the `-v` per-test lines (with or without xdist
-//! `[gwN] [ x%]` prefixes) and the final `=== N passed, ... in 0.12s ===` line.
+//! `pytest` output: the `-rA` short test summary (its `STATUS id` lines count only inside that
+//! section), the `-v` per-test lines (with or without xdist `[gwN] [ x%]` prefixes) and the final
+//! `=== N passed, ... in 0.12s ===` line.
 
 use std::collections::BTreeSet;
 
@@ -71,6 +72,13 @@ pub(crate) fn cut_message(rest: &str) -> &str {
 /// tests in full, which settles where the id ends in an ambiguous `FAILED id - msg` line.
 static SECTION_HEADER: Re = Re::new(r"^_{3,} (.+?) _{3,}$");
 
+/// The header of the short test summary (`=== short test summary info ===`), the only section
+/// whose `STATUS id` lines are results: elsewhere such lines are the test's own output, such as
+/// the records of a "Captured log" section (`ERROR    app.db:test_x.py:11 message`).
+static SHORT_SUMMARY_HEADER: Re = Re::new(r"^=+ short test summary info =+$");
+/// Any other `=== title ===` line ends the short summary.
+static MAJOR_HEADER: Re = Re::new(r"^={3,}.*={3,}$");
+
 /// How pytest titles a test in section headers: the node id after the file, `::` shown as `.`.
 fn head_line(id: &str) -> String {
     match id.split_once("::") {
@@ -121,6 +129,8 @@ pub(crate) struct Pytest {
     /// Files with at least one skipped test named by its node id.
     files_with_named_skips: BTreeSet<String>,
     totals: Option<Summary>,
+    /// Inside the short test summary section.
+    in_summary: bool,
 }
 
 impl Pytest {
@@ -165,12 +175,19 @@ impl LineParser for Pytest {
     fn line(&mut self, raw_line: &str) {
         let line = strip_ansi(raw_line);
         let line = line.trim_end();
+        if SHORT_SUMMARY_HEADER.is_match(line) {
+            self.in_summary = true;
+            return;
+        }
+        if self.in_summary && MAJOR_HEADER.is_match(line) && !TOTALS_LINE.is_match(line) {
+            self.in_summary = false;
+        }
         if let Some(caps) = XDIST_LINE.captures(line) {
             // xdist progress lines carry no message, so the whole rest is the id.
             if let Some(status) = status_of(&caps[1]) {
                 self.record(&caps[2], status, 1, true);
             }
-        } else if let Some(caps) = SUMMARY_LINE.captures(line) {
+        } else if let Some(caps) = SUMMARY_LINE.captures(line).filter(|_| self.in_summary) {
             let Some(status) = status_of(&caps[1]) else {
                 return;
             };
@@ -208,6 +225,7 @@ impl LineParser for Pytest {
             self.headers.insert(title.to_owned());
         } else if let Some(caps) = TOTALS_LINE.captures(line) {
             self.totals_line(&caps[1]);
+            self.in_summary = false;
         }
     }
 
@@ -238,6 +256,8 @@ mod tests {
             &TOTALS_LINE,
             &TOTALS_PART,
             &SECTION_HEADER,
+            &SHORT_SUMMARY_HEADER,
+            &MAJOR_HEADER,
         ] {
             assert!(re.compiles());
         }

@@ -141,3 +141,45 @@ fn truncated_log_is_inconsistent() {
     assert_eq!(parsed.problems, ["summary says 8 passed but 7 parsed"]);
     assert!(!parsed.is_consistent());
 }
+
+/// Tests that log at ERROR and WARNING level: pytest prints their records under "Captured log"
+/// (`ERROR    app.db:test_logs.py:11 message`), which must not be read as results.
+const CAPTURED_LOGS: &str = "
+    pass tests/test_logs.py::test_passes_but_logs_an_error
+    fail tests/test_logs.py::test_fails_and_logs
+    pass tests/test_logs.py::test_param[1]
+    pass tests/test_logs.py::test_param[2]
+    error tests/test_logs.py::test_error_in_fixture
+    pass tests/test_logs.py::test_expected_failure
+";
+
+#[test]
+fn captured_log_records_are_not_results() {
+    // -rA alone: the skips are known only by location.
+    let expected = format!(
+        "{CAPTURED_LOGS}
+        skip tests/test_logs.py:15
+        skip tests/test_logs.py:20"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_captured_logs.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [4, 1, 2, 1]);
+}
+
+#[test]
+fn with_verbose_lines_skips_get_their_test_ids() {
+    let expected = format!(
+        "{CAPTURED_LOGS}
+        skip tests/test_logs.py::test_skipped_by_mark
+        skip tests/test_logs.py::test_skipped_inside"
+    );
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/ra_verbose_captured_logs.log"),
+        &expected,
+    );
+    assert_summary(&parsed, [4, 1, 2, 1]);
+}
