@@ -120,7 +120,8 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     assert!(tag.join("README.md").exists());
 
     // History hygiene: from inside the environment image, no commit after the base commit
-    // (the fix, the merge, the later release) can be reached, and no tag or remote exists.
+    // (the fix, the merge, the later release) can be reached, every tag names an ancestor, and no
+    // remote exists.
     for row in &rows {
         let repo = dir.join("repos").join(&row.repo);
         let later = run(std::process::Command::new("git")
@@ -136,7 +137,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
             "the fixture has commits after its base: {later:?}"
         );
         let mut script = format!(
-            "cd /testbed && test \"$(git rev-parse HEAD)\" = {} && test -z \"$(git tag)\" && test -z \"$(git remote)\"",
+            "cd /testbed && test \"$(git rev-parse HEAD)\" = {} && for t in $(git tag); do git merge-base --is-ancestor \"$t\" HEAD || exit 1; done && test -z \"$(git remote)\"",
             row.base_commit
         );
         for sha in &later {

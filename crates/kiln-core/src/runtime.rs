@@ -226,12 +226,14 @@ pub trait ContainerRuntime: Send + Sync {
     async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError>;
     /// Reads a file or directory of the container as a tar archive.
     async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError>;
-    /// Commits the container's file system to an image tag; returns the image id.
+    /// Commits the container's file system to an image tag, with `env` added to the image's
+    /// environment (so every container made from it has them); returns the image id.
     async fn commit(
         &self,
         id: &ContainerId,
         tag: &str,
         labels: &BTreeMap<String, String>,
+        env: &[(String, String)],
     ) -> Result<String, RuntimeError>;
     /// Stops and removes a container; removing a missing container is not an error.
     async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError>;

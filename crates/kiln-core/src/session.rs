@@ -60,6 +60,33 @@ impl Session {
         Ok(session)
     }
 
+    /// Starts a container from `spec` that carries on this session: same log file (appended to;
+    /// this session writes no more to it), same environment. This session still has to be
+    /// closed.
+    ///
+    /// # Errors
+    /// When the engine cannot create the container.
+    pub async fn next(&mut self, spec: &ContainerSpec) -> Result<Self, RuntimeError> {
+        self.log = None;
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.log_path)
+            .ok();
+        let id = self.runtime.create(spec).await?;
+        let mut session = Self {
+            runtime: Arc::clone(&self.runtime),
+            id,
+            removed: false,
+            log_path: self.log_path.clone(),
+            log,
+            env: self.env.clone(),
+            workdir: spec.workdir.clone(),
+        };
+        session.note(&format!("# container from image {}", spec.image));
+        Ok(session)
+    }
+
     /// The container id.
     #[must_use]
     pub fn id(&self) -> &ContainerId {
@@ -159,7 +186,8 @@ impl Session {
         &self.runtime
     }
 
-    /// Commits the container to an image tag.
+    /// Commits the container to an image tag; the session's environment (see
+    /// [`Session::set_env`]) becomes part of the image's.
     ///
     /// # Errors
     /// When the engine cannot commit.
@@ -170,7 +198,8 @@ impl Session {
     ) -> Result<String, RuntimeError> {
         self.note(&format!("# commit to {tag}"));
         let id = self.id.clone();
-        self.runtime.commit(&id, tag, labels).await
+        let env = self.env.clone();
+        self.runtime.commit(&id, tag, labels, &env).await
     }
 
     /// Removes the container.

@@ -612,16 +612,25 @@ impl ContainerRuntime for DockerRuntime {
         id: &ContainerId,
         tag: &str,
         labels: &BTreeMap<String, String>,
+        env: &[(String, String)],
     ) -> Result<String, RuntimeError> {
         let (repo, version) = split_tag(tag);
         // Without pausing: kiln commits between commands, when nothing is running, and pausing
-        // costs a freeze of the cgroup.
-        let options = CommitContainerOptionsBuilder::new()
+        // costs a freeze of the cgroup. Environment variables go in as `ENV` changes, which the
+        // engine adds to the container's environment (a config `Env` would replace it).
+        let changes: Vec<String> = env
+            .iter()
+            .map(|(k, v)| format!("ENV {k}={}", dockerfile_quote(v)))
+            .collect();
+        let mut options = CommitContainerOptionsBuilder::new()
             .container(&id.0)
             .repo(repo)
             .tag(version)
-            .pause(false)
-            .build();
+            .pause(false);
+        if !changes.is_empty() {
+            options = options.changes(&changes.join("\n"));
+        }
+        let options = options.build();
         // The engine fills what this config leaves empty (cmd, env, workdir) from the
         // container's, and adds the container's labels to these.
         let config = ContainerConfig {
@@ -707,6 +716,11 @@ impl ContainerRuntime for DockerRuntime {
             .filter_map(|c| c.id.map(ContainerId))
             .collect())
     }
+}
+
+/// A value for a Dockerfile `ENV` line: double-quoted, with `\` and `"` escaped.
+fn dockerfile_quote(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 #[cfg(test)]

@@ -294,11 +294,52 @@ pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<Option<St
             full.message.lines().next().unwrap_or("")
         ));
     }
+    if note.is_none() {
+        fetch_older_tags(mirror, commit, dest)?;
+    }
     git(Some(dest), &["reset", "--quiet", "--hard", commit])?;
     git(Some(dest), &["reflog", "expire", "--expire=now", "--all"])?;
     // FETCH_HEAD names the mirror path, which means nothing inside a container.
     let _ = std::fs::remove_file(dest.join(".git/FETCH_HEAD"));
     Ok(note)
+}
+
+/// Fetches into `dest` the tags of `mirror` that point into the history of `commit` and were
+/// made no later than it. Version tools (setuptools_scm, versioneer, `git describe`) derive the
+/// project's version from them; without them a project that demands a minimum version of itself
+/// (pytest's `minversion`, a plugin checking its host) fails before any test runs. Such tags
+/// name nothing newer than the commit, so the checkout's history still ends at it.
+fn fetch_older_tags(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
+    let commit_time: i64 = git(Some(mirror), &["show", "-s", "--format=%ct", commit])?
+        .trim()
+        .parse()
+        .unwrap_or(i64::MAX);
+    let listing = git(
+        Some(mirror),
+        &[
+            "for-each-ref",
+            "--merged",
+            commit,
+            "--format=%(refname) %(creatordate:unix)",
+            "refs/tags",
+        ],
+    )?;
+    let refspecs: Vec<String> = listing
+        .lines()
+        .filter_map(|line| {
+            let (name, date) = line.rsplit_once(' ')?;
+            let date: i64 = date.trim().parse().ok()?;
+            (date <= commit_time).then(|| format!("+{name}:{name}"))
+        })
+        .collect();
+    let mirror_str = mirror.to_string_lossy().to_string();
+    // In batches, so that a repository with thousands of tags stays under the argument limit.
+    for batch in refspecs.chunks(500) {
+        let mut args = vec!["fetch", "--quiet", "--no-tags", &mirror_str];
+        args.extend(batch.iter().map(String::as_str));
+        git(Some(dest), &args)?;
+    }
+    Ok(())
 }
 
 /// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
@@ -454,6 +495,23 @@ mod tests {
         let upstream = tmp.path().join("up");
         git(None, &["init", "--quiet", &upstream.to_string_lossy()])
             .unwrap_or_else(|e| panic!("{e}"));
+        let old = commit(&upstream, "a.txt", "zero");
+        git(
+            Some(&upstream),
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "tag",
+                "-a",
+                "-m",
+                "release",
+                "v1",
+                &old,
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let base = commit(&upstream, "a.txt", "one");
         let fix = commit(&upstream, "a.txt", "two");
         git(Some(&upstream), &["tag", "v2"]).unwrap_or_else(|e| panic!("{e}"));
@@ -474,10 +532,19 @@ mod tests {
             git(Some(&dest), &["cat-file", "-e", &fix]).is_err(),
             "fix commit leaked"
         );
-        assert_eq!(git(Some(&dest), &["tag"]).ok().as_deref(), Some(""));
+        // The release tag of an older commit comes along (version tools read it); the tag of
+        // the fix does not.
+        assert_eq!(git(Some(&dest), &["tag"]).ok().as_deref(), Some("v1"));
+        assert_eq!(
+            git(Some(&dest), &["describe", "--tags"]).ok().as_deref(),
+            Some(format!("v1-1-g{}", &base[..7]).as_str())
+        );
         assert_eq!(git(Some(&dest), &["remote"]).ok().as_deref(), Some(""));
         let all = git(Some(&dest), &["rev-list", "--all"]).unwrap_or_default();
-        assert_eq!(all.lines().collect::<Vec<_>>(), vec![base.as_str()]);
+        assert_eq!(
+            all.lines().collect::<Vec<_>>(),
+            vec![base.as_str(), old.as_str()]
+        );
     }
 
     #[test]

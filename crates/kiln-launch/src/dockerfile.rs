@@ -32,6 +32,12 @@ pub fn dockerfile(record: &EnvironmentRecord) -> String {
         test = record.test_command,
         base = record.base_image,
     );
+    for (name, value) in &record.environment {
+        out.push_str(&format!(
+            "ENV {name}=\"{}\"\n",
+            value.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
     for command in &record.setup_commands {
         out.push_str(&format!("RUN {}\n", command.replace('\n', " \\\n    ")));
     }

@@ -225,6 +225,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "junit-xml",
         resolution,
         cutoff: None,
+        repair: crate::repair::RepairContext::default(),
     })
 }
 

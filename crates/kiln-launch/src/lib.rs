@@ -16,6 +16,7 @@ pub mod native;
 pub mod node;
 pub mod plan;
 pub mod python;
+pub mod repair;
 pub mod repo;
 pub mod rust;
 
@@ -115,6 +116,8 @@ pub async fn launch(
         base_image: String::new(),
         image: None,
         setup_commands: Vec::new(),
+        repairs: Vec::new(),
+        environment: BTreeMap::new(),
         rebuild_commands: Vec::new(),
         test_command: String::new(),
         parser: String::new(),
@@ -299,7 +302,7 @@ async fn build(
         ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
         test_files: &test_files,
     };
-    let Some(plan) = plan::choose(&plan_cx) else {
+    let Some(mut plan) = plan::choose(&plan_cx) else {
         return Ok(Some(Failure::new(
             FailureClass::UnsupportedProject,
             None,
@@ -308,22 +311,20 @@ async fn build(
     };
     record.language = plan.language.into();
     record.plan.clone_from(&plan.name);
-    record.base_image.clone_from(&plan.image.tag);
+    record.parser = plan.parser.into();
+    record.test_command.clone_from(&plan.test);
     // The row has no column of its own for how versions were fixed; it follows the image's
     // reason, and the cut-off column holds the date only when the plan applied it.
-    record.version_reason = if plan.resolution.is_empty() {
+    let mut version_reason = if plan.resolution.is_empty() {
         plan.version_reason.clone()
     } else {
         format!("{}; dependencies: {}", plan.version_reason, plan.resolution)
     };
     if let Some(note) = checkout_note {
-        record.version_reason.push_str("; checkout: ");
-        record.version_reason.push_str(&note);
+        version_reason.push_str("; checkout: ");
+        version_reason.push_str(&note);
     }
     record.dependency_cutoff.clone_from(&plan.cutoff);
-    record.parser = plan.parser.into();
-    record.test_command.clone_from(&plan.test);
-    record.rebuild_commands.clone_from(&plan.rebuild);
 
     let tar = match repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/')) {
         Ok(tar) => tar,
@@ -337,96 +338,297 @@ async fn build(
     };
     drop(checkout);
     phases.end("plan+pack");
-
-    step("base image");
-    if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await? {
-        return Ok(Some(failure));
-    }
-    phases.end("base image");
-
-    step("start container");
-    let spec = ContainerSpec {
-        image: plan.image.tag.clone(),
-        env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
-        labels: request.labels.clone(),
-        limits: request.docker.limits(),
-        network: NetworkMode::Bridge,
-        workdir: Some(WORKDIR.into()),
-        max_lifetime: request.settings.command_timeout * 4
-            + request.settings.test_timeout
-            + Duration::from_secs(600),
-    };
     // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
     let context = request.settings.verify_dockerfile.then(|| tar.clone());
-    let mut session = Session::start(
-        Arc::clone(&runtime),
-        &spec,
-        &request.log_dir.join("launch.log"),
-    )
-    .await?;
-    phases.end("start");
-    let result = run_plan(&mut session, request, record, &plan, tar, step, &mut phases).await;
-    session.close_later(&request.removals);
-    phases.write(&request.log_dir.join("launch.log"));
-    let failure = result?;
-    if failure.is_none() {
-        *verify_context = context;
+
+    // A repair may start the launch over on another interpreter, once.
+    let mut restarted = false;
+    loop {
+        record.base_image.clone_from(&plan.image.tag);
+        record.version_reason.clone_from(&version_reason);
+        record.rebuild_commands.clone_from(&plan.rebuild);
+        record.setup_commands.clear();
+        record.environment.clear();
+
+        step("base image");
+        if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?
+        {
+            return Ok(Some(failure));
+        }
+        phases.end("base image");
+
+        step("start container");
+        let spec = ContainerSpec {
+            image: plan.image.tag.clone(),
+            env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
+            labels: request.labels.clone(),
+            limits: request.docker.limits(),
+            network: NetworkMode::Bridge,
+            workdir: Some(WORKDIR.into()),
+            max_lifetime: request.settings.command_timeout * 4
+                + request.settings.test_timeout
+                + Duration::from_secs(600),
+        };
+        let mut session = Session::start(
+            Arc::clone(&runtime),
+            &spec,
+            &request.log_dir.join("launch.log"),
+        )
+        .await?;
+        phases.end("start");
+        let result = run_plan(
+            &mut session,
+            request,
+            record,
+            &plan,
+            &spec,
+            tar.clone(),
+            step,
+            &mut phases,
+        )
+        .await;
+        session.close_later(&request.removals);
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                return Err(e);
+            }
+        };
+        match outcome {
+            Attempt::Restart(suite) if !restarted && plan.language == "python" => {
+                restarted = true;
+                // The first attempt's log stays, as launch-1.log.
+                let log = request.log_dir.join("launch.log");
+                let _ = std::fs::rename(&log, request.log_dir.join("launch-1.log"));
+                plan.image =
+                    images::python_image_on(suite, request.ca_bundle.as_deref().map(Vec::as_slice));
+                plan.repair.suite = Some(suite);
+                version_reason = format!(
+                    "{} (a repair started the launch over on Debian {}'s Python)",
+                    version_reason,
+                    suite.name()
+                );
+            }
+            Attempt::Restart(_) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                return Ok(Some(Failure::new(
+                    FailureClass::Build,
+                    record.setup_commands.last().map(String::as_str),
+                    "a repair asked for another interpreter a second time",
+                )));
+            }
+            Attempt::Done(failure) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                if failure.is_none() {
+                    *verify_context = context;
+                }
+                return Ok(failure);
+            }
+        }
     }
-    Ok(failure)
 }
 
+/// How one attempt of the plan ended.
+enum Attempt {
+    /// Built (`None`) or failed.
+    Done(Option<Failure>),
+    /// A repair asked to start over on another Debian suite's interpreter.
+    Restart(images::Suite),
+}
+
+/// Adds the `[kiln] ...` lines a repaired command printed (what it dropped, which package
+/// held a header) to the latest repair of the row, from `from` on.
+fn note_repair_output(record: &mut EnvironmentRecord, output: &str, from: usize) {
+    if record.repairs.len() <= from {
+        return;
+    }
+    let notes: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[kiln] "))
+        .take(20)
+        .collect();
+    if let (false, Some(last)) = (notes.is_empty(), record.repairs.last_mut()) {
+        last.push_str("; ");
+        last.push_str(&notes.join("; "));
+    }
+}
+
+/// At most this many repairs in one launch: each costs a retry, and a repository that needs
+/// more is better left failed with its log.
+const MAX_REPAIRS: usize = 6;
+
+/// Applies a repair to the command queue (or the session); `Some` when it restarts the launch.
+fn apply_repair(
+    session: &mut Session,
+    record: &mut EnvironmentRecord,
+    queue: &mut std::collections::VecDeque<String>,
+    failed_command: String,
+    repair: repair::Repair,
+) -> Option<images::Suite> {
+    match repair {
+        repair::Repair::Env(name, value) => {
+            record.environment.insert(name, value);
+            session.set_env(
+                record
+                    .environment
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
+            queue.push_front(failed_command);
+        }
+        repair::Repair::Before(commands) => {
+            queue.push_front(failed_command);
+            for command in commands.into_iter().rev() {
+                queue.push_front(command);
+            }
+        }
+        repair::Repair::Replace(command) => queue.push_front(command),
+        repair::Repair::ReplaceWithRebuild { commands, rebuild } => {
+            for command in commands.into_iter().rev() {
+                queue.push_front(command);
+            }
+            record.rebuild_commands.extend(rebuild);
+        }
+        repair::Repair::Interpreter(suite) => return Some(suite),
+    }
+    None
+}
+
+#[allow(clippy::too_many_arguments)] // the launch's state, passed along rather than bundled
 async fn run_plan(
     session: &mut Session,
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
     plan: &plan::Plan,
+    spec: &ContainerSpec,
     tar: Vec<u8>,
     step: &(dyn Fn(&str) + Sync),
     phases: &mut Phases,
-) -> Result<Option<Failure>, RuntimeError> {
+) -> Result<Attempt, RuntimeError> {
     let runtime = Arc::clone(session.runtime());
     runtime.copy_in(session.id(), "/", tar).await?;
     phases.end("copy-in");
 
+    let mut tried: Vec<&'static str> = Vec::new();
+    // The row's repairs from this index on may still gain what their commands report.
+    let repaired_from = record.repairs.len();
+    let mut queue: std::collections::VecDeque<String> = plan.setup.iter().cloned().collect();
     let setup_started = Instant::now();
-    for command in &plan.setup {
-        step(short(command));
+    while let Some(command) = queue.pop_front() {
+        step(short(&command));
         let outcome = session
-            .run(command, request.settings.command_timeout)
+            .run(&command, request.settings.command_timeout)
             .await?;
-        if outcome.exit_code != 0 {
-            record.setup_seconds = setup_started.elapsed().as_secs_f64();
-            return Ok(Some(Failure::new(
-                classify_setup(&outcome),
-                Some(command),
-                &outcome.output,
-            )));
+        if outcome.exit_code == 0 {
+            note_repair_output(record, &outcome.output, repaired_from);
+            record.setup_commands.push(command);
+            continue;
         }
-        record.setup_commands.push(command.clone());
+        let class = classify_setup(&outcome);
+        let failed = repair::Failed {
+            phase: repair::Phase::Setup,
+            command: &command,
+            output: &outcome.output,
+        };
+        let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
+            .then(|| repair::find(&failed, &plan.repair, &tried))
+            .flatten();
+        let Some((rule, repair, matched)) = found else {
+            record.setup_seconds = setup_started.elapsed().as_secs_f64();
+            return Ok(Attempt::Done(Some(Failure::new(
+                class,
+                Some(&command),
+                &outcome.output,
+            ))));
+        };
+        tried.push(rule.name);
+        record
+            .repairs
+            .push(repair::describe(rule, &repair, &matched));
+        session.note(&format!(
+            "# kiln repair {}: {}",
+            rule.name, rule.description
+        ));
+        if let Some(suite) = apply_repair(session, record, &mut queue, command, repair) {
+            record.setup_seconds = setup_started.elapsed().as_secs_f64();
+            return Ok(Attempt::Restart(suite));
+        }
     }
     record.setup_seconds = setup_started.elapsed().as_secs_f64();
     phases.end("setup");
 
-    step("baseline tests");
-    let outcome = session
-        .run(&record.test_command, request.settings.test_timeout)
-        .await?;
-    record.test_seconds = outcome.duration.as_secs_f64();
-    if let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) {
-        return Ok(Some(failure));
-    }
-
-    phases.end("tests");
-
+    // The environment is committed before the baseline run, so that nothing the tests write
+    // (temporary files, caches, files in the checkout) reaches the image that validation
+    // starts every run from.
     step("commit image");
     let mut labels = request.labels.clone();
     labels.remove(LABEL_RUN);
     labels.insert("kiln.instance".into(), record.instance_id.clone());
-    session.commit(&request.image_tag, &labels).await?;
-    phases.end("commit");
-    record.image = Some(request.image_tag.clone());
-    record.dockerfile = Some(dockerfile::dockerfile(record));
-    Ok(None)
+    loop {
+        session.commit(&request.image_tag, &labels).await?;
+        phases.end("commit");
+
+        step("baseline tests");
+        let outcome = session
+            .run(&record.test_command, request.settings.test_timeout)
+            .await?;
+        record.test_seconds = outcome.duration.as_secs_f64();
+        let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) else {
+            phases.end("tests");
+            record.image = Some(request.image_tag.clone());
+            record.dockerfile = Some(dockerfile::dockerfile(record));
+            return Ok(Attempt::Done(None));
+        };
+        let failed = repair::Failed {
+            phase: repair::Phase::Tests,
+            command: &record.test_command,
+            output: &outcome.output,
+        };
+        let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
+            .then(|| repair::find(&failed, &plan.repair, &tried))
+            .flatten();
+        let Some((rule, repair, matched)) = found else {
+            // The image of a failed launch is no environment.
+            runtime.remove_image(&request.image_tag).await?;
+            return Ok(Attempt::Done(Some(failure)));
+        };
+        tried.push(rule.name);
+        record
+            .repairs
+            .push(repair::describe(rule, &repair, &matched));
+        session.note(&format!(
+            "# kiln repair {}: {}",
+            rule.name, rule.description
+        ));
+        // A test-run repair adds setup commands; they run before the next commit. The baseline's
+        // own leftovers are in this container now, so the repaired environment is rebuilt from
+        // the image committed before the run.
+        let repair::Repair::Before(commands) = repair else {
+            runtime.remove_image(&request.image_tag).await?;
+            return Ok(Attempt::Done(Some(failure)));
+        };
+        let from_image = ContainerSpec {
+            image: request.image_tag.clone(),
+            ..spec.clone()
+        };
+        let mut fresh = session.next(&from_image).await?;
+        std::mem::swap(session, &mut fresh);
+        fresh.close_later(&request.removals);
+        for command in commands {
+            step(short(&command));
+            let outcome = session
+                .run(&command, request.settings.command_timeout)
+                .await?;
+            if outcome.exit_code != 0 {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
+            note_repair_output(record, &outcome.output, repaired_from);
+            record.setup_commands.push(command);
+        }
+    }
 }
 
 /// Builds the plan's base image unless it exists. Builds are serialised: concurrent items

@@ -664,6 +664,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser,
         resolution,
         cutoff: None,
+        repair: crate::repair::RepairContext::default(),
     })
 }
 

@@ -675,6 +675,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         } else {
             None
         },
+        repair: crate::repair::RepairContext::default(),
     })
 }
 

@@ -49,6 +49,8 @@ pub struct Plan {
     /// The dependency cut-off the commands actually apply, when they apply one; `None` when a
     /// lockfile pins the versions or the ecosystem offers no way to resolve as of a date.
     pub cutoff: Option<String>,
+    /// What the repair rules may use about this plan (see [`crate::repair`]).
+    pub repair: crate::repair::RepairContext,
 }
 
 /// Commands every plan runs first: git must accept the copied-in repository, and commits made
@@ -69,7 +71,9 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<Plan> {
         native::plan,
         java::plan,
     ];
-    planners.iter().find_map(|planner| planner(cx))
+    let mut plan = planners.iter().find_map(|planner| planner(cx))?;
+    plan.repair.language = plan.language;
+    Some(plan)
 }
 
 /// The contents of `name` under `root`, when it is a readable text file.

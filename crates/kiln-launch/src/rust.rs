@@ -224,6 +224,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
+        repair: crate::repair::RepairContext::default(),
     })
 }
 

@@ -153,6 +153,11 @@ table! {
         pub image: Option<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
+        /// Repair rules applied, in order: the rule's name, what it did and the output line
+        /// that triggered it (`kiln repairs` lists the rules).
+        pub repairs: Vec<String>,
+        /// Environment variables a repair set; the image carries them.
+        pub environment: BTreeMap<String, String>,
         /// Commands to re-run after the source changes (before running tests).
         pub rebuild_commands: Vec<String>,
         /// The test command, run from the repository root.

@@ -217,7 +217,9 @@ async fn committed_images_run_with_the_container_state() {
     let tag = format!("kiln-it/commit:{}", unique("commit"));
     let labels = BTreeMap::from([("kiln.step".to_string(), "install".to_string())]);
     let started = Instant::now();
-    let image_id = rt.commit(&c.0, &tag, &labels).await.unwrap();
+    // An added variable joins the container's own (KEEP, PATH), quotes and spaces intact.
+    let env = vec![("ADDED".to_string(), "a \"quoted\" value".to_string())];
+    let image_id = rt.commit(&c.0, &tag, &labels, &env).await.unwrap();
     eprintln!("commit of a small container: {:?}", started.elapsed());
     assert!(image_id.starts_with("sha256:"), "{image_id}");
     rt.remove(&c.0).await.unwrap();
@@ -238,8 +240,13 @@ async fn committed_images_run_with_the_container_state() {
     from_commit.image = tag.clone();
     let c2 = start(&rt, &from_commit).await;
     assert_eq!(
-        sh(&rt, &c2.0, "cat marker; echo $KEEP").await,
-        "installed\nkept\n"
+        sh(
+            &rt,
+            &c2.0,
+            "cat marker; echo $KEEP; echo \"$ADDED\"; command -v sh"
+        )
+        .await,
+        "installed\nkept\na \"quoted\" value\n/usr/bin/sh\n"
     );
     rt.remove(&c2.0).await.unwrap();
 

@@ -315,3 +315,107 @@ async fn django_layout_runs_runtests_on_the_labels_of_the_test_patch() {
     );
     assert_eq!(status_of(&record, "test_ok"), Some(TestStatus::Pass));
 }
+
+#[tokio::test]
+async fn what_the_baseline_run_writes_does_not_reach_the_image() {
+    // The test leaves files behind, as real suites do (a temporary file, a file in the
+    // checkout, pytest's basetemp); validation starts every run from the image, which must
+    // hold none of them.
+    let (record, runtime, image) = support::launch_history(
+        "leftovers",
+        &[&[
+            ("requirements.txt", "pytest\n"),
+            (
+                "test_state.py",
+                "import os\n\n\ndef test_starts_clean(tmp_path):\n    assert not os.path.exists('/tmp/kiln-leftover')\n    open('/tmp/kiln-leftover', 'w').write('x')\n    open('written-by-test.txt', 'w').write('x')\n\n\ndef test_fails():\n    assert False\n",
+            ),
+        ]],
+        &[],
+        "",
+        true,
+    )
+    .await;
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(
+        status_of(&record, "test_starts_clean"),
+        Some(TestStatus::Pass)
+    );
+    let out = support::run_in_image(
+        &runtime,
+        &image,
+        "test ! -e /tmp/kiln-leftover && test ! -e written-by-test.txt && test -z \"$(ls /tmp | grep pytest-of)\" && echo clean",
+    )
+    .await;
+    runtime.remove_image(&image).await.unwrap();
+    assert_eq!(out.trim(), "clean");
+}
+
+#[tokio::test]
+async fn repair_rules_fix_an_old_backend_unresolvable_lint_pins_and_an_undeclared_test_module() {
+    // Three real failures in one project, each repaired once and recorded:
+    // - setuptools 62 pinned as the build backend: no PEP 660, so `-e .` fails;
+    // - the dev requirements pin a typing stub that does not exist on PyPI;
+    // - the tests import `toolz`, which nothing declares.
+    // The version comes from a git tag of an earlier commit (setuptools_scm), which the
+    // checkout keeps: the test checks it.
+    let pyproject = "[build-system]\nrequires = [\"setuptools~=62.0\", \"wheel\", \"setuptools_scm[toml]>=6.2,<8\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"repaired\"\ndynamic = [\"version\"]\nrequires-python = \">=3.8\"\n\n[tool.setuptools]\npy-modules = [\"repaired\"]\n\n[tool.setuptools_scm]\n";
+    let (record, _, _) = support::launch_history(
+        "repairs",
+        &[
+            &[("README.md", "first\n")],
+            &[
+                ("pyproject.toml", pyproject),
+                ("repaired.py", "def value():\n    return 3\n"),
+                (
+                    "requirements-dev.txt",
+                    "pytest\ntypes-kiln-does-not-exist==0.0.1\n",
+                ),
+                (
+                    "test_repaired.py",
+                    "from importlib.metadata import version\n\nimport toolz\n\nimport repaired\n\n\ndef test_version_from_the_tag():\n    assert version('repaired').startswith('1.4.'), version('repaired')\n\n\ndef test_value():\n    assert toolz.identity(repaired.value()) == 3\n\n\ndef test_fails():\n    assert repaired.value() == 4\n",
+                ),
+            ],
+        ],
+        &[(0, "v1.4.0")],
+        "",
+        false,
+    )
+    .await;
+    assert_eq!(
+        record.status,
+        "built",
+        "{:?} {:?}\n{:?}\n{}",
+        record.failure_class,
+        record.failure_command,
+        record.repairs,
+        record.log_tail.as_deref().unwrap_or("")
+    );
+    eprintln!("repairs: {:#?}", record.repairs);
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "python-editable-backend",
+            "python-test-requirements",
+            "python-missing-test-module"
+        ],
+        "{:#?}",
+        record.repairs
+    );
+    assert_eq!(
+        status_of(&record, "test_version_from_the_tag"),
+        Some(TestStatus::Pass)
+    );
+    assert_eq!(status_of(&record, "test_value"), Some(TestStatus::Pass));
+    // The Dockerfile replays the repaired commands, not the failed ones.
+    let dockerfile = record.dockerfile.unwrap_or_default();
+    assert!(
+        dockerfile.contains("--no-build-isolation -e"),
+        "{dockerfile}"
+    );
+    assert!(dockerfile.contains("toolz"), "{dockerfile}");
+}

@@ -48,17 +48,48 @@ pub async fn launch_with_test_patch(
     files: &[(&str, &str)],
     test_patch: &str,
 ) -> EnvironmentRecord {
+    launch_history(name, &[files], &[], test_patch, false)
+        .await
+        .0
+}
+
+/// One commit per entry of `commits` (files written over the previous ones), a lightweight tag
+/// on the commit of each `tags` entry (commit index, name), then a launch at the last commit.
+/// With `keep_image`, the environment image stays for the caller to inspect and remove.
+pub async fn launch_history(
+    name: &str,
+    commits: &[&[(&str, &str)]],
+    tags: &[(usize, &str)],
+    test_patch: &str,
+    keep_image: bool,
+) -> (EnvironmentRecord, Arc<dyn ContainerRuntime>, String) {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    for (path, text) in files {
-        let path = repo.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
     git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "fixture"]);
+    for (n, files) in commits.iter().enumerate() {
+        for (path, text) in *files {
+            let path = repo.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(&repo, &["add", "-A"]);
+        git(
+            &repo,
+            &[
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                &format!("commit {n}"),
+            ],
+        );
+        for (at, tag) in tags {
+            if *at == n {
+                git(&repo, &["tag", tag]);
+            }
+        }
+    }
     let head = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .current_dir(&repo)
@@ -136,10 +167,39 @@ pub async fn launch_with_test_patch(
         record.test_seconds,
         record.base_image
     );
-    if record.image.is_some() {
+    if record.image.is_some() && !keep_image {
         let _ = runtime.remove_image(&image_tag).await;
     }
-    record
+    (record, runtime, image_tag)
+}
+
+/// Runs `script` in a fresh container from `image` (no network) and returns its output.
+pub async fn run_in_image(
+    runtime: &Arc<dyn ContainerRuntime>,
+    image: &str,
+    script: &str,
+) -> String {
+    let spec = kiln_core::ContainerSpec {
+        image: image.to_string(),
+        env: Vec::new(),
+        labels: BTreeMap::new(),
+        limits: DockerSettings::default().limits(),
+        network: kiln_core::NetworkMode::None,
+        workdir: Some(kiln_launch::WORKDIR.into()),
+        max_lifetime: Duration::from_secs(300),
+    };
+    let id = runtime.create(&spec).await.unwrap();
+    let mut sink = |_: &[u8]| {};
+    let outcome = runtime
+        .exec(
+            &id,
+            &kiln_core::ExecSpec::new(script, Duration::from_secs(120)),
+            &mut sink,
+        )
+        .await
+        .unwrap();
+    runtime.remove(&id).await.unwrap();
+    outcome.output
 }
 
 /// Launches a repository holding `files` and asserts that it built.

@@ -90,6 +90,8 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         base_image: "python:3.11-slim".into(),
         image: Some("kiln/owner-repo:abc".into()),
         setup_commands: vec!["pip install -e .".into(), "pip install pytest".into()],
+        repairs: vec!["pkg-config: ran `apt-get install pkg-config` first".into()],
+        environment: BTreeMap::from([("NODE_OPTIONS".into(), "--openssl-legacy-provider".into())]),
         rebuild_commands: vec![],
         test_command: "pytest -rA".into(),
         parser: "pytest".into(),

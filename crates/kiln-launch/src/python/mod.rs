@@ -6,6 +6,8 @@ use std::path::Path;
 use crate::images;
 use crate::plan::{GIT_SETUP, Plan, PlanContext};
 
+pub mod setup_py;
+
 /// Where the plan puts the project's virtualenv inside the container.
 pub const VENV: &str = "/opt/kiln/venv";
 
@@ -29,6 +31,8 @@ pub struct PythonProject {
     /// Debian packages with the headers that well-known sdists named in the dependency files
     /// compile against (`psycopg2` needs `libpq-dev`), sorted.
     pub system_packages: Vec<String>,
+    /// `[build-system] requires` of the pyproject, for repairs that build without isolation.
+    pub build_requires: Vec<String>,
 }
 
 /// Python distributions that build C extensions against system libraries when no wheel fits
@@ -151,6 +155,17 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
                 .and_then(|p| p.get("requires-python"))
                 .and_then(toml::Value::as_str)
                 .map(str::to_string);
+            if let Some(requires) = doc
+                .get("build-system")
+                .and_then(|b| b.get("requires"))
+                .and_then(toml::Value::as_array)
+            {
+                project.build_requires = requires
+                    .iter()
+                    .filter_map(toml::Value::as_str)
+                    .map(str::to_string)
+                    .collect();
+            }
             // A pyproject without a build system table or [project] (only tool config) does
             // not make the repository installable by itself.
             if doc.contains_key("build-system") || table.is_some() {
@@ -180,7 +195,7 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         }
     }
     if let Some(text) = &setup_py {
-        extras.extend(setup_py_extras(text));
+        extras.extend(setup_py::extras(text));
         if project.requires_python.is_none() {
             project.requires_python = setup_py_python_requires(text);
         }
@@ -190,10 +205,22 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         }
     }
     let tox = read("tox.ini");
+    // tox's `extras` name the extras its test environment installs: the project's own word
+    // for which extras the tests need, taken over the name-based guess.
+    let mut tox_extras = Vec::new();
     if let Some(text) = &tox {
         let (specs, files) = tox_deps(text);
         project.extra_requirements.extend(specs);
         project.requirement_files.extend(files);
+        if let Some(section) = ini_section(text, "testenv") {
+            tox_extras = ini_list(&section, "extras")
+                .iter()
+                .flat_map(|line| line.split(','))
+                .map(str::trim)
+                .filter(|e| !e.is_empty() && !e.contains(['{', ':', ' ']))
+                .map(str::to_string)
+                .collect();
+        }
     }
     if let Some(text) = read("noxfile.py") {
         let (specs, files) = nox_installs(&text);
@@ -237,12 +264,20 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
     project
         .extra_requirements
         .retain(|r| seen.insert(requirement_name(r)));
-    project.test_extras = TEST_EXTRAS
-        .iter()
-        .filter(|name| extras.iter().any(|e| e == *name))
-        .take(1)
-        .map(|s| (*s).to_string())
+    let declared: Vec<String> = tox_extras
+        .into_iter()
+        .filter(|e| extras.contains(e))
         .collect();
+    project.test_extras = if declared.is_empty() {
+        TEST_EXTRAS
+            .iter()
+            .filter(|name| extras.iter().any(|e| e == *name))
+            .take(1)
+            .map(|s| (*s).to_string())
+            .collect()
+    } else {
+        declared
+    };
     if project.manifest.is_empty() {
         project.manifest = "requirements";
     }
@@ -461,32 +496,6 @@ fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
     None
 }
 
-/// Extra names that appear as string keys after `extras_require` in a setup.py. A heuristic: it
-/// reads the literal dict, which is how almost every setup.py declares extras.
-fn setup_py_extras(text: &str) -> Vec<String> {
-    let Some(start) = text.find("extras_require") else {
-        return Vec::new();
-    };
-    let rest = &text[start..];
-    let end = rest.find('}').unwrap_or(rest.len());
-    let body = &rest[..end];
-    let mut out = Vec::new();
-    for quote in ['"', '\''] {
-        let parts: Vec<&str> = body.split(quote).collect();
-        for (i, part) in parts.iter().enumerate() {
-            // A key is a quoted string followed by a colon.
-            if i % 2 == 1
-                && parts
-                    .get(i + 1)
-                    .is_some_and(|next| next.trim_start().starts_with(':'))
-            {
-                out.push((*part).to_string());
-            }
-        }
-    }
-    out
-}
-
 /// The literal `python_requires='...'` of a setup.py.
 fn setup_py_python_requires(text: &str) -> Option<String> {
     let start = text.find("python_requires")? + "python_requires".len();
@@ -528,27 +537,38 @@ pub fn admits(spec: &str, major: u32, minor: u32) -> bool {
     })
 }
 
-/// The install command for a project: one `uv pip install` resolving everything together.
+/// The install commands of a project, in tiers: the project with its test extras first (and
+/// pytest), then the test requirements (requirements files, tox's and nox's deps, pytest
+/// plugins) as a command of their own. A tier that does not resolve is repaired on its own (the
+/// `python-test-requirements` rule drops lint tools from the second); merged into one command,
+/// an unsatisfiable pin in a requirements file would take the project's install down with it.
 #[must_use]
-pub fn install_command(project: &PythonProject, cutoff: Option<&str>) -> String {
-    let mut command = install_base(cutoff, project.installable);
+pub fn install_commands(project: &PythonProject, cutoff: Option<&str>) -> Vec<String> {
+    let mut first = install_base(cutoff, project.installable);
     if project.installable {
-        match project.test_extras.first() {
-            Some(extra) => command.push_str(&format!(" -e '.[{extra}]'")),
-            None => command.push_str(" -e ."),
+        match project.test_extras.as_slice() {
+            [] => first.push_str(" -e ."),
+            extras => first.push_str(&format!(" -e '.[{}]'", extras.join(","))),
         }
-    }
-    for file in &project.requirement_files {
-        command.push_str(&format!(" -r {}", crate::plan::shell_quote(file)));
-    }
-    for spec in &project.extra_requirements {
-        command.push(' ');
-        command.push_str(&crate::plan::shell_quote(spec));
     }
     // pytest runs the suite whatever the project declares; uv merges it with any pin the
     // requirements hold.
-    command.push_str(" pytest");
-    command
+    first.push_str(" pytest");
+    let mut commands = vec![first];
+    if !project.requirement_files.is_empty() || !project.extra_requirements.is_empty() {
+        let mut second = install_base(cutoff, false);
+        for file in &project.requirement_files {
+            second.push_str(&format!(" -r {}", crate::plan::shell_quote(file)));
+        }
+        for spec in &project.extra_requirements {
+            second.push(' ');
+            second.push_str(&crate::plan::shell_quote(spec));
+        }
+        second.push(' ');
+        second.push_str(crate::repair::TEST_REQUIREMENTS_MARK);
+        commands.push(second);
+    }
+    commands
 }
 
 /// The test command: pytest with a summary line per test, read by the `pytest` parser.
@@ -718,6 +738,7 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
         parser: "unittest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
+        repair: repair_context(suite, project, cx.cutoff),
     }
 }
 
@@ -777,10 +798,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup: [GIT_SETUP.to_string()]
             .into_iter()
             .chain(crate::plan::apt_install(&project.system_packages))
-            .chain([
-                format!("python3 -m venv {VENV}"),
-                install_command(&project, cx.cutoff),
-            ])
+            .chain([format!("python3 -m venv {VENV}")])
+            .chain(install_commands(&project, cx.cutoff))
             .collect(),
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
@@ -788,7 +807,22 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "pytest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
+        repair: repair_context(suite, &project, cx.cutoff),
     })
+}
+
+/// What the repair rules may use about a Python plan.
+fn repair_context(
+    suite: images::Suite,
+    project: &PythonProject,
+    cutoff: Option<&str>,
+) -> crate::repair::RepairContext {
+    crate::repair::RepairContext {
+        language: "python",
+        suite: Some(suite),
+        build_requires: project.build_requires.clone(),
+        pip_base: install_base(cutoff, false),
+    }
 }
 
 #[cfg(test)]
@@ -816,11 +850,13 @@ mod tests {
         .unwrap_or_default();
         assert_eq!(p.test_extras, ["test"]);
         assert_eq!(p.requires_python.as_deref(), Some(">=3.8"));
-        let command = install_command(&p, Some("2024-03-01T00:00:00Z"));
+        let commands = install_commands(&p, Some("2024-03-01T00:00:00Z"));
+        assert_eq!(commands.len(), 1, "no test requirements besides the extra");
         assert!(
-            command.contains("--exclude-newer 2024-03-01T00:00:00Z -e '.[test]' pytest"),
-            "{command}"
+            commands[0].contains("--exclude-newer 2024-03-01T00:00:00Z -e '.[test]' pytest"),
+            "{commands:?}"
         );
+        assert_eq!(p.build_requires, ["setuptools"]);
     }
 
     #[test]
@@ -839,6 +875,35 @@ mod tests {
         .unwrap_or_default();
         assert_eq!(p.test_extras, ["tests"]);
         assert!(project(&[("README.md", "hi")]).is_none());
+        // Extras one level down (a module-level dict), chosen by tox's `extras`.
+        let p = project(&[
+            (
+                "setup.py",
+                "EXTRAS_REQUIRE = {'docs': ['sphinx'], 'tests': ['pytest'], 'yaml': ['pyyaml']}
+setup(name='x', extras_require=EXTRAS_REQUIRE)
+",
+            ),
+            (
+                "tox.ini",
+                "[testenv]
+extras =
+    tests
+    yaml
+commands = pytest
+",
+            ),
+        ])
+        .unwrap_or_default();
+        assert_eq!(p.test_extras, ["tests", "yaml"]);
+        assert!(install_commands(&p, None)[0].ends_with(" -e '.[tests,yaml]' pytest"));
+        let p = project(&[(
+            "setup.py",
+            "EXTRAS_REQUIRE = {'testing': ['pytest']}
+setup(name='x', extras_require=EXTRAS_REQUIRE)
+",
+        )])
+        .unwrap_or_default();
+        assert_eq!(p.test_extras, ["testing"]);
     }
 
     #[test]
@@ -867,10 +932,12 @@ mod tests {
                 "pytest-xdist"
             ]
         );
-        let command = install_command(&p, None);
+        // Two tiers: the project, then its test requirements.
+        let commands = install_commands(&p, None);
+        assert!(commands[0].ends_with(" -e . pytest"), "{commands:?}");
         assert!(
-            command.ends_with(" -e . -r requirements-ci.txt 'pytest>=6' mock freezegun pytest-cov pytest-xdist pytest"),
-            "{command}"
+            commands[1].ends_with(" -r requirements-ci.txt 'pytest>=6' mock freezegun pytest-cov pytest-xdist # kiln: test requirements"),
+            "{commands:?}"
         );
         let p = project(&[(
             "pyproject.toml",
