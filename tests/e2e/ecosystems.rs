@@ -22,19 +22,16 @@ fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
         (
             "kiln-eco__runlength-11",
             (
+                strings(&["decodes_multi_digit_counts", "round_trips_long_runs"]),
                 strings(&[
-                    "decode::test::decodes_multi_digit_counts",
-                    "decode::test::round_trips_long_runs",
-                ]),
-                strings(&[
-                    "decode::test::decodes_runs",
-                    "decode::test::rejects_missing_count",
-                    "decode::test::rejects_trailing_count",
-                    "encode::test::encodes_empty_text",
-                    "encode::test::encodes_runs",
-                    "encode::test::encodes_single_characters",
-                    "runlength::lib::tests::errors_name_the_character",
-                    "runlength::lib::tests::runs_are_counted_in_decimal",
+                    "decodes_runs",
+                    "encodes_empty_text",
+                    "encodes_runs",
+                    "encodes_single_characters",
+                    "rejects_missing_count",
+                    "rejects_trailing_count",
+                    "tests::errors_name_the_character",
+                    "tests::runs_are_counted_in_decimal",
                 ]),
             ),
         ),

@@ -886,7 +886,8 @@ mod tests {
             panic!("{repair:?}")
         };
         assert!(
-            commands[0].contains("uv pip install --python /opt/kiln/venv/bin/python pyyaml && echo"),
+            commands[0]
+                .contains("uv pip install --python /opt/kiln/venv/bin/python pyyaml && echo"),
             "{}",
             commands[0]
         );

@@ -1,10 +1,12 @@
 //! `cargo test` output (libtest's text format), several test binaries and doctests in one log.
 //!
-//! Ids are qualified by the binary they ran in, read from cargo's `Running` and `Doc-tests` lines:
-//! `Running unittests src/lib.rs (target/debug/deps/foo-1a2b)` gives `foo::lib::<test path>`,
-//! `src/main.rs` or `src/bin/x.rs` give `<name>::bin::`, `Running tests/it.rs (...)` gives
-//! `it::test::`, benches and examples `::bench::` and `::example::`; `Doc-tests foo` gives
-//! `foo::doc::src/lib.rs - item`. Old cargo (`Running target/debug/deps/foo-1a2b`) gives `foo::`.
+//! Ids are the names libtest prints (`parser::tests::parses_empty`), as other benchmarks' lists
+//! have them. Only a name that two test binaries both print is qualified by the binary, read
+//! from cargo's `Running` and `Doc-tests` lines: `Running unittests src/lib.rs
+//! (target/debug/deps/foo-1a2b)` gives `foo::lib::<test path>`, `src/main.rs` or `src/bin/x.rs`
+//! give `<name>::bin::`, `Running tests/it.rs (...)` gives `it::test::`, benches and examples
+//! `::bench::` and `::example::`; `Doc-tests foo` gives `foo::doc::`. Old cargo (`Running
+//! target/debug/deps/foo-1a2b`) gives `foo::`.
 //!
 //! Doctest names carry the line of the example (`src/lib.rs - add (line 5)`), which moves whenever
 //! the file above it is edited; the line is replaced by the example's rank among the examples of
@@ -75,6 +77,9 @@ pub(crate) struct Cargo {
     doc_prefix: Option<String>,
     /// Doctests are ranked once all are known (see the module docs).
     doctests: Vec<(String, Doctest)>,
+    /// Every other test as (binary prefix, name, status): whether a name needs its binary's
+    /// prefix is known only at the end.
+    tests: Vec<(String, String, TestStatus)>,
 }
 
 impl LineParser for Cargo {
@@ -109,7 +114,8 @@ impl LineParser for Cargo {
                 )),
                 _ => {
                     let prefix = self.doc_prefix.as_deref().unwrap_or(&self.prefix);
-                    self.out.record(&format!("{prefix}{name}"), status);
+                    self.tests
+                        .push((prefix.to_owned(), name.to_owned(), status));
                 }
             }
         } else if let Some(caps) = RESULT_LINE.captures(line) {
@@ -124,13 +130,27 @@ impl LineParser for Cargo {
 
     fn finish(self: Box<Self>) -> ParsedLog {
         let mut out = self.out;
-        record_doctests(&mut out, self.doctests);
+        let mut named = ranked_doctests(self.doctests);
+        named.extend(self.tests);
+        // A name printed by two binaries keeps both apart with their binaries' prefixes.
+        let mut binaries: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+        for (prefix, name, _) in &named {
+            binaries.entry(name).or_default().insert(prefix);
+        }
+        for (prefix, name, status) in &named {
+            if binaries.get(name.as_str()).is_some_and(|b| b.len() > 1) {
+                out.record(&format!("{prefix}{name}"), *status);
+            } else {
+                out.record(name, *status);
+            }
+        }
         out.finish(self.summary)
     }
 }
 
-/// Records doctests with their line replaced by their rank within the same item.
-fn record_doctests(out: &mut Collector, mut doctests: Vec<(String, Doctest)>) {
+/// Doctests as (prefix, name, status), their line replaced by their rank within the same item.
+fn ranked_doctests(mut doctests: Vec<(String, Doctest)>) -> Vec<(String, String, TestStatus)> {
+    let mut out = Vec::with_capacity(doctests.len());
     doctests.sort_by(|(pa, a), (pb, b)| (pa, &a.name, a.line).cmp(&(pb, &b.name, b.line)));
     let mut rank: BTreeMap<(String, String), usize> = BTreeMap::new();
     for (prefix, doctest) in doctests {
@@ -138,13 +158,14 @@ fn record_doctests(out: &mut Collector, mut doctests: Vec<(String, Doctest)>) {
             .entry((prefix.clone(), doctest.name.clone()))
             .and_modify(|n| *n += 1)
             .or_insert(1);
-        let id = if *n == 1 {
-            format!("{prefix}{}{}", doctest.name, doctest.suffix)
+        let name = if *n == 1 {
+            format!("{}{}", doctest.name, doctest.suffix)
         } else {
-            format!("{prefix}{}#{n}{}", doctest.name, doctest.suffix)
+            format!("{}#{n}{}", doctest.name, doctest.suffix)
         };
-        out.record(&id, doctest.status);
+        out.push((prefix, name, doctest.status));
     }
+    out
 }
 
 #[cfg(test)]

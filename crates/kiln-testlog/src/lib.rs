@@ -58,12 +58,14 @@
 //! truncated log) are kept without a package and reported.
 //!
 //! ## `cargo`
-//! libtest text from `cargo test`, several binaries and doctests in one log. Ids are qualified by
-//! target from the `Running` lines: `foo::lib::tests::t`, `foo::bin::..`, `<test>::test::..`,
-//! `<bench>::bench::..`, `<ex>::example::..`, doctests `foo::doc::src/lib.rs - add` with the
-//! `(line N)` replaced by a rank (`add`, `add#2`) so edits above an example do not rename it.
+//! libtest text from `cargo test`, several binaries and doctests in one log. Ids are the names
+//! libtest prints (`tests::t`, doctests `src/lib.rs - add` with the `(line N)` replaced by a rank,
+//! `add`, `add#2`, so edits above an example do not rename it). Only a name that two binaries
+//! both print is qualified by its target from the `Running` lines: `foo::lib::tests::t`,
+//! `foo::bin::..`, `<test>::test::..`, `<bench>::bench::..`, `<ex>::example::..`, `foo::doc::..`.
 //! Mapping: ok and bench → pass, FAILED → fail, ignored → skip. Totals: every `test result:` line
-//! summed. Limits: old cargo (`Running target/debug/deps/foo-hash`) qualifies by artifact only;
+//! summed. Limits: old cargo (`Running target/debug/deps/foo-hash`) qualifies colliding names by
+//! artifact only;
 //! a compile error yields no tests (no totals to contradict).
 //!
 //! ## `junit-xml`

@@ -4,25 +4,25 @@
 use crate::check::{assert_summary, check};
 
 const LIB_AND_BIN: &str = "
-    pass foo::lib::tests::adds
-    fail foo::lib::tests::fails
-    skip foo::lib::tests::ignored_plain
-    skip foo::lib::tests::ignored_reason
-    pass foo::lib::tests::panics
-    pass foo::lib::tests::prints
-    pass foo::bin::tests::bin_test
+    pass tests::adds
+    fail tests::fails
+    skip tests::ignored_plain
+    skip tests::ignored_reason
+    pass tests::panics
+    pass tests::prints
+    pass tests::bin_test
 ";
 
 #[test]
 fn no_fail_fast_runs_every_binary() {
     let expected = format!(
         "{LIB_AND_BIN}
-        pass integration::test::it_adds
-        fail integration::test::it_fails
-        pass foo::doc::src/lib.rs - add
-        fail foo::doc::src/lib.rs - add#2
-        skip foo::doc::src/lib.rs - sub
-        pass foo::doc::src/lib.rs - sub#2 - compile fail"
+        pass it_adds
+        fail it_fails
+        pass src/lib.rs - add
+        fail src/lib.rs - add#2
+        skip src/lib.rs - sub
+        pass src/lib.rs - sub#2 - compile fail"
     );
     let parsed = check(
         "cargo",
@@ -37,12 +37,26 @@ fn stops_at_first_failing_binary() {
     let parsed = check(
         "cargo",
         include_str!("../data/cargo/stops_at_first_failure.log"),
-        "pass foo::lib::tests::adds
-         fail foo::lib::tests::fails
-         skip foo::lib::tests::ignored_plain
-         skip foo::lib::tests::ignored_reason
-         pass foo::lib::tests::panics
-         pass foo::lib::tests::prints",
+        "pass tests::adds
+         fail tests::fails
+         skip tests::ignored_plain
+         skip tests::ignored_reason
+         pass tests::panics
+         pass tests::prints",
     );
     assert_summary(&parsed, [3, 1, 2, 0]);
+}
+
+/// `tests::same_name` is printed by the library's unit tests and by `tests/other.rs`: only that
+/// name is qualified by its binary, the others keep the names libtest printed.
+#[test]
+fn a_name_two_binaries_print_is_qualified_by_binary() {
+    check(
+        "cargo",
+        include_str!("../data/cargo/same_name_two_binaries.log"),
+        "pass tests::only_in_lib
+         pass dup::lib::tests::same_name
+         pass only_here
+         fail other::test::tests::same_name",
+    );
 }
