@@ -184,6 +184,13 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
                 "state {} ({}): {}",
                 summary["state"], summary["failure_class"], summary["reason"]
             ))
+        } else if summary["agreement"] != "exact/exact" {
+            // The task file publishes each fixture's own lists: validation must report that it
+            // agrees with them.
+            Some(format!(
+                "agreement with the published list: {}",
+                summary["agreement"]
+            ))
         } else if list("fail_to_pass") != fail_to_pass || list("pass_to_pass") != pass_to_pass {
             Some(format!(
                 "lists differ:\n  FAIL_TO_PASS {:?}\n   expected    {fail_to_pass:?}\n  PASS_TO_PASS {:?}\n   expected    {pass_to_pass:?}",

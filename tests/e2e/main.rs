@@ -8,6 +8,7 @@ mod demo;
 mod ecosystems;
 mod lm;
 mod resume;
+mod tools;
 mod validation;
 mod workspace;
 

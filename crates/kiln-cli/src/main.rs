@@ -101,6 +101,19 @@ enum Command {
     Check,
     /// Print the stage graph in Graphviz DOT.
     Graph,
+    /// Read a test log as launch and validate do: the status of every test, the totals the
+    /// framework printed, and whether the two agree (a run whose totals disagree is rejected as
+    /// an invalid run). The format is detected from the log unless --parser names one.
+    Parse {
+        /// The log file (a command's output, as under the run's logs/).
+        log: PathBuf,
+        /// Parser to use (`pytest`, `cargo`, `go-test-json`, `junit-xml`, `jest-json`, ...;
+        /// an unknown name lists them).
+        #[arg(long)]
+        parser: Option<String>,
+    },
+    /// List the repair rules launch tries, once each, before it declares a build failed.
+    Repairs,
     /// Evaluate predicted patches (SWE-bench's `{instance_id, model_patch}` format) against a
     /// release: per instance resolved, partial, unresolved, patch-apply failure or infra failure.
     Evaluate {
@@ -254,6 +267,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             print!("{}", load(&cli.config)?.to_dot());
             Ok(exit::OK)
         }
+        Command::Parse { log, parser } => parse_log(&log, parser.as_deref(), cli.json),
+        Command::Repairs => {
+            list_repairs(cli.json)?;
+            Ok(exit::OK)
+        }
         Command::Status { run } => {
             let pipeline = load(&cli.config)?;
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
@@ -363,6 +381,133 @@ fn with_lm(runner: Runner, lm: Option<Arc<dyn kiln_core::LanguageModel>>) -> Run
         Some(lm) => runner.with_language_model(lm),
         None => runner,
     }
+}
+
+fn parse_log(path: &Path, parser: Option<&str>, json: bool) -> Result<u8, Failure> {
+    let names = kiln_testlog::parser_names();
+    if let Some(name) = parser.filter(|n| !names.contains(n)) {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("unknown parser `{name}`; kiln knows: {}", names.join(", ")),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        Failure::new(
+            exit::INPUT,
+            format!("failed to read {}: {e}", path.display()),
+        )
+    })?;
+    let log = String::from_utf8_lossy(&bytes);
+    let parser = match parser {
+        Some(name) if names.contains(&name) => name.to_string(),
+        Some(name) => {
+            return Err(Failure::new(
+                exit::USAGE,
+                format!("unknown parser `{name}`; kiln knows: {}", names.join(", ")),
+            ));
+        }
+        None => kiln_testlog::detect(&log, None)
+            .ok_or_else(|| {
+                Failure::new(
+                    exit::INPUT,
+                    format!(
+                        "failed to recognise the format of {}; name a parser with --parser ({})",
+                        path.display(),
+                        names.join(", ")
+                    ),
+                )
+            })?
+            .to_string(),
+    };
+    let parsed = kiln_testlog::parse(&parser, &log)
+        .map_err(|e| Failure::new(exit::USAGE, format!("failed to {e}")))?;
+    let counts: std::collections::BTreeMap<&str, usize> = [
+        kiln_schema::TestStatus::Pass,
+        kiln_schema::TestStatus::Fail,
+        kiln_schema::TestStatus::Skip,
+        kiln_schema::TestStatus::Error,
+    ]
+    .into_iter()
+    .map(|s| (s.as_str(), parsed.count(s)))
+    .collect();
+    if json {
+        print_json(&serde_json::json!({
+            "log": path, "parser": parser, "statuses": parsed.statuses, "counts": counts,
+            "printed_totals": parsed.summary.map(|t| serde_json::json!({
+                "passed": t.passed, "failed": t.failed, "skipped": t.skipped, "errors": t.errors})),
+            "consistent": parsed.is_consistent(), "problems": parsed.problems,
+        }))?;
+        return Ok(exit::OK);
+    }
+    for (id, status) in &parsed.statuses {
+        println!("{:<5} {id}", status.as_str());
+    }
+    println!(
+        "\n{} tests by parser {parser}: {}",
+        parsed.statuses.len(),
+        counts
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    match parsed.summary {
+        Some(t) => println!(
+            "the log's own totals: passed={} failed={} skipped={} errors={}",
+            t.passed, t.failed, t.skipped, t.errors
+        ),
+        None => println!("the log prints no totals to check against"),
+    }
+    if parsed.is_consistent() {
+        println!("consistent: the statuses agree with the totals");
+    } else {
+        for problem in &parsed.problems {
+            println!("problem: {problem}");
+        }
+        println!("inconsistent: validation would reject a run with this log as an invalid run");
+    }
+    Ok(exit::OK)
+}
+
+fn list_repairs(json: bool) -> Result<(), Failure> {
+    use kiln_launch::repair::{Phase, RULES, Scope};
+    let scope = |s: Scope| match s {
+        Scope::Any => "any".to_string(),
+        Scope::Language(l) => l.to_string(),
+    };
+    let phase = |p: Phase| match p {
+        Phase::Setup => "setup",
+        Phase::Tests => "tests",
+    };
+    if json {
+        let rules: Vec<serde_json::Value> = RULES
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name, "scope": scope(r.scope), "phase": phase(r.phase),
+                    "command": r.command, "signature": r.signature, "description": r.description,
+                })
+            })
+            .collect();
+        return print_json(&serde_json::json!({ "rules": rules }));
+    }
+    println!(
+        "Repair rules, tried in this order, each at most once per launch (a row's `repairs` says which ran):\n"
+    );
+    for rule in RULES {
+        println!(
+            "{} ({} {}):",
+            rule.name,
+            scope(rule.scope),
+            phase(rule.phase)
+        );
+        println!("  {}", rule.description);
+        if let Some(command) = rule.command {
+            println!("  when the command contains: {command}");
+        }
+        println!("  signature: {}\n", rule.signature);
+    }
+    Ok(())
 }
 
 struct EvaluateArgs {
@@ -645,9 +790,13 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
     for s in &summaries {
         let detail = match s.state.as_str() {
             "validated" => format!(
-                "{} FAIL_TO_PASS, {} PASS_TO_PASS",
+                "{} FAIL_TO_PASS, {} PASS_TO_PASS{}",
                 s.fail_to_pass.len(),
-                s.pass_to_pass.len()
+                s.pass_to_pass.len(),
+                s.agreement
+                    .as_ref()
+                    .map(|a| format!("; published list: {a} (as strings/by meaning)"))
+                    .unwrap_or_default()
             ),
             _ => [s.failure_class.clone(), s.reason.clone()]
                 .into_iter()

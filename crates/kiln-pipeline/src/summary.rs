@@ -35,6 +35,9 @@ pub struct InstanceSummary {
     pub setup_seconds: Option<f64>,
     /// Seconds of the baseline test command alone.
     pub baseline_test_seconds: Option<f64>,
+    /// How FAIL_TO_PASS agrees with the published list: as strings, then by meaning
+    /// (`exact/exact`, `disjoint/superset`, ...); `None` when nothing was published.
+    pub agreement: Option<String>,
 }
 
 /// Rows of every stage of `kind` in the run (the stages that have started).
@@ -102,6 +105,7 @@ pub fn instance_summaries(
             validate_test_seconds: None,
             setup_seconds: None,
             baseline_test_seconds: None,
+            agreement: None,
         };
         if candidate.status != "ok" {
             summary.state = "invalid-input".into();
@@ -139,6 +143,11 @@ pub fn instance_summaries(
             summary.failure_class.clone_from(&validation.failure_class);
             summary.reason.clone_from(&validation.reason);
             summary.fail_to_pass.clone_from(&validation.FAIL_TO_PASS);
+            if let (Some(exact), Some(meaning)) =
+                (&validation.agreement, &validation.agreement_by_meaning)
+            {
+                summary.agreement = Some(format!("{exact}/{meaning}"));
+            }
             summary.pass_to_pass.clone_from(&validation.PASS_TO_PASS);
         }
         out.push(summary);

@@ -211,6 +211,19 @@ table! {
         pub flaky: BTreeMap<String, BTreeMap<String, String>>,
         /// Tests that went from pass to fail.
         pub pass_to_fail: Vec<String>,
+        /// How FAIL_TO_PASS agrees, as strings, with the list the source published
+        /// (`given_fail_to_pass`): `exact`, `superset`, `subset`, `overlap` or `disjoint`;
+        /// null when the source published none.
+        pub agreement: Option<String>,
+        /// The same by meaning, across granularities and qualifiers (a bare function name and
+        /// a node id, a test file and its cases, a truncated parametrised id).
+        pub agreement_by_meaning: Option<String>,
+        /// Published FAIL_TO_PASS names that match no kiln test, by meaning.
+        pub given_missing: Vec<String>,
+        /// FAIL_TO_PASS tests that match no published name, by meaning.
+        pub given_extra: Vec<String>,
+        /// How PASS_TO_PASS agrees with the published list, by meaning (null when none).
+        pub pass_to_pass_agreement: Option<String>,
         /// Runs per side.
         pub repeats: i64,
         /// Network mode of the test containers (`none` or `bridge`).
@@ -377,6 +390,11 @@ mod tests {
             fail_to_pass_classes: BTreeMap::new(),
             flaky: BTreeMap::new(),
             pass_to_fail: vec![],
+            agreement: Some("exact".into()),
+            agreement_by_meaning: Some("exact".into()),
+            given_missing: vec![],
+            given_extra: vec![],
+            pass_to_pass_agreement: None,
             repeats: 1,
             network: "none".into(),
             runs: BTreeMap::new(),

@@ -5,6 +5,7 @@
 //! launch image with the network off by default. The rules of [`decide`] then give
 //! FAIL_TO_PASS, PASS_TO_PASS, flaky tests and the reasons for rejection.
 
+pub mod agreement;
 pub mod decide;
 pub mod evaluate;
 pub mod patch;
@@ -90,6 +91,11 @@ pub async fn validate(
         fail_to_pass_classes: BTreeMap::new(),
         flaky: BTreeMap::new(),
         pass_to_fail: Vec::new(),
+        agreement: None,
+        agreement_by_meaning: None,
+        given_missing: Vec::new(),
+        given_extra: Vec::new(),
+        pass_to_pass_agreement: None,
         repeats: i64::try_from(repeats).unwrap_or(1),
         network: network.as_str().into(),
         runs: BTreeMap::new(),
@@ -199,6 +205,17 @@ pub async fn validate(
     record.fail_to_pass_classes = decision.classes;
     record.flaky = decision.flaky;
     record.pass_to_fail = decision.pass_to_fail;
+    let candidate = &request.candidate;
+    if let Some(agreement) = agreement::compare(&candidate.given_fail_to_pass, &record.FAIL_TO_PASS)
+    {
+        record.agreement = Some(agreement.exact.as_str().into());
+        record.agreement_by_meaning = Some(agreement.by_meaning.as_str().into());
+        record.given_missing = agreement.missing;
+        record.given_extra = agreement.extra;
+    }
+    record.pass_to_pass_agreement =
+        agreement::compare(&candidate.given_pass_to_pass, &record.PASS_TO_PASS)
+            .map(|a| a.by_meaning.as_str().to_string());
     match decision.rejection {
         None => record.status = "validated".into(),
         Some((class, reason)) => {

@@ -98,6 +98,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     wait_for_removals(cx, &removals).await;
     let processed = processed?;
     let items: BTreeSet<String> = items.into_iter().collect();
+    table.set_stats(agreement_stats(&table.rows()?))?;
     finish(
         cx,
         &mut table,
@@ -106,6 +107,23 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         skipped,
         validation_outcome,
     )
+}
+
+/// How the stage's FAIL_TO_PASS lists agree with the published ones: how many could be
+/// compared, and how many of those relate in each way, as strings and by meaning.
+fn agreement_stats(rows: &[ValidationRecord]) -> BTreeMap<String, f64> {
+    let mut stats = BTreeMap::new();
+    for row in rows {
+        let (Some(exact), Some(by_meaning)) = (&row.agreement, &row.agreement_by_meaning) else {
+            continue;
+        };
+        *stats.entry("agreement.compared".to_string()).or_insert(0.0) += 1.0;
+        *stats.entry(format!("agreement.{exact}")).or_insert(0.0) += 1.0;
+        *stats
+            .entry(format!("agreement.by_meaning.{by_meaning}"))
+            .or_insert(0.0) += 1.0;
+    }
+    stats
 }
 
 fn validation_outcome(row: &ValidationRecord) -> String {

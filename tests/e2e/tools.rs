@@ -1,0 +1,64 @@
+//! `kiln parse` and `kiln repairs`: what a user runs to see why a run was judged as it was.
+
+use crate::{kiln, run, text};
+
+fn data(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kiln-testlog/tests/data")
+        .join(path)
+}
+
+#[test]
+fn parse_reads_a_log_as_validation_does() {
+    let log = data("pytest/ra_captured_logs.log");
+    let output = run(kiln().args(["--json", "parse"]).arg(&log));
+    assert!(output.status.success(), "{}", text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert_eq!(report["parser"], "pytest", "detected");
+    assert_eq!(report["consistent"], true);
+    assert_eq!(report["counts"]["pass"], 4);
+    assert_eq!(
+        report["statuses"]["tests/test_logs.py::test_fails_and_logs"],
+        "fail"
+    );
+    // A log cut before its end no longer agrees with the totals it printed.
+    let tmp = crate::tempdir();
+    let full = std::fs::read_to_string(&log).unwrap_or_default();
+    let cut: String = full
+        .lines()
+        .filter(|l| !l.starts_with("PASSED tests/test_logs.py::test_param"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cut_path = tmp.path().join("cut.log");
+    std::fs::write(&cut_path, cut).unwrap_or_else(|e| panic!("{e}"));
+    let output = run(kiln().args(["parse", "--parser", "pytest"]).arg(&cut_path));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("inconsistent: validation would reject"),
+        "{stdout}"
+    );
+    let output = run(kiln().args(["parse", "--parser", "nosuch"]).arg(&cut_path));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("kiln knows: "));
+}
+
+#[test]
+fn repairs_lists_the_rules() {
+    let output = run(kiln().args(["--json", "repairs"]));
+    assert!(output.status.success(), "{}", text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let names: Vec<&str> = report["rules"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|r| r["name"].as_str()).collect())
+        .unwrap_or_default();
+    for name in [
+        "python-editable-backend",
+        "python-test-requirements",
+        "missing-header",
+        "pkg-config",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let output = run(kiln().arg("repairs"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("signature: "));
+}
