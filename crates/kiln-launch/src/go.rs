@@ -145,6 +145,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild: vec![compile],
         test: format!("{flags}go test -json -count=1 ./... 2>&1"),
+        test_scope: "all".into(),
         parser: "go-test-json",
         resolution,
         // go.mod states exact minimum versions; there is nothing to resolve as of a date.

@@ -222,6 +222,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild: vec![compile],
         test,
+        test_scope: "all".into(),
         parser: "junit-xml",
         resolution,
         cutoff: None,

@@ -120,6 +120,7 @@ pub async fn launch(
         environment: BTreeMap::new(),
         rebuild_commands: Vec::new(),
         test_command: String::new(),
+        test_scope: String::new(),
         parser: String::new(),
         dependency_cutoff: None,
         version_reason: String::new(),
@@ -301,6 +302,7 @@ async fn build(
         cutoff: cutoff.as_deref(),
         ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
         test_files: &test_files,
+        scope: plan::TestScope::parse(&request.settings.test_scope),
     };
     let Some(mut plan) = plan::choose(&plan_cx) else {
         return Ok(Some(Failure::new(
@@ -313,6 +315,7 @@ async fn build(
     record.plan.clone_from(&plan.name);
     record.parser = plan.parser.into();
     record.test_command.clone_from(&plan.test);
+    record.test_scope.clone_from(&plan.test_scope);
     // The row has no column of its own for how versions were fixed; it follows the image's
     // reason, and the cut-off column holds the date only when the plan applied it.
     let mut version_reason = if plan.resolution.is_empty() {

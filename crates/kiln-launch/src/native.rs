@@ -661,6 +661,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild: vec![build],
         test,
+        test_scope: "all".into(),
         parser,
         resolution,
         cutoff: None,
@@ -702,6 +703,7 @@ mod tests {
             cutoff: None,
             ca_bundle: None,
             test_files: &[],
+            scope: crate::plan::TestScope::Auto,
         })
         .unwrap_or_else(|| panic!("no plan"));
         assert!(

@@ -668,6 +668,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild,
         test,
+        test_scope: "all".into(),
         parser,
         resolution,
         cutoff: if cutoff_applied {

@@ -19,9 +19,35 @@ pub struct PlanContext<'a> {
     pub cutoff: Option<&'a str>,
     /// CA bundle to install in the plan's image.
     pub ca_bundle: Option<&'a [u8]>,
-    /// Files the instance's test patch touches (see [`patch_files`]): plans whose full suite is
-    /// too large to run on every validation run (Django's) select the tests from these.
+    /// Files the instance's test patch touches (see [`patch_files`]): plans whose runner can
+    /// select files run only the tests in these when [`PlanContext::scope`] says so.
     pub test_files: &'a [String],
+    /// Which tests the plan's test command runs.
+    pub scope: TestScope,
+}
+
+/// Which tests a plan's test command runs (`[launch] test_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TestScope {
+    /// The whole suite, unless it is large (see each planner): then the touched files.
+    #[default]
+    Auto,
+    /// The test files the test patch touches, where the runner can select files.
+    Touched,
+    /// The whole suite.
+    All,
+}
+
+impl TestScope {
+    /// The setting's value (`auto`, `touched`, `all`); anything else is `auto`.
+    #[must_use]
+    pub fn parse(value: &str) -> Self {
+        match value {
+            "touched" => Self::Touched,
+            "all" => Self::All,
+            _ => Self::Auto,
+        }
+    }
 }
 
 /// A deterministic build plan.
@@ -41,6 +67,9 @@ pub struct Plan {
     pub rebuild: Vec<String>,
     /// The test command.
     pub test: String,
+    /// Which tests the test command runs, for the environment row: `all`, or the files it
+    /// selects and why (`touched: 2 of 812 test modules`).
+    pub test_scope: String,
     /// The kiln-testlog parser that reads the test command's output.
     pub parser: &'static str,
     /// How dependency versions are fixed: the lockfile that pins them, the cut-off applied, or
@@ -105,21 +134,30 @@ pub(crate) fn apt_install<S: AsRef<str>>(packages: &[S]) -> Option<String> {
     ))
 }
 
-/// Paths a unified diff touches (the `b/` side of each `diff --git` header; deleted files
-/// too), in order, without duplicates.
+/// Paths a unified diff leaves in the tree (the `b/` side of each `diff --git` header; files
+/// it deletes are left out), in order, without duplicates.
 #[must_use]
 pub fn patch_files(patch: &str) -> Vec<String> {
     let mut files: Vec<String> = Vec::new();
+    let mut current: Option<String> = None;
     for line in patch.lines() {
+        if line.starts_with("deleted file mode") {
+            if let Some(path) = current.take() {
+                files.retain(|f| *f != path);
+            }
+            continue;
+        }
         let Some(rest) = line.strip_prefix("diff --git ") else {
             continue;
         };
         // `a/<path> b/<path>`: the paths are equal unless renamed; the new name is the one
         // after the last " b/".
+        current = None;
         if let Some(index) = rest.rfind(" b/") {
             let path = rest[index + 3..].trim_matches('"').to_string();
             if !files.contains(&path) {
-                files.push(path);
+                files.push(path.clone());
+                current = Some(path);
             }
         }
     }
@@ -135,7 +173,7 @@ pub(crate) fn cutoff_day(cutoff: &str) -> &str {
 mod tests {
     #[test]
     fn patch_files_reads_the_git_headers() {
-        let patch = "diff --git a/tests/a/test_x.py b/tests/a/test_x.py\n--- a/tests/a/test_x.py\n+++ b/tests/a/test_x.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/old.py b/new.py\nrename from old.py\ndiff --git a/tests/a/test_x.py b/tests/a/test_x.py\n";
+        let patch = "diff --git a/tests/a/test_x.py b/tests/a/test_x.py\n--- a/tests/a/test_x.py\n+++ b/tests/a/test_x.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/old.py b/new.py\nrename from old.py\ndiff --git a/tests/a/test_x.py b/tests/a/test_x.py\ndiff --git a/tests/test_gone.py b/tests/test_gone.py\ndeleted file mode 100644\n";
         assert_eq!(super::patch_files(patch), ["tests/a/test_x.py", "new.py"]);
         assert!(super::patch_files("").is_empty());
     }
@@ -170,6 +208,7 @@ pub(crate) mod testutil {
             cutoff,
             ca_bundle: None,
             test_files: &[],
+            scope: super::TestScope::Auto,
         })
     }
 }

@@ -221,6 +221,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild: vec![compile],
         test: format!("cargo test --workspace --no-fail-fast{features} 2>&1"),
+        test_scope: "all".into(),
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,

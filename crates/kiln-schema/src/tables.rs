@@ -162,6 +162,9 @@ table! {
         pub rebuild_commands: Vec<String>,
         /// The test command, run from the repository root.
         pub test_command: String,
+        /// Which tests the test command runs: `all`, or the test files the instance's test
+        /// patch touches and why (`touched: 2 of 812 test modules (more than 300)`).
+        pub test_scope: String,
         /// Name of the test-log parser that reads the test command's output.
         pub parser: String,
         /// Dependency cut-off used for unpinned dependencies (RFC 3339), if any.

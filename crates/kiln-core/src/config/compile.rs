@@ -613,6 +613,7 @@ impl Compiler<'_> {
                     "min_pass_ratio",
                     "date_cutoff",
                     "verify_dockerfile",
+                    "test_scope",
                 ],
             ),
             NodeKind::Validate => (

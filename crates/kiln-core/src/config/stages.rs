@@ -57,6 +57,10 @@ pub struct LaunchSettings {
     pub date_cutoff: bool,
     /// Rebuild each environment from its synthesised Dockerfile and re-run the tests.
     pub verify_dockerfile: bool,
+    /// Which tests the recorded test command runs: `touched` (the test files the instance's
+    /// test patch touches, where the runner can select files, as the SWE-bench harness does),
+    /// `all` (the whole suite), or `auto` (the whole suite unless it is large).
+    pub test_scope: String,
 }
 
 /// Settings of a `validate` stage.
@@ -225,6 +229,7 @@ impl Compiler<'_> {
         let min_pass_ratio = self.float(keys, "min_pass_ratio", 0.5, 0.0, 1.0);
         let date_cutoff = self.bool(keys, "date_cutoff", true);
         let verify_dockerfile = self.bool(keys, "verify_dockerfile", false);
+        let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         Ok(NodeSettings::Launch(LaunchSettings {
             concurrency: concurrency?,
             command_timeout: command_timeout?,
@@ -232,6 +237,7 @@ impl Compiler<'_> {
             min_pass_ratio: min_pass_ratio?,
             date_cutoff: date_cutoff?,
             verify_dockerfile: verify_dockerfile?,
+            test_scope: test_scope?,
         }))
     }
 

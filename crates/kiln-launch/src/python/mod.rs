@@ -6,6 +6,7 @@ use std::path::Path;
 use crate::images;
 use crate::plan::{GIT_SETUP, Plan, PlanContext};
 
+pub mod selection;
 pub mod setup_py;
 
 /// Where the plan puts the project's virtualenv inside the container.
@@ -33,6 +34,8 @@ pub struct PythonProject {
     pub system_packages: Vec<String>,
     /// `[build-system] requires` of the pyproject, for repairs that build without isolation.
     pub build_requires: Vec<String>,
+    /// `python_files` of the pytest configuration: the names pytest collects as test modules.
+    pub python_files: Vec<String>,
 }
 
 /// Python distributions that build C extensions against system libraries when no wheel fits
@@ -237,6 +240,7 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
     ];
     if let Some(section) = pytest_config.into_iter().flatten().next() {
         project.extra_requirements.extend(pytest_plugins(&section));
+        project.python_files = ini_list(&section, "python_files");
     }
     let mut dependency_texts: Vec<String> = [&pyproject, &setup_cfg, &setup_py, &tox]
         .into_iter()
@@ -714,7 +718,17 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
             "{install} --only-binary :all: -r {file} || {{ echo '[kiln] {file} has no wheels for everything; installing it line by line'; grep -v -E '^[[:space:]]*(#|$)' {file} | while IFS= read -r req; do {install} --only-binary :all: \"$req\" || timeout 300 {install} \"$req\" || echo \"[kiln] optional test requirement not installed: $req\"; done; }}"
         ));
     }
-    let labels = django_labels(cx.test_files);
+    // The whole suite is some 15 000 tests: `auto` selects, as `touched` does.
+    let labels = if cx.scope == crate::plan::TestScope::All {
+        Vec::new()
+    } else {
+        django_labels(cx.test_files)
+    };
+    let test_scope = if labels.is_empty() {
+        "all".to_string()
+    } else {
+        format!("touched: {} Django test modules", labels.len())
+    };
     let mut test = format!("cd tests && {VENV}/bin/python runtests.py --verbosity 2 --parallel 1");
     for label in &labels {
         test.push(' ');
@@ -735,6 +749,7 @@ fn django_plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
         setup,
         rebuild: Vec::new(),
         test,
+        test_scope,
         parser: "unittest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
@@ -790,6 +805,13 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         pinned.as_deref(),
         cx.cutoff,
     );
+    let (test, test_scope) = selection::scoped_command(
+        &test_command(),
+        cx.root,
+        cx.scope,
+        cx.test_files,
+        &project.python_files,
+    );
     Some(Plan {
         name: format!("python-{}", project.manifest),
         language: "python",
@@ -803,7 +825,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             .collect(),
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
-        test: test_command(),
+        test,
+        test_scope,
         parser: "pytest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
@@ -1029,6 +1052,7 @@ setup(name='x', extras_require=EXTRAS_REQUIRE)
             cutoff: Some("2019-10-01T00:00:00Z"),
             ca_bundle: None,
             test_files: &files,
+            scope: crate::plan::TestScope::Auto,
         })
         .unwrap_or_else(|| panic!("no plan"));
         assert_eq!(plan.name, "python-django-runtests");

@@ -139,6 +139,7 @@ pub async fn launch_history(
             min_pass_ratio: 0.5,
             date_cutoff: true,
             verify_dockerfile: false,
+            test_scope: "auto".into(),
         },
         docker: DockerSettings {
             ca_bundle: None,

@@ -94,6 +94,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         environment: BTreeMap::from([("NODE_OPTIONS".into(), "--openssl-legacy-provider".into())]),
         rebuild_commands: vec![],
         test_command: "pytest -rA".into(),
+        test_scope: "all".into(),
         parser: "pytest".into(),
         dependency_cutoff: Some("2024-05-01T12:00:00Z".into()),
         version_reason: "requires-python >= 3.11".into(),
