@@ -150,7 +150,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         resolution,
         // go.mod states exact minimum versions; there is nothing to resolve as of a date.
         cutoff: None,
-        repair: crate::repair::RepairContext::default(),
+        repair: crate::repair::RepairContext::of("go"),
     })
 }
 

@@ -22,6 +22,13 @@ pub const CARGO_CUTOFF_PATH: &str = "/usr/local/lib/kiln/cargo-cutoff.py";
 /// Dockerfile of the Node image (`ARG SUITE` picks Debian's Node 18 or 20).
 pub const NODE_DOCKERFILE: &str = include_str!("../images/node.Dockerfile");
 
+/// Dockerfile of the Node image for other majors: an official build from the npm registry
+/// (`ARG NODE_VERSION`, `ARG NPM_VERSION`, `ARG REGISTRY`).
+pub const NODE_OFFICIAL_DOCKERFILE: &str = include_str!("../images/node-official.Dockerfile");
+
+/// The registry the official Node builds come from.
+pub const NPM_REGISTRY: &str = "https://registry.npmjs.org";
+
 /// Dockerfile of the Go image (`ARG SUITE` picks Debian's Go 1.19 or 1.24).
 pub const GO_DOCKERFILE: &str = include_str!("../images/go.Dockerfile");
 
@@ -157,17 +164,23 @@ pub fn rust_image(ca_bundle: Option<&[u8]>) -> ImageBuild {
     )
 }
 
-/// The Node image for Debian's Node `major` (18 on bookworm, 20 on trixie; anything else gets
-/// the nearest of the two), tagged `kiln/node:<major>-<hash>`.
+/// The Node image of `release`: Debian's `nodejs` for 18 (bookworm) and 20 (trixie), an
+/// official build otherwise; tagged `kiln/node:<major>-<hash>`.
 #[must_use]
-pub fn node_image(major: u32, ca_bundle: Option<&[u8]>) -> ImageBuild {
-    let (suite, major) = if major >= 20 {
-        (Suite::Trixie, 20)
-    } else {
-        (Suite::Bookworm, 18)
+pub fn node_image(release: &crate::node::version::Release, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let dockerfile = match release.debian {
+        Some(suite) => with_arg(NODE_DOCKERFILE, "SUITE", suite.name()),
+        None => {
+            let file = with_arg(
+                NODE_OFFICIAL_DOCKERFILE,
+                "NODE_VERSION",
+                &release.version_string(),
+            );
+            let file = with_arg(&file, "NPM_VERSION", release.npm);
+            with_arg(&file, "REGISTRY", NPM_REGISTRY)
+        }
     };
-    let dockerfile = with_arg(NODE_DOCKERFILE, "SUITE", suite.name());
-    image(dockerfile, "node", &major.to_string(), ca_bundle)
+    image(dockerfile, "node", &release.major.to_string(), ca_bundle)
 }
 
 /// The Go image of `suite` (bookworm: Go 1.19, trixie: Go 1.24), tagged `kiln/go:<version>-<hash>`.
@@ -368,15 +381,19 @@ mod tests {
     #[test]
     fn every_image_installs_the_bundle_after_apt_and_gets_its_own_tag() {
         use super::{Suite, cpp_image, go_image, java_image, node_image, rust_image};
+        let release = |major| {
+            crate::node::version::release(major).unwrap_or_else(|| panic!("no Node {major}"))
+        };
         let images = [
             rust_image(Some(b"PEM")),
-            node_image(18, Some(b"PEM")),
-            node_image(22, Some(b"PEM")),
+            node_image(release(18), Some(b"PEM")),
+            node_image(release(20), Some(b"PEM")),
             go_image(Suite::Bookworm, Some(b"PEM")),
             go_image(Suite::Trixie, Some(b"PEM")),
             cpp_image(Some(b"PEM")),
             java_image(11, Some(b"PEM")),
             java_image(21, Some(b"PEM")),
+            node_image(release(14), Some(b"PEM")),
         ];
         for build in &images {
             let file = &build.dockerfile;
@@ -393,6 +410,18 @@ mod tests {
         assert!(images[2].dockerfile.contains("ARG SUITE=trixie\n"));
         assert!(images[7].dockerfile.contains("ARG JDK=21\n"));
         assert!(images[6].tag.starts_with("kiln/java:17-"));
+        assert!(images[8].tag.starts_with("kiln/node:14-"));
+        for arg in [
+            "ARG NODE_VERSION=14.21.3\n",
+            "ARG NPM_VERSION=6.14.18\n",
+            "ARG REGISTRY=https://registry.npmjs.org\n",
+        ] {
+            assert!(
+                images[8].dockerfile.contains(arg),
+                "{}",
+                images[8].dockerfile
+            );
+        }
     }
 
     #[test]

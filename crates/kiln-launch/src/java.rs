@@ -226,7 +226,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "junit-xml",
         resolution,
         cutoff: None,
-        repair: crate::repair::RepairContext::default(),
+        repair: crate::repair::RepairContext::of("java"),
     })
 }
 

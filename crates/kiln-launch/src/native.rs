@@ -665,7 +665,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser,
         resolution,
         cutoff: None,
-        repair: crate::repair::RepairContext::default(),
+        repair: crate::repair::RepairContext::of("c"),
     })
 }
 

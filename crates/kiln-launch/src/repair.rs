@@ -57,7 +57,8 @@ pub enum Repair {
 /// What a rule's repair can use besides the failure.
 #[derive(Debug, Clone, Default)]
 pub struct RepairContext {
-    /// The plan's language.
+    /// The plan's ecosystem, as [`Scope::Language`] names it (`python`, `node`, `rust`, `go`,
+    /// `c`, `java`).
     pub language: &'static str,
     /// The Debian suite of the plan's image.
     pub suite: Option<Suite>,
@@ -65,6 +66,17 @@ pub struct RepairContext {
     pub build_requires: Vec<String>,
     /// The `uv pip install ...` prefix of the plan (cut-off included, no setuptools floor).
     pub pip_base: String,
+}
+
+impl RepairContext {
+    /// The context of a plan that offers the rules nothing but its ecosystem.
+    #[must_use]
+    pub fn of(language: &'static str) -> Self {
+        Self {
+            language,
+            ..Self::default()
+        }
+    }
 }
 
 /// A failure the rules look at.

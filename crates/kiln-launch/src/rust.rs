@@ -225,7 +225,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
-        repair: crate::repair::RepairContext::default(),
+        repair: crate::repair::RepairContext::of("rust"),
     })
 }
 

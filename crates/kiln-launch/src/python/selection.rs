@@ -99,14 +99,12 @@ pub fn suite_size(root: &Path, python_files: &[String]) -> SuiteSize {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             match entry.file_type() {
-                Ok(t) if t.is_dir() => {
-                    if !name.starts_with('.')
-                        && name != "node_modules"
-                        && name != "venv"
-                        && name != "__pycache__"
-                    {
-                        stack.push(entry.path());
-                    }
+                Ok(t)
+                    if t.is_dir()
+                        && !name.starts_with('.')
+                        && !["node_modules", "venv", "__pycache__"].contains(&name.as_str()) =>
+                {
+                    stack.push(entry.path());
                 }
                 Ok(t) if t.is_file() => names.push(name),
                 _ => {}
@@ -277,11 +275,21 @@ mod tests {
         assert!(glob_match("*", "anything"));
     }
 
+    /// Runs `command` with bash in `dir`; its standard output.
+    fn run_in(dir: &Path, command: &str) -> String {
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(command)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.status.success(), "{command}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     #[test]
     fn the_selected_command_keeps_existing_files_and_falls_back_to_their_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("pkg/tests")).unwrap();
-        std::fs::write(dir.path().join("pkg/tests/test_old.py"), "").unwrap();
+        let dir = crate::plan::testutil::tree(&[("pkg/tests/test_old.py", "")]);
         let command = selected_command(
             "printf '%s\\n' RUN",
             &strings(&[
@@ -291,26 +299,13 @@ mod tests {
                 "test_top's.py",
             ]),
         );
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(&command)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{command}");
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            run_in(dir.path(), &command),
             "RUN\npkg/tests/test_old.py\npkg/tests\n"
         );
         // Nothing exists: no paths, so pytest would run everything.
-        let empty = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(&command)
-            .current_dir(empty.path())
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "RUN\n");
+        let empty = crate::plan::testutil::tree(&[]);
+        assert_eq!(run_in(empty.path(), &command), "RUN\n");
         assert_eq!(selected_command("pytest", &[]), "pytest");
     }
 }

@@ -7,11 +7,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::images;
-use crate::plan::{GIT_SETUP, Plan, PlanContext, cutoff_day, read, shell_quote};
+use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
 
-/// Node versions the images offer: Debian bookworm's and trixie's `nodejs`, with the full
-/// version used to check ranges against.
-const NODE_VERSIONS: [(u32, (u32, u32, u32)); 2] = [(18, (18, 19, 0)), (20, (20, 19, 2))];
+pub mod version;
+
+pub use version::admits;
 
 /// How the repository installs its dependencies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,8 +66,8 @@ pub struct NodeProject {
     pub runner_args: Vec<String>,
     /// Environment assignments that prefix the runner in the `test` script (`NODE_ENV=test`).
     pub runner_env: Vec<String>,
-    /// The Node major chosen and why.
-    pub node_major: u32,
+    /// The Node release chosen.
+    pub node: &'static version::Release,
     /// Why that major.
     pub node_reason: String,
     /// `scripts.build`, run before the tests when the package's entry point is a build output
@@ -129,10 +129,20 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
     if runner == Runner::Mocha && mocha_config_bails(root, manifest) {
         runner_args.push("--no-bail".into());
     }
-    let (node_major, node_reason) = node_version(
-        str_at(&["engines", "node"]).as_deref(),
-        read(root, ".nvmrc").as_deref(),
-        read(root, ".node-version").as_deref(),
+    let engines = str_at(&["engines", "node"]);
+    let (nvmrc, node_version_file) = (read(root, ".nvmrc"), read(root, ".node-version"));
+    let lockfile_version = ["package-lock.json", "npm-shrinkwrap.json"]
+        .iter()
+        .find_map(|file| read(root, file))
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|lock| lock.get("lockfileVersion")?.as_u64());
+    let (node, node_reason) = version::choose(
+        &version::Declared {
+            engines: engines.as_deref(),
+            nvmrc: nvmrc.as_deref(),
+            node_version_file: node_version_file.as_deref(),
+            lockfile_version,
+        },
         cutoff,
     );
     // A package whose entry point is a build output (`dist/index.js`) that is not committed
@@ -147,7 +157,7 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
         runner,
         runner_args,
         runner_env,
-        node_major,
+        node,
         node_reason,
         build_script,
         typescript: has("typescript") || root.join("tsconfig.json").is_file(),
@@ -310,185 +320,6 @@ fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
         out.push((*arg).to_string());
     }
     out
-}
-
-/// Parses `major[.minor[.patch]]`, with `v` and `x`/`*` wildcards; wildcards and missing parts
-/// are `None`.
-fn semver_parts(text: &str) -> Option<(u32, Option<u32>, Option<u32>)> {
-    let text = text.trim().trim_start_matches(['v', '=']);
-    let mut parts = text.split('.');
-    let major = parts.next()?.parse().ok()?;
-    let part = |p: Option<&str>| p.and_then(|p| p.split('-').next()?.parse().ok());
-    Some((major, part(parts.next()), part(parts.next())))
-}
-
-/// Whether an npm semver range (`>=16`, `^18.12.0 || >=20`, `14.x`, `>=14 <21`) admits
-/// `version`. Forms it cannot read admit everything.
-#[must_use]
-pub fn admits(range: &str, version: (u32, u32, u32)) -> bool {
-    let range = range.trim();
-    if range.is_empty() || range == "*" || range == "x" {
-        return true;
-    }
-    range.split("||").any(|alternative| {
-        // `a - b` is the hyphen range `>=a <=b`.
-        if let Some((low, high)) = alternative.split_once(" - ") {
-            return comparator_admits(&format!(">={}", low.trim()), version)
-                && comparator_admits(&format!("<={}", high.trim()), version);
-        }
-        // Operators may stand apart from their versions (`>= 14`).
-        let mut comparators: Vec<String> = Vec::new();
-        let mut pending_op = String::new();
-        for word in alternative.split_whitespace() {
-            if word.chars().all(|c| "<>=~^".contains(c)) {
-                pending_op = word.to_string();
-            } else {
-                comparators.push(format!("{pending_op}{word}"));
-                pending_op.clear();
-            }
-        }
-        comparators.iter().all(|c| comparator_admits(c, version))
-    })
-}
-
-fn comparator_admits(comparator: &str, (major, minor, patch): (u32, u32, u32)) -> bool {
-    let op_len = comparator
-        .find(|c: char| !"<>=~^".contains(c))
-        .unwrap_or(comparator.len());
-    let (op, rest) = comparator.split_at(op_len);
-    let Some((a, b, c)) = semver_parts(rest) else {
-        return true;
-    };
-    let have = (major, minor, patch);
-    let low = (a, b.unwrap_or(0), c.unwrap_or(0));
-    let matches_given = major == a && b.is_none_or(|b| b == minor) && c.is_none_or(|c| c == patch);
-    match op {
-        ">=" => have >= low,
-        ">" => match (b, c) {
-            (None, _) => major > a,
-            (Some(b), None) => (major, minor) > (a, b),
-            _ => have > low,
-        },
-        "<" => have < low,
-        "<=" => match (b, c) {
-            (None, _) => major <= a,
-            (Some(b), None) => (major, minor) <= (a, b),
-            _ => have <= low,
-        },
-        "^" => have >= low && major == a,
-        "~" => have >= low && major == a && b.is_none_or(|b| b == minor),
-        _ => matches_given,
-    }
-}
-
-/// Node majors named by nvm's LTS aliases.
-fn lts_alias(name: &str) -> Option<u32> {
-    let name = name.trim().trim_start_matches("lts/").to_ascii_lowercase();
-    Some(match name.as_str() {
-        "fermium" => 14,
-        "gallium" => 16,
-        "hydrogen" => 18,
-        "iron" => 20,
-        "jod" => 22,
-        _ => return None,
-    })
-}
-
-/// Chooses Node 18 (bookworm) or 20 (trixie) and says why.
-fn node_version(
-    engines: Option<&str>,
-    nvmrc: Option<&str>,
-    node_version_file: Option<&str>,
-    cutoff: Option<&str>,
-) -> (u32, String) {
-    let nearest = |major: u32| if major >= 20 { 20 } else { 18 };
-    for (file, text) in [(".nvmrc", nvmrc), (".node-version", node_version_file)] {
-        let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
-            continue;
-        };
-        let first = text.lines().next().unwrap_or(text).trim();
-        let major = semver_parts(first)
-            .map(|(major, _, _)| major)
-            .or_else(|| lts_alias(first));
-        if let Some(major) = major {
-            let chosen = nearest(major);
-            let how = if chosen == major {
-                "matches".to_string()
-            } else {
-                format!("is the nearest available to Node {major}")
-            };
-            return (
-                chosen,
-                format!(
-                    "Node {chosen} ({}) {how}: {file} says `{first}`",
-                    suite_of(chosen)
-                ),
-            );
-        }
-    }
-    // The era of the base commit breaks ties: Node 20 became the active LTS in October 2023.
-    let era = cutoff.map(cutoff_day);
-    let prefer = match era {
-        Some(day) if day < "2023-10-24" => 18,
-        _ => 20,
-    };
-    let era_note = match era {
-        Some(day) => format!("the base commit ({day}) prefers Node {prefer}"),
-        None => format!("the base commit's date is not in use, Node {prefer} preferred"),
-    };
-    if let Some(range) = engines.filter(|r| !r.trim().is_empty()) {
-        let admitted: Vec<u32> = NODE_VERSIONS
-            .iter()
-            .filter(|(_, full)| admits(range, *full))
-            .map(|(major, _)| *major)
-            .collect();
-        return match admitted.as_slice() {
-            [only] => (
-                *only,
-                format!(
-                    "Node {only} ({}): engines.node `{range}` admits only it",
-                    suite_of(*only)
-                ),
-            ),
-            [] => {
-                // Neither fits: take the newer for minimum versions above 20, else the older.
-                let chosen = if admits(range, (22, 0, 0)) || admits(range, (24, 0, 0)) {
-                    20
-                } else {
-                    18
-                };
-                (
-                    chosen,
-                    format!(
-                        "Node {chosen} ({}): engines.node `{range}` admits neither Node 18 nor 20; the nearest is used",
-                        suite_of(chosen)
-                    ),
-                )
-            }
-            _ => (
-                prefer,
-                format!(
-                    "Node {prefer} ({}): engines.node `{range}` admits Node 18 and 20; {era_note}",
-                    suite_of(prefer)
-                ),
-            ),
-        };
-    }
-    (
-        prefer,
-        format!(
-            "Node {prefer} ({}): no engines.node, .nvmrc or .node-version; {era_note}",
-            suite_of(prefer)
-        ),
-    )
-}
-
-fn suite_of(major: u32) -> &'static str {
-    if major >= 20 {
-        "Debian trixie"
-    } else {
-        "Debian bookworm"
-    }
 }
 
 /// Setup commands that install the dependencies, and what fixes their versions.
@@ -663,7 +494,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         } else {
             "javascript"
         },
-        image: images::node_image(project.node_major, cx.ca_bundle),
+        image: images::node_image(project.node, cx.ca_bundle),
         version_reason,
         setup,
         rebuild,
@@ -676,7 +507,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         } else {
             None
         },
-        repair: crate::repair::RepairContext::default(),
+        repair: crate::repair::RepairContext::of("node"),
     })
 }
 
@@ -718,7 +549,13 @@ mod tests {
             "{}",
             plan.image.tag
         );
-        assert!(plan.version_reason.contains("admits Node 18 and 20"));
+        assert!(
+            plan.version_reason.contains(
+                "Node 18 (Debian bookworm): Node 18 was the active LTS on 2023-03-01, and engines.node `>=16` admits it"
+            ),
+            "{}",
+            plan.version_reason
+        );
         assert_eq!(plan.cutoff, None);
     }
 
@@ -737,7 +574,8 @@ mod tests {
         assert_eq!(plan.parser, "node-test");
         assert!(plan.image.tag.starts_with("kiln/node:20-"));
         assert!(
-            plan.version_reason.contains("admits only it"),
+            plan.version_reason
+                .contains("engines.node `>=20` admits it"),
             "{}",
             plan.version_reason
         );
@@ -797,8 +635,13 @@ mod tests {
             "{}",
             plan.test
         );
-        assert!(plan.version_reason.contains(".nvmrc says `v16.20.0`"));
-        assert!(plan.image.tag.starts_with("kiln/node:18-"));
+        assert!(
+            plan.version_reason
+                .contains("Node 16 (official build 16.20.2) matches: .nvmrc says `v16.20.0`"),
+            "{}",
+            plan.version_reason
+        );
+        assert!(plan.image.tag.starts_with("kiln/node:16-"));
 
         let plan = node_plan(
             &[
@@ -818,26 +661,6 @@ mod tests {
             "CI=true pnpm exec mocha 'test/**/*.js' --reporter json 2>&1"
         );
         assert_eq!(plan.parser, "mocha-json");
-    }
-
-    #[test]
-    fn engines_ranges_are_read() {
-        assert!(admits(">=14", (18, 19, 0)));
-        assert!(!admits(">=20", (18, 19, 0)));
-        assert!(admits("^18.12.0 || >=20", (20, 19, 2)));
-        assert!(!admits("^16", (18, 19, 0)));
-        assert!(admits("18.x", (18, 19, 0)));
-        assert!(admits(">=14 <21", (20, 19, 2)));
-        assert!(!admits(">= 14 < 19", (20, 19, 2)));
-        assert!(admits("16 - 18", (18, 19, 0)));
-        assert!(!admits("16 - 18", (20, 19, 2)));
-        assert!(admits("lts/*", (18, 19, 0)));
-        let (major, reason) = node_version(Some("^14"), None, None, None);
-        assert_eq!(major, 18, "{reason}");
-        let (major, _) = node_version(Some(">=22"), None, None, None);
-        assert_eq!(major, 20);
-        let (major, _) = node_version(None, Some("lts/hydrogen"), None, None);
-        assert_eq!(major, 18);
     }
 
     #[test]
