@@ -495,6 +495,7 @@ fn apply_repair(
             record.rebuild_commands.extend(rebuild);
         }
         repair::Repair::Interpreter(suite) => return Some(suite),
+        repair::Repair::Skip(command) => record.rebuild_commands.retain(|c| *c != command),
     }
     None
 }

@@ -100,9 +100,9 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<Plan> {
         native::plan,
         java::plan,
     ];
-    let mut plan = planners.iter().find_map(|planner| planner(cx))?;
-    plan.repair.language = plan.language;
-    Some(plan)
+    // Each planner names its ecosystem in `plan.repair` as the rules' scopes do (`node` for
+    // JavaScript and TypeScript plans, `c` for C and C++).
+    planners.iter().find_map(|planner| planner(cx))
 }
 
 /// The contents of `name` under `root`, when it is a readable text file.
@@ -171,6 +171,32 @@ pub(crate) fn cutoff_day(cutoff: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_planner_names_an_ecosystem_the_repair_rules_know() {
+        let trees: &[&[(&str, &str)]] = &[
+            &[("pyproject.toml", "[project]\nname = 'x'\n")],
+            &[("Cargo.toml", "[package]\nname = 'x'\nversion = '0.1.0'\n")],
+            &[("package.json", r#"{"scripts":{"test":"jest"}}"#)],
+            &[("go.mod", "module x\n\ngo 1.19\n")],
+            &[("CMakeLists.txt", "project(x)\nenable_testing()\n")],
+            &[("pom.xml", "<project></project>\n")],
+        ];
+        let mut seen = Vec::new();
+        for files in trees {
+            let tmp = super::testutil::tree(files);
+            let plan = super::choose(&super::PlanContext {
+                root: tmp.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &[],
+                scope: super::TestScope::Auto,
+            })
+            .unwrap_or_else(|| panic!("no plan for {files:?}"));
+            seen.push(plan.repair.language);
+        }
+        assert_eq!(seen, crate::repair::ECOSYSTEMS);
+    }
+
     #[test]
     fn patch_files_reads_the_git_headers() {
         let patch = "diff --git a/tests/a/test_x.py b/tests/a/test_x.py\n--- a/tests/a/test_x.py\n+++ b/tests/a/test_x.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/old.py b/new.py\nrename from old.py\ndiff --git a/tests/a/test_x.py b/tests/a/test_x.py\ndiff --git a/tests/test_gone.py b/tests/test_gone.py\ndeleted file mode 100644\n";

@@ -15,6 +15,9 @@ use regex::Regex;
 use crate::images::Suite;
 use crate::python::VENV;
 
+/// The ecosystems that plans name in their [`RepairContext`] and rules in [`Scope::Language`].
+pub const ECOSYSTEMS: &[&str] = &["python", "rust", "node", "go", "c", "java"];
+
 /// Where a rule applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -52,6 +55,9 @@ pub enum Repair {
     },
     /// Starts the launch over on another Debian suite's interpreter.
     Interpreter(Suite),
+    /// Goes on without the failing command (a step the tests may not need), which also leaves
+    /// the rebuild commands.
+    Skip(String),
 }
 
 /// What a rule's repair can use besides the failure.
@@ -66,6 +72,12 @@ pub struct RepairContext {
     pub build_requires: Vec<String>,
     /// The `uv pip install ...` prefix of the plan (cut-off included, no setuptools floor).
     pub pip_base: String,
+    /// The Node major of a Node plan's image (0 otherwise).
+    pub node_major: u32,
+    /// Setup commands the test command may not need (a package's own build script): when one
+    /// fails and no other rule repairs it, the launch goes on without it and the baseline run
+    /// decides.
+    pub optional: Vec<String>,
 }
 
 impl RepairContext {
@@ -574,11 +586,10 @@ pub static RULES: &[Rule] = &[
         command: None,
         signature: r"ERR_OSSL_EVP_UNSUPPORTED|digital envelope routines::unsupported",
         description: "webpack 4 and other tools hash with MD4, which OpenSSL 3 (Node 17 on) refuses: NODE_OPTIONS=--openssl-legacy-provider",
-        repair: |_, _, _| {
-            Some(Repair::Env(
-                "NODE_OPTIONS".into(),
-                "--openssl-legacy-provider".into(),
-            ))
+        // Older Node has OpenSSL 1.1 and refuses to start with the flag.
+        repair: |_, _, cx| {
+            (cx.node_major >= 17)
+                .then(|| Repair::Env("NODE_OPTIONS".into(), "--openssl-legacy-provider".into()))
         },
     },
     Rule {
@@ -592,6 +603,21 @@ pub static RULES: &[Rule] = &[
             python_only(f, c, cx)
                 .then(|| missing_test_module(f, c, cx))
                 .flatten()
+        },
+    },
+    // Last: every more specific repair of the step is tried first.
+    Rule {
+        name: "optional-step",
+        scope: Scope::Any,
+        phase: Phase::Setup,
+        command: None,
+        signature: r"([^\n]*\S[^\n]*)\s*\z",
+        description: "a step the tests may not need (the package's own build script) failed: the launch goes on without it, drops it from the rebuild commands, and lets the baseline test run decide",
+        repair: |f, _, cx| {
+            cx.optional
+                .iter()
+                .any(|c| c == f.command)
+                .then(|| Repair::Skip(f.command.to_string()))
         },
     },
 ];
@@ -654,6 +680,9 @@ pub fn find(
 pub fn describe(rule: &Rule, repair: &Repair, matched: &str) -> String {
     let what = match repair {
         Repair::Env(k, v) => format!("set {k}={v}"),
+        Repair::Skip(command) => {
+            format!("`{command}` failed; went on without it, the baseline test run decides")
+        }
         Repair::Before(_) | Repair::Replace(_) | Repair::ReplaceWithRebuild { .. } => {
             let mut what = rule
                 .description
@@ -686,6 +715,8 @@ mod tests {
                 "cython==0.29.22".into(),
             ],
             pip_base: "uv pip install --python /opt/kiln/venv/bin/python".into(),
+            optional: vec!["npm run build".into()],
+            node_major: 18,
         }
     }
 
@@ -709,6 +740,9 @@ mod tests {
         for (rule, compiled) in RULES.iter().zip(COMPILED.iter()) {
             assert!(compiled.is_some(), "{} does not compile", rule.name);
             assert!(names.insert(rule.name), "{} twice", rule.name);
+            if let Scope::Language(language) = rule.scope {
+                assert!(ECOSYSTEMS.contains(&language), "{}: {language}", rule.name);
+            }
         }
     }
 
@@ -886,6 +920,46 @@ mod tests {
             )
         );
         assert!(found(Phase::Setup, "cargo test", "thread 'main' panicked", "rust").is_none());
+    }
+
+    #[test]
+    fn an_optional_step_is_skipped_only_after_the_specific_repairs() {
+        let openssl = "> webpack\nError: error:0308010C:digital envelope routines::unsupported\n    at new Hash\n\n";
+        let failed = Failed {
+            phase: Phase::Setup,
+            command: "npm run build",
+            output: openssl,
+        };
+        let context = cx("node");
+        let (rule, _, _) = find(&failed, &context, &[]).unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(rule.name, "node-legacy-openssl");
+        let (rule, repair, matched) =
+            find(&failed, &context, &["node-legacy-openssl"]).unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(
+            (rule.name, &repair, matched.as_str()),
+            (
+                "optional-step",
+                &Repair::Skip("npm run build".into()),
+                "at new Hash"
+            )
+        );
+        assert_eq!(
+            describe(rule, &repair, &matched),
+            "optional-step: `npm run build` failed; went on without it, the baseline test run decides (after: at new Hash)"
+        );
+        // Node 16 has OpenSSL 1.1: the switch does not exist there.
+        let node16 = RepairContext {
+            node_major: 16,
+            ..cx("node")
+        };
+        let (rule, _, _) = find(&failed, &node16, &[]).unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(rule.name, "optional-step");
+        // A step the plan needs is never skipped.
+        let install = Failed {
+            command: "npm ci",
+            ..failed
+        };
+        assert!(find(&install, &context, &["node-legacy-openssl"]).is_none());
     }
 
     #[test]

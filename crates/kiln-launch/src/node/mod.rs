@@ -455,6 +455,9 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let (mut setup, resolution, cutoff_applied) = install(&project.manager, cx.cutoff);
     setup.insert(0, GIT_SETUP.to_string());
     let mut rebuild = Vec::new();
+    // A failing build (webpack 4 on OpenSSL 3, a bundler plugin that needs another Node) does
+    // not end the launch by itself: tests often run from the sources.
+    let mut optional = Vec::new();
     if project.build_script {
         let build = match project.manager {
             PackageManager::Yarn { .. } => "yarn run build",
@@ -463,6 +466,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         };
         setup.push(build.to_string());
         rebuild.push(build.to_string());
+        optional.push(build.to_string());
     }
     let (test, parser) = test_command(&project);
     let manager = match project.manager {
@@ -507,7 +511,11 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         } else {
             None
         },
-        repair: crate::repair::RepairContext::of("node"),
+        repair: crate::repair::RepairContext {
+            optional,
+            node_major: project.node.major,
+            ..crate::repair::RepairContext::of("node")
+        },
     })
 }
 

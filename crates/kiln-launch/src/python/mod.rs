@@ -841,10 +841,10 @@ fn repair_context(
     cutoff: Option<&str>,
 ) -> crate::repair::RepairContext {
     crate::repair::RepairContext {
-        language: "python",
         suite: Some(suite),
         build_requires: project.build_requires.clone(),
         pip_base: install_base(cutoff, false),
+        ..crate::repair::RepairContext::of("python")
     }
 }
 

@@ -419,3 +419,72 @@ async fn repair_rules_fix_an_old_backend_unresolvable_lint_pins_and_an_undeclare
     );
     assert!(dockerfile.contains("toolz"), "{dockerfile}");
 }
+
+#[tokio::test]
+async fn an_old_node_project_gets_its_node_and_a_failing_build_does_not_decide() {
+    // `.nvmrc` asks for Node 16, which Debian does not package: the official build comes from
+    // the npm registry. The entry point is a build output, so the plan builds first; the build
+    // fails (as webpack 4 does on OpenSSL 3), the tests run from the sources anyway.
+    let record = support::launch_any(
+        "old-node",
+        &[
+            (
+                "package.json",
+                r#"{"name":"old","version":"1.0.0","main":"dist/index.js","scripts":{"build":"node build.js","test":"node test.js"}}"#,
+            ),
+            (".nvmrc", "16\n"),
+            (
+                "build.js",
+                "console.error('Error: error:0308010C:digital envelope routines::unsupported');\nprocess.exit(1);\n",
+            ),
+            ("src/index.js", "exports.add = (a, b) => a + b;\n"),
+            (
+                "test.js",
+                "const { add } = require('./src');\nconsole.log('TAP version 13');\nconsole.log('# node ' + process.version);\nconsole.log(add(1, 2) === 3 ? 'ok 1 - adds' : 'not ok 1 - adds');\nconsole.log('not ok 2 - fails');\nconsole.log('1..2');\nprocess.exit(1);\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        record.status,
+        "built",
+        "{:?} {:?}\n{:?}\n{}",
+        record.failure_class,
+        record.failure_command,
+        record.repairs,
+        record.log_tail.as_deref().unwrap_or("")
+    );
+    assert!(
+        record.base_image.starts_with("kiln/node:16-"),
+        "{}",
+        record.base_image
+    );
+    assert!(
+        record.version_reason.contains("official build 16.20.2"),
+        "{}",
+        record.version_reason
+    );
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or(""))
+        .collect();
+    // The legacy-OpenSSL switch does not apply (Node 16 has OpenSSL 1.1 and refuses the
+    // flag): the build is left out.
+    assert_eq!(rules, ["optional-step"], "{:#?}", record.repairs);
+    assert!(
+        record.rebuild_commands.is_empty(),
+        "{:?}",
+        record.rebuild_commands
+    );
+    assert!(
+        !record
+            .setup_commands
+            .iter()
+            .any(|c| c.contains("run build")),
+        "{:?}",
+        record.setup_commands
+    );
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}

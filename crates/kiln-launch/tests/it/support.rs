@@ -155,6 +155,18 @@ pub async fn launch_history(
     let record = run_launch(Arc::clone(&runtime), &request, &NullReporter)
         .await
         .unwrap();
+    // KILN_IT_LOGS=<dir> keeps each launch's logs there, under the test's name.
+    if let Some(dir) = std::env::var_os("KILN_IT_LOGS") {
+        let to = std::path::Path::new(&dir).join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&request.log_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::copy(entry.path(), to.join(entry.file_name()));
+        }
+    }
     let not_removed = request.removals.wait().await;
     assert!(
         not_removed.is_empty(),
