@@ -496,6 +496,10 @@ fn apply_repair(
         }
         repair::Repair::Interpreter(suite) => return Some(suite),
         repair::Repair::Skip(command) => record.rebuild_commands.retain(|c| *c != command),
+        repair::Repair::DropCutoff(command) => {
+            record.dependency_cutoff = None;
+            queue.push_front(command);
+        }
     }
     None
 }
@@ -752,6 +756,8 @@ fn classify_setup(outcome: &ExecOutcome) -> FailureClass {
         "npm ERR! code E404",
         "npm error code E404",
         "ETARGET",
+        "ENOVERSIONS",
+        "No matching version found for",
         "ENOTFOUND",
         "EAI_AGAIN",
         "ERR_PNPM_FETCH",
@@ -832,6 +838,7 @@ mod tests {
             "npm ERR! code E404\nnpm ERR! 404 Not Found - GET https://registry.npmjs.org/nope",
             "npm ERR! code ERR_SOCKET_TIMEOUT\nnpm ERR! network Socket timeout",
             "npm ERR! code ETARGET\nnpm ERR! notarget No matching version found for left-pad@99",
+            "npm error code ENOVERSIONS\nnpm error No versions available for left-pad",
             "go: github.com/pkg/errors@v0.9.1: Get \"https://proxy.golang.org/github.com/pkg/errors/@v/v0.9.1.mod\": dial tcp: lookup proxy.golang.org: no such host",
             "main.go:3:8: no required module provides package github.com/x/y; to add it:",
             "[ERROR] Failed to execute goal on project demo: Could not resolve dependencies for project demo:demo:jar:1.0",

@@ -58,6 +58,9 @@ pub enum Repair {
     /// Goes on without the failing command (a step the tests may not need), which also leaves
     /// the rebuild commands.
     Skip(String),
+    /// Runs this command, which resolves without the dependency cut-off, in place of the
+    /// failing one; the row's cut-off is cleared.
+    DropCutoff(String),
 }
 
 /// What a rule's repair can use besides the failure.
@@ -593,6 +596,26 @@ pub static RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "node-cutoff-admits-nothing",
+        scope: Scope::Language("node"),
+        phase: Phase::Setup,
+        command: Some("npm install --before"),
+        signature: r"ETARGET|ENOVERSIONS|No matching version found for|No versions available for|notarget",
+        description: "no published version of a dependency satisfies its range as of the cut-off date (a range newer than the registry's dates, or a registry that reports later publish times): npm install without --before, the ranges as written",
+        repair: |f, _, _| {
+            let words = shell_words(f.command);
+            let at = words.iter().position(|w| w == "--before")?;
+            let mut kept: Vec<String> = words[..at].to_vec();
+            kept.extend(words.iter().skip(at + 2).cloned());
+            Some(Repair::DropCutoff(
+                kept.iter()
+                    .map(|w| crate::plan::shell_quote(w))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ))
+        },
+    },
+    Rule {
         name: "python-missing-test-module",
         scope: Scope::Language("python"),
         phase: Phase::Tests,
@@ -680,6 +703,9 @@ pub fn find(
 pub fn describe(rule: &Rule, repair: &Repair, matched: &str) -> String {
     let what = match repair {
         Repair::Env(k, v) => format!("set {k}={v}"),
+        Repair::DropCutoff(command) => {
+            format!("dropped the dependency cut-off: `{command}`")
+        }
         Repair::Skip(command) => {
             format!("`{command}` failed; went on without it, the baseline test run decides")
         }
@@ -920,6 +946,27 @@ mod tests {
             )
         );
         assert!(found(Phase::Setup, "cargo test", "thread 'main' panicked", "rust").is_none());
+    }
+
+    #[test]
+    fn an_npm_cutoff_that_admits_nothing_is_dropped() {
+        let log = "npm ERR! code ETARGET\nnpm ERR! notarget No matching version found for left-pad@^9.0.0.\n";
+        let (name, repair) = found(
+            Phase::Setup,
+            "npm install --before 2019-06-01T00:00:00Z",
+            log,
+            "node",
+        )
+        .unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(
+            (name.as_str(), repair),
+            (
+                "node-cutoff-admits-nothing",
+                Repair::DropCutoff("npm install".into())
+            )
+        );
+        // Without a cut-off there is nothing to drop.
+        assert!(found(Phase::Setup, "npm install", log, "node").is_none());
     }
 
     #[test]

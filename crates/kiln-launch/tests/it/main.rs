@@ -488,3 +488,41 @@ async fn an_old_node_project_gets_its_node_and_a_failing_build_does_not_decide()
     assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
+
+#[tokio::test]
+async fn an_npm_cutoff_that_admits_no_version_is_dropped_and_recorded() {
+    // semver 7.7.0 was published in 2025, after the commit (2024-06-01): `npm install
+    // --before` finds nothing in `^7.7.0`, so the install is retried on the ranges as written.
+    let record = launch(
+        "npm-cutoff",
+        &[
+            (
+                "package.json",
+                r#"{"name":"cut","version":"1.0.0","scripts":{"test":"node --test"},"dependencies":{"semver":"^7.7.0"},"engines":{"node":">=18"}}"#,
+            ),
+            (
+                "test/semver.test.js",
+                "const test = require('node:test');\nconst assert = require('node:assert');\nconst semver = require('semver');\ntest('compares', () => assert.ok(semver.gt('1.2.3', '1.2.2')));\n",
+            ),
+        ],
+    )
+    .await;
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        rules,
+        ["node-cutoff-admits-nothing"],
+        "{:#?}",
+        record.repairs
+    );
+    assert_eq!(record.dependency_cutoff, None);
+    assert!(
+        record.setup_commands.iter().any(|c| c == "npm install"),
+        "{:?}",
+        record.setup_commands
+    );
+    assert_eq!(status_of(&record, "compares"), Some(TestStatus::Pass));
+}
