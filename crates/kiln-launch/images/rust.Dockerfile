@@ -1,6 +1,7 @@
-# kiln's Rust image: Debian trixie's rustc and cargo (1.85), with the C toolchain and the -dev
-# packages that the most common -sys crates link against, and Python for kiln's date cut-off of
-# Cargo resolution (cargo-cutoff.py).
+# kiln's Rust image: Debian trixie's rustc and cargo (1.85), with the C toolchain, the build
+# tools that -sys crates run (cmake, libclang for bindgen, protoc) and the -dev packages the most
+# common ones link against, and Python for kiln's date cut-off of Cargo resolution
+# (cargo-cutoff.py).
 FROM debian:trixie
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -14,6 +15,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       rustc cargo build-essential pkg-config libssl-dev zlib1g-dev \
+      cmake clang libclang-dev protobuf-compiler libsqlite3-dev libfontconfig-dev \
       git patch ca-certificates procps python3 \
  && rm -rf /var/lib/apt/lists/*
 

@@ -164,6 +164,34 @@ pub fn patch_files(patch: &str) -> Vec<String> {
     files
 }
 
+/// `fnmatch` for file names: `*` any run of characters, `?` one character, the rest literal.
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
 /// The date part (`YYYY-MM-DD`) of an RFC 3339 cut-off.
 pub(crate) fn cutoff_day(cutoff: &str) -> &str {
     cutoff.get(..10).unwrap_or(cutoff)
@@ -171,6 +199,16 @@ pub(crate) fn cutoff_day(cutoff: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn globs_match_like_fnmatch() {
+        assert!(super::glob_match("test_*.py", "test_x.py"));
+        assert!(super::glob_match("*_test.py", "a_b_test.py"));
+        assert!(super::glob_match("test?.py", "test1.py"));
+        assert!(!super::glob_match("test_*.py", "xtest_x.py"));
+        assert!(!super::glob_match("*_test.py", "test.py"));
+        assert!(super::glob_match("*", "anything"));
+    }
+
     #[test]
     fn every_planner_names_an_ecosystem_the_repair_rules_know() {
         let trees: &[&[(&str, &str)]] = &[

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::plan::{TestScope, shell_quote};
+use crate::plan::{TestScope, glob_match, shell_quote};
 
 /// Test functions (`def test...` lines in test modules) above which `auto` runs only the
 /// touched modules: astropy has about 7 200, sympy 9 000 to 11 000, pytest itself 3 000; most
@@ -144,34 +144,6 @@ pub fn selected_command(command: &str, modules: &[String]) -> String {
     )
 }
 
-/// `fnmatch` for file names: `*` any run of characters, `?` one character, the rest literal.
-fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ni));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == n[ni] => {
-                pi += 1;
-                ni += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    pi = sp + 1;
-                    ni = sn + 1;
-                    star = Some((sp, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,16 +235,6 @@ mod tests {
             &[],
         );
         assert_eq!(command, "pytest");
-    }
-
-    #[test]
-    fn globs_match_like_fnmatch() {
-        assert!(glob_match("test_*.py", "test_x.py"));
-        assert!(glob_match("*_test.py", "a_b_test.py"));
-        assert!(glob_match("test?.py", "test1.py"));
-        assert!(!glob_match("test_*.py", "xtest_x.py"));
-        assert!(!glob_match("*_test.py", "test.py"));
-        assert!(glob_match("*", "anything"));
     }
 
     /// Runs `command` with bash in `dir`; its standard output.

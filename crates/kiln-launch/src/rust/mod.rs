@@ -5,6 +5,8 @@
 use crate::images;
 use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
 
+pub mod workspace;
+
 /// The toolchain of the Rust image (Debian trixie's rustc).
 pub const RUSTC_VERSION: (u32, u32) = (1, 85);
 
@@ -173,7 +175,28 @@ fn features_flag(project: &RustProject) -> String {
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
-    let features = features_flag(&project);
+    let selection = workspace::select(cx.root, cx.scope, cx.test_files);
+    // Test features are the root package's: with a selection, only when it is selected.
+    let features = match (&selection, &project.package) {
+        (Some(s), Some(root)) if !s.packages.contains(root) => String::new(),
+        _ => features_flag(&project),
+    };
+    let (packages, test_scope) = match &selection {
+        Some(s) => (
+            s.packages
+                .iter()
+                .map(|p| format!("-p {}", shell_quote(p)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            format!(
+                "touched: packages {} ({} of {} in the workspace)",
+                s.packages.join(", "),
+                s.packages.len(),
+                s.total
+            ),
+        ),
+        None => ("--workspace".to_string(), "all".to_string()),
+    };
     let mut setup = vec![GIT_SETUP.to_string()];
     let mut applied_cutoff = None;
     let resolution = if project.lockfile {
@@ -207,7 +230,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup.push("cargo fetch".to_string());
         "no Cargo.lock and no date cut-off: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback)".to_string()
     };
-    let compile = format!("cargo test --workspace --no-run{features}");
+    let compile = format!("cargo test {packages} --no-run{features}");
     setup.push(compile.clone());
     let name = match (project.workspace, project.package.is_some()) {
         (true, false) => "rust-workspace",
@@ -220,8 +243,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         version_reason: version_reason(&project),
         setup,
         rebuild: vec![compile],
-        test: format!("cargo test --workspace --no-fail-fast{features} 2>&1"),
-        test_scope: "all".into(),
+        test: format!("cargo test {packages} --no-fail-fast{features} 2>&1"),
+        test_scope,
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
@@ -303,6 +326,51 @@ mod tests {
             plan.version_reason
         );
         assert!(!plan.test.contains("--features"));
+    }
+
+    #[test]
+    fn a_workspace_tests_the_packages_the_test_patch_touches() {
+        let tmp = tree(&[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"app\"\n[features]\ntest-utils = []\n[workspace]\nmembers = [\"core\", \"demo\"]\n",
+            ),
+            ("Cargo.lock", "version = 3\n"),
+            ("core/Cargo.toml", "[package]\nname = \"app-core\"\n"),
+            ("demo/Cargo.toml", "[package]\nname = \"demo\"\n"),
+        ]);
+        let plan_for = |files: &[&str], scope| {
+            let files: Vec<String> = files.iter().map(ToString::to_string).collect();
+            plan(&PlanContext {
+                root: tmp.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &files,
+                scope,
+            })
+            .unwrap_or_else(|| panic!("no plan"))
+        };
+        let core = plan_for(&["core/tests/parse.rs"], crate::plan::TestScope::Auto);
+        assert_eq!(core.test, "cargo test -p app-core --no-fail-fast 2>&1");
+        assert_eq!(core.rebuild, ["cargo test -p app-core --no-run"]);
+        assert_eq!(
+            core.test_scope,
+            "touched: packages app-core (1 of 3 in the workspace)"
+        );
+        let root = plan_for(
+            &["tests/cli.rs", "core/src/lib.rs"],
+            crate::plan::TestScope::Touched,
+        );
+        assert_eq!(
+            root.test,
+            "cargo test -p app -p app-core --no-fail-fast --features app/test-utils 2>&1"
+        );
+        let all = plan_for(&["core/tests/parse.rs"], crate::plan::TestScope::All);
+        assert_eq!(
+            all.test,
+            "cargo test --workspace --no-fail-fast --features app/test-utils 2>&1"
+        );
+        assert_eq!(all.test_scope, "all");
     }
 
     #[test]
