@@ -526,3 +526,60 @@ async fn an_npm_cutoff_that_admits_no_version_is_dropped_and_recorded() {
     );
     assert_eq!(status_of(&record, "compares"), Some(TestStatus::Pass));
 }
+
+#[tokio::test]
+async fn a_workspace_member_the_tests_do_not_use_does_not_break_the_build() {
+    // `demo`'s build script fails (as one needing a native library the image lacks would);
+    // the test patch touches `core`, so only `core` is built and tested.
+    let test_patch = "diff --git a/core/tests/more.rs b/core/tests/more.rs\nnew file mode 100644\n--- /dev/null\n+++ b/core/tests/more.rs\n@@ -0,0 +1,2 @@\n+#[test]\n+fn more() { assert_eq!(app_core::add(2, 2), 4); }\n";
+    let record = support::launch_with_test_patch(
+        "rust-workspace",
+        &[
+            (
+                "Cargo.toml",
+                "[workspace]\nmembers = [\"core\", \"demo\"]\nresolver = \"2\"\n",
+            ),
+            (
+                "Cargo.lock",
+                "version = 3\n\n[[package]]\nname = \"app-core\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"demo\"\nversion = \"0.1.0\"\n",
+            ),
+            (
+                "core/Cargo.toml",
+                "[package]\nname = \"app-core\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            (
+                "core/src/lib.rs",
+                "pub fn add(a: i32, b: i32) -> i32 { a + b }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(super::add(1, 2), 3); }\n    #[test]\n    fn fails() { assert_eq!(super::add(1, 2), 4); }\n}\n",
+            ),
+            (
+                "demo/Cargo.toml",
+                "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\nbuild = \"build.rs\"\n",
+            ),
+            (
+                "demo/build.rs",
+                "fn main() { panic!(\"could not find system library 'freetype2'\"); }\n",
+            ),
+            ("demo/src/main.rs", "fn main() {}\n"),
+        ],
+        test_patch,
+    )
+    .await;
+    assert_eq!(
+        record.status,
+        "built",
+        "{:?} {:?}\n{}",
+        record.failure_class,
+        record.failure_command,
+        record.log_tail.as_deref().unwrap_or("")
+    );
+    assert_eq!(
+        record.test_command,
+        "cargo test -p app-core --no-fail-fast 2>&1"
+    );
+    assert_eq!(
+        record.test_scope,
+        "touched: packages app-core (1 of 2 in the workspace)"
+    );
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}
