@@ -583,3 +583,43 @@ async fn a_workspace_member_the_tests_do_not_use_does_not_break_the_build() {
     assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
+
+#[tokio::test]
+async fn an_unfetched_submodule_gets_the_system_library_and_a_stub_makefile() {
+    // `deps/zlib` is a submodule that could not be fetched; the top Makefile recurses into
+    // it, which stopped make at `No rule to make target 'all'`. Debian's zlib stands in.
+    let record = launch(
+        "submodule",
+        &[
+            (
+                ".gitmodules",
+                "[submodule \"deps/zlib\"]\n\tpath = deps/zlib\n\turl = https://github.com/madler/zlib\n",
+            ),
+            (
+                "configure.ac",
+                "AC_INIT([sub], [1.0])\nAM_INIT_AUTOMAKE([foreign])\nAC_PROG_CC\nAC_CHECK_LIB([z], [compress])\nAC_CONFIG_FILES([Makefile src/Makefile])\nAC_OUTPUT\n",
+            ),
+            ("Makefile.am", "SUBDIRS = deps/zlib src\n"),
+            (
+                "src/Makefile.am",
+                "check_PROGRAMS = t_bound t_fails\nTESTS = t_bound t_fails\nt_bound_SOURCES = t_bound.c\nt_fails_SOURCES = t_fails.c\n",
+            ),
+            (
+                "src/t_bound.c",
+                "#include <zlib.h>\nint main(void) { return compressBound(100) >= 100 ? 0 : 1; }\n",
+            ),
+            ("src/t_fails.c", "int main(void) { return 1; }\n"),
+        ],
+    )
+    .await;
+    assert_eq!(record.plan, "cpp-autotools");
+    assert!(
+        record
+            .version_reason
+            .contains("deps/zlib: Debian zlib1g-dev, a stub Makefile in the empty directory"),
+        "{}",
+        record.version_reason
+    );
+    assert_eq!(status_of(&record, "t_bound"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "t_fails"), Some(TestStatus::Fail));
+}

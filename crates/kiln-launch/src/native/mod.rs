@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use crate::images;
 use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
 
+pub mod submodules;
+
+use submodules::Submodule;
+
 /// Build directory of the CMake and Meson plans; not `build`, which many repositories commit
 /// (scripts, CMake modules).
 pub const BUILD_DIR: &str = "build-kiln";
@@ -133,53 +137,10 @@ const PACKAGES: &[(&str, Option<&str>)] = &[
 
 /// The Debian package for a library name from a build file: exact (case-insensitive), then
 /// without a `lib` prefix. The outer `None` means the name is unknown.
-fn package_for(name: &str) -> Option<Option<&'static str>> {
+pub(crate) fn package_for(name: &str) -> Option<Option<&'static str>> {
     let name = name.to_ascii_lowercase();
     let look = |n: &str| PACKAGES.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
     look(&name).or_else(|| name.strip_prefix("lib").and_then(look))
-}
-
-/// Submodule directory names (the last path component, lower-case) of libraries whose Debian
-/// package is named differently from the library, for [`submodule_package`].
-const SUBMODULE_PACKAGES: &[(&str, Option<&str>)] = &[
-    ("json", Some("nlohmann-json3-dev")),
-    ("pybind11", Some("pybind11-dev")),
-    ("eigen", Some("libeigen3-dev")),
-    ("abseil-cpp", Some("libabsl-dev")),
-    ("rapidjson", Some("rapidjson-dev")),
-    ("glm", Some("libglm-dev")),
-    ("cxxopts", Some("libcxxopts-dev")),
-    ("cli11", Some("libcli11-dev")),
-    ("tinyxml2", Some("libtinyxml2-dev")),
-    ("gflags", Some("libgflags-dev")),
-    ("glog", Some("libgoogle-glog-dev")),
-    ("cjson", Some("libcjson-dev")),
-    ("openssl", Some("libssl-dev")),
-    ("curl", Some("libcurl4-openssl-dev")),
-    ("zlib", Some("zlib1g-dev")),
-    ("libuv", Some("libuv1-dev")),
-    ("googletest", None),
-    ("catch2", None),
-    ("catch", None),
-    ("doctest", None),
-];
-
-/// The Debian package that can stand in for a git submodule at `path`, judged by its directory
-/// name (`third_party/fmt` is `libfmt-dev`). The outer `None` means no package is known; the
-/// inner `None` that the image already has it (GoogleTest, Catch2, doctest).
-fn submodule_package(path: &str) -> Option<Option<&'static str>> {
-    let name = path
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
-        .trim_end_matches(".git")
-        .to_ascii_lowercase();
-    SUBMODULE_PACKAGES
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| *v)
-        .or_else(|| package_for(&name))
 }
 
 /// What the build files say.
@@ -194,9 +155,8 @@ pub struct NativeProject {
     /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
     pub test_options: Vec<String>,
     /// Git submodules declared in `.gitmodules` but absent from the checkout (they could not
-    /// be fetched), each with the Debian package that stands in (`-` for none known, `image`
-    /// when the image has it).
-    pub missing_submodules: Vec<(String, &'static str)>,
+    /// be fetched), and what stands in for each.
+    pub missing_submodules: Vec<Submodule>,
     /// The build fetches sources at configure time (`FetchContent`, meson wraps).
     pub fetches: bool,
     /// `cmake_minimum_required(VERSION ...)`, when declared.
@@ -257,7 +217,7 @@ fn find_files(root: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
 
 /// The words inside the parentheses of each `call(` in `text` (case-insensitive call name),
 /// with quotes and brackets removed.
-fn call_args(text: &str, call: &str) -> Vec<Vec<String>> {
+pub(crate) fn call_args(text: &str, call: &str) -> Vec<Vec<String>> {
     let lower = text.to_ascii_lowercase();
     let needle = format!("{}(", call.to_ascii_lowercase());
     let mut out = Vec::new();
@@ -403,6 +363,41 @@ fn framework_of(root: &Path) -> Option<&'static str> {
     None
 }
 
+/// Words of CMake test options that switch on suites other than the main one: accelerators
+/// the image has none of, benchmarks, fuzzers, sanitizer and coverage runs, long or exhaustive
+/// runs. Each costs build time (an accelerator suite took minutes on two cores) or cannot run.
+const OTHER_SUITES: &[&str] = &[
+    "CUDA",
+    "GPU",
+    "HIP",
+    "ROCM",
+    "SYCL",
+    "OPENCL",
+    "METAL",
+    "VULKAN",
+    "ONEAPI",
+    "MPI",
+    "BENCH",
+    "FUZZ",
+    "SANITIZ",
+    "ASAN",
+    "UBSAN",
+    "TSAN",
+    "MSAN",
+    "VALGRIND",
+    "COVERAGE",
+    "PERF",
+    "STRESS",
+    "LONG",
+    "EXHAUSTIVE",
+    "SLOW",
+    "ONLINE",
+    "NETWORK",
+    "INSTALL",
+    "PACKAGE",
+    "DOC",
+];
+
 /// Reads the build files at the root. `None` when no supported build system is found.
 #[must_use]
 pub fn detect(root: &Path) -> Option<NativeProject> {
@@ -439,7 +434,8 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         .map(|name| name.to_ascii_lowercase().replace('-', "_"));
     let mut packages = Vec::new();
     let mut unknown = Vec::new();
-    for name in wanted_libraries(root, system) {
+    let probes = wanted_libraries(root, system);
+    for name in probes.iter().cloned() {
         if own
             .as_deref()
             .is_some_and(|own| own == name.to_ascii_lowercase().replace('-', "_"))
@@ -452,28 +448,13 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
             None => unknown.push(name),
         }
     }
-    let missing_submodules: Vec<(String, &'static str)> = read(root, ".gitmodules")
-        .map(|text| {
-            text.lines()
-                .filter_map(|l| l.trim().strip_prefix("path"))
-                .filter_map(|rest| rest.trim_start().strip_prefix('='))
-                .map(|p| p.trim().to_string())
-                .filter(|p| {
-                    std::fs::read_dir(root.join(p)).map_or(true, |mut d| d.next().is_none())
-                })
-                .map(|p| {
-                    let package = match submodule_package(&p) {
-                        Some(Some(package)) => package,
-                        Some(None) => "image",
-                        None => "-",
-                    };
-                    (p, package)
-                })
-                .collect()
-        })
+    let configure_ac = ["configure.ac", "configure.in"]
+        .iter()
+        .find_map(|name| read(root, name))
         .unwrap_or_default();
-    for (_, package) in &missing_submodules {
-        if !matches!(*package, "image" | "-") {
+    let missing_submodules = submodules::missing(root, &probes, &top_cmake, &configure_ac);
+    for submodule in &missing_submodules {
+        if let submodules::StandIn::Package(package) = &submodule.stand_in {
             packages.extend(package.split(' ').map(str::to_string));
         }
     }
@@ -488,6 +469,9 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
             (upper.contains("TEST") || upper.ends_with("DEVELOPER_MODE"))
                 && !upper.contains("DISABLE")
                 && !upper.contains("NO_TEST")
+                && !upper
+                    .split('_')
+                    .any(|word| OTHER_SUITES.iter().any(|w| word.starts_with(w)))
         })
         .collect();
     test_options.sort();
@@ -547,12 +531,34 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let mut setup = vec![GIT_SETUP.to_string()];
     setup.extend(crate::plan::apt_install(&project.packages));
+    // A build that recurses into an empty submodule directory stops at `No rule to make target
+    // 'all'`: a Makefile there that does nothing lets it go on with the system copy
+    // (before configuring: automake also wants the directory to exist).
+    for submodule in project
+        .missing_submodules
+        .iter()
+        .filter(|m| m.stub_makefile)
+    {
+        let path = shell_quote(&submodule.path);
+        setup.push(format!(
+            "mkdir -p {path} && [ -e {path}/Makefile ] || printf '.PHONY: all check install clean distclean distdir\\nall check install clean distclean distdir:\\n\\t@:\\n' > {path}/Makefile"
+        ));
+    }
     let (name, build, test, parser) = match project.system {
         BuildSystem::Cmake => {
             let mut configure =
                 format!("cmake -S . -B {BUILD_DIR} -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON");
             for option in &project.test_options {
                 configure.push_str(&format!(" -D{}=ON", shell_quote(option)));
+            }
+            for switch in project
+                .missing_submodules
+                .iter()
+                .flat_map(|m| &m.switches)
+                .filter(|s| s.starts_with("-D"))
+            {
+                configure.push(' ');
+                configure.push_str(&shell_quote(switch));
             }
             if project.fetches {
                 // FetchContent uses an installed package first (CMake 3.24+), so the image's
@@ -580,12 +586,21 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             )
         }
         BuildSystem::Autotools => {
-            let configure = if cx.root.join("configure").is_file() {
-                "./configure"
+            let mut configure = if cx.root.join("configure").is_file() {
+                "./configure".to_string()
             } else {
-                "autoreconf -fi && ./configure"
+                "autoreconf -fi && ./configure".to_string()
             };
-            setup.push(configure.to_string());
+            for switch in project
+                .missing_submodules
+                .iter()
+                .flat_map(|m| &m.switches)
+                .filter(|s| s.starts_with("--"))
+            {
+                configure.push(' ');
+                configure.push_str(&shell_quote(switch));
+            }
+            setup.push(configure);
             (
                 "cpp-autotools",
                 "make -j2".to_string(),
@@ -617,11 +632,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         let list: Vec<String> = project
             .missing_submodules
             .iter()
-            .map(|(path, package)| match *package {
-                "-" => format!("{path}: no Debian package known"),
-                "image" => format!("{path}: the image's copy"),
-                package => format!("{path}: Debian {package}"),
-            })
+            .map(Submodule::describe)
             .collect();
         reason.push_str(&format!(
             "; git submodules that could not be fetched, and what stands in ({})",
@@ -689,12 +700,20 @@ mod tests {
         ]);
         let project = detect(tmp.path()).unwrap_or_else(|| panic!("no project"));
         assert_eq!(project.packages, ["libfmt-dev", "zlib1g-dev"]);
+        let stand_ins: Vec<(&str, &submodules::StandIn)> = project
+            .missing_submodules
+            .iter()
+            .map(|m| (m.path.as_str(), &m.stand_in))
+            .collect();
         assert_eq!(
-            project.missing_submodules,
+            stand_ins,
             [
-                ("third_party/fmt".to_string(), "libfmt-dev"),
-                ("third_party/googletest".to_string(), "image"),
-                ("vendor/frobnicator".to_string(), "-"),
+                (
+                    "third_party/fmt",
+                    &submodules::StandIn::Package("libfmt-dev")
+                ),
+                ("third_party/googletest", &submodules::StandIn::Image),
+                ("vendor/frobnicator", &submodules::StandIn::Nothing),
             ]
         );
         assert_eq!(project.test_options, ["JSON_DEVELOPER_MODE"]);
@@ -720,7 +739,7 @@ mod tests {
             &[
                 (
                     "CMakeLists.txt",
-                    "cmake_minimum_required(VERSION 3.14)\nproject(x)\noption(X_BUILD_TESTS \"tests\" OFF)\nfind_package(ZLIB REQUIRED)\nfind_package(Threads)\nfind_package(OpenSSL 1.1 REQUIRED)\nfind_package(Frobnicate)\ninclude(FetchContent)\nFetchContent_Declare(googletest URL x)\n",
+                    "cmake_minimum_required(VERSION 3.14)\nproject(x)\noption(X_BUILD_TESTS \"tests\" OFF)\noption(X_BUILD_CUDA_TESTS \"gpu\" OFF)\noption(X_TEST_BENCHMARKS \"\" OFF)\noption(X_FUZZ_TESTS \"\" OFF)\nfind_package(ZLIB REQUIRED)\nfind_package(Threads)\nfind_package(OpenSSL 1.1 REQUIRED)\nfind_package(Frobnicate)\ninclude(FetchContent)\nFetchContent_Declare(googletest URL x)\n",
                 ),
                 (
                     "src/CMakeLists.txt",
