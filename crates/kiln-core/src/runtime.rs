@@ -247,4 +247,19 @@ pub trait ContainerRuntime: Send + Sync {
         label: &str,
         value: &str,
     ) -> Result<Vec<ContainerId>, RuntimeError>;
+    /// Pulls `image` (`repo:tag`) from its registry; `Ok(false)` when no registry answers or
+    /// none has it.
+    async fn pull_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<bool, RuntimeError>;
+    /// Imports the root file system in the tar file `rootfs` (on the host) as image `tag`
+    /// (`docker import`), with Dockerfile instructions such as `CMD ["bash"]` applied.
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs: &std::path::Path,
+        changes: &[String],
+    ) -> Result<(), RuntimeError>;
 }

@@ -716,6 +716,82 @@ impl ContainerRuntime for DockerRuntime {
             .filter_map(|c| c.id.map(ContainerId))
             .collect())
     }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<bool, RuntimeError> {
+        let (repo, tag) = split_tag(image);
+        let options = bollard::query_parameters::CreateImageOptionsBuilder::new()
+            .from_image(repo)
+            .tag(tag)
+            .build();
+        let mut stream = self.docker.create_image(Some(options), None, None);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(status) = info.status {
+                        on_output(format!("{status}\n").as_bytes());
+                    }
+                }
+                // A registry that does not resolve, refuses or lacks the image: not an engine
+                // failure, the caller makes the image another way.
+                Err(e) => {
+                    on_output(format!("pull {image}: {}\n", describe(&e)).as_bytes());
+                    return Ok(false);
+                }
+            }
+        }
+        self.image_exists(image).await
+    }
+
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs: &std::path::Path,
+        changes: &[String],
+    ) -> Result<(), RuntimeError> {
+        let fail = |message: String| RuntimeError::Build {
+            image: tag.to_string(),
+            message,
+        };
+        let file = tokio::fs::File::open(rootfs)
+            .await
+            .map_err(|e| fail(format!("open {}: {e}", rootfs.display())))?;
+        // The archive is streamed in chunks: a Debian root file system is some 100 MiB.
+        let chunks = futures_util::stream::unfold(file, |mut file| async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut buffer = vec![0u8; 1 << 20];
+            match file.read(&mut buffer).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buffer.truncate(n);
+                    Some((Ok(Bytes::from(buffer)), file))
+                }
+                Err(e) => Some((Err(e), file)),
+            }
+        });
+        let (repo, version) = split_tag(tag);
+        let mut options = bollard::query_parameters::CreateImageOptionsBuilder::new()
+            .from_src("-")
+            .repo(repo)
+            .tag(version)
+            .build();
+        options.changes = changes.to_vec();
+        let mut stream =
+            self.docker
+                .create_image(Some(options), Some(bollard::body_try_stream(chunks)), None);
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                return Err(fail(describe(&e)));
+            }
+        }
+        if !self.image_exists(tag).await? {
+            return Err(fail("the engine finished without tagging the image".into()));
+        }
+        Ok(())
+    }
 }
 
 /// A value for a Dockerfile `ENV` line: double-quoted, with `\` and `"` escaped.

@@ -302,10 +302,18 @@ pub async fn ensure_image(
     }
     tracing::info!(image = %build.tag, "building image");
     let base = base_image(&build.dockerfile);
-    let base_missing = match &base {
+    let mut base_missing = match &base {
         Some(base) => !runtime.image_exists(base).await?,
         None => false,
     };
+    // A Debian base is pulled, or made with debootstrap where no registry answers.
+    if let Some(base) = base
+        .as_deref()
+        .filter(|b| base_missing && crate::debian::suite_of(b).is_some())
+    {
+        crate::debian::ensure(runtime, base, on_output).await?;
+        base_missing = false;
+    }
     match runtime.build_image(build, on_output).await {
         // The engine pulls a missing base where a registry is reachable; where none is, say
         // how to make it.
@@ -325,7 +333,7 @@ pub async fn ensure_image(
 
 /// The image of a Dockerfile's first `FROM`, with `${ARG}` filled from the `ARG` defaults
 /// above it.
-fn base_image(dockerfile: &str) -> Option<String> {
+pub(crate) fn base_image(dockerfile: &str) -> Option<String> {
     let mut args: Vec<(String, String)> = Vec::new();
     for line in dockerfile.lines().map(str::trim) {
         if let Some(arg) = line.strip_prefix("ARG ")

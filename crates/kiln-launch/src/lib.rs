@@ -8,6 +8,7 @@
 //! row with a failure class, the deciding command and its log tail, never an error that stops
 //! the stage: only an unreachable engine does that.
 
+pub mod debian;
 pub mod dockerfile;
 pub mod go;
 pub mod images;
@@ -354,6 +355,15 @@ async fn build(
         record.environment.clear();
 
         step("base image");
+        if let Some(base) = images::base_image(&plan.image.dockerfile)
+            && debian::suite_of(&base).is_some()
+            && !runtime.image_exists(&plan.image.tag).await?
+            && !runtime.image_exists(&base).await?
+        {
+            step(&format!(
+                "base image: making {base} (a pull, else debootstrap)"
+            ));
+        }
         if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?
         {
             return Ok(Some(failure));

@@ -623,3 +623,22 @@ async fn an_unfetched_submodule_gets_the_system_library_and_a_stub_makefile() {
     assert_eq!(status_of(&record, "t_bound"), Some(TestStatus::Pass));
     assert_eq!(status_of(&record, "t_fails"), Some(TestStatus::Fail));
 }
+
+#[tokio::test]
+async fn a_missing_debian_base_image_is_made_with_debootstrap() {
+    // Under a tag of its own, so the engine's debian:bookworm (made by the scripts) stays.
+    let runtime = support::engine().await;
+    let tag = format!("kiln-it/debian:bookworm-{}", std::process::id());
+    let mut log = Vec::new();
+    let mut sink = |bytes: &[u8]| log.extend_from_slice(bytes);
+    let made = kiln_launch::debian::ensure_as(runtime.as_ref(), "debian:bookworm", &tag, &mut sink)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log = String::from_utf8_lossy(&log).into_owned();
+    assert_eq!(made, kiln_launch::debian::Made::Bootstrapped, "{log}");
+    assert!(log.contains("making it with debootstrap"), "{log}");
+    let out = support::run_in_image(&runtime, &tag, "cat /etc/debian_version; echo $LANG").await;
+    runtime.remove_image(&tag).await.unwrap();
+    assert!(out.starts_with("12."), "{out}");
+    assert!(out.contains("C.UTF-8"), "{out}");
+}

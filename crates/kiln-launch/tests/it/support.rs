@@ -96,10 +96,7 @@ pub async fn launch_history(
         .output()
         .unwrap();
     let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
-    let runtime: Arc<dyn ContainerRuntime> = match DockerRuntime::connect().await {
-        Ok(runtime) => Arc::new(runtime),
-        Err(e) => panic!("these tests need a Docker engine (scripts/docker-engine.sh start): {e}"),
-    };
+    let runtime = engine().await;
     let image_tag = format!("kiln-it/launch:{name}-{}", std::process::id());
     let request = LaunchRequest {
         candidate: Candidate {
@@ -184,6 +181,14 @@ pub async fn launch_history(
         let _ = runtime.remove_image(&image_tag).await;
     }
     (record, runtime, image_tag)
+}
+
+/// The engine, or a panic saying how to start one.
+pub async fn engine() -> Arc<dyn ContainerRuntime> {
+    match DockerRuntime::connect().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(e) => panic!("these tests need a Docker engine (scripts/docker-engine.sh start): {e}"),
+    }
 }
 
 /// Runs `script` in a fresh container from `image` (no network) and returns its output.
