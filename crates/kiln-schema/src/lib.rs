@@ -15,7 +15,8 @@ pub use tables::*;
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
 /// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: environments record the test scope launch chose (`test_scope`).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Confounder flags an LM judge may raise on a verdict (after SWE-rebench V2's annotations):
 /// tests that assert exact strings the issue does not give, tests or fix that need the network,
