@@ -8,6 +8,8 @@ pub mod reporter;
 pub mod runtime;
 pub mod session;
 
+/// Values as shown in messages: escaped to one line and cut (see [`kiln_schema::shown`]).
+pub use kiln_schema::shown;
 pub use lm::{ChatAnswer, ChatMessage, ChatRequest, LanguageModel, LmError, Usage};
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{

@@ -25,6 +25,23 @@ pub struct GitError {
     pub message: String,
 }
 
+impl GitError {
+    /// Whether git failed because the local disk could not take the work (full, read-only or
+    /// over quota): a failure of the host, not of the repository or the remote.
+    #[must_use]
+    pub fn is_local_storage_problem(&self) -> bool {
+        const SIGNS: &[&str] = &[
+            "No space left on device",
+            "Read-only file system",
+            "Disk quota exceeded",
+            "os error 28",
+            "os error 30",
+            "os error 122",
+        ];
+        SIGNS.iter().any(|sign| self.message.contains(sign))
+    }
+}
+
 /// Runs git (in `dir`, when given) and returns its trimmed stdout.
 ///
 /// # Errors

@@ -30,9 +30,19 @@ pub enum PipelineError {
     /// The run store failed (disk full, permissions, corrupt manifest).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The container engine failed or cannot be reached.
+    /// The container engine failed or cannot be reached. The items in flight are left
+    /// undone (never written as rows), so a re-run retries them.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
+    /// The host could not hold a stage's work (a full or read-only disk outside the run
+    /// store, such as the mirror cache or a temporary checkout).
+    #[error("{what}: {message}")]
+    Host {
+        /// What kiln was doing, as a verb phrase.
+        what: String,
+        /// The error.
+        message: String,
+    },
     /// An input file (task file, CA bundle, release, predictions) could not be read.
     #[error("read {what}: {message}")]
     Input {

@@ -103,7 +103,12 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 };
                 kiln_launch::launch(runtime, request, reporter.as_ref())
                     .await
-                    .map_err(|kiln_launch::LaunchError::Engine(e)| PipelineError::Engine(e))
+                    .map_err(|e| match e {
+                        kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
+                        kiln_launch::LaunchError::Host { what, message } => {
+                            PipelineError::Host { what, message }
+                        }
+                    })
             }
         },
         environment_outcome,
