@@ -106,11 +106,26 @@ impl Session {
         timeout: Duration,
         output_cap: usize,
     ) -> Result<ExecOutcome, RuntimeError> {
+        self.run_shown_as(script, script, timeout, output_cap).await
+    }
+
+    /// [`Session::run_capped`], writing `shown_as` to the log in place of the script (a long
+    /// script of kiln's own is logged by what it does).
+    ///
+    /// # Errors
+    /// Only engine failures.
+    pub async fn run_shown_as(
+        &mut self,
+        script: &str,
+        shown_as: &str,
+        timeout: Duration,
+        output_cap: usize,
+    ) -> Result<ExecOutcome, RuntimeError> {
         let mut exec = ExecSpec::new(script, timeout);
         exec.output_cap = output_cap;
         exec.env = self.env.clone();
         exec.workdir = self.workdir.clone();
-        self.note(&format!("$ {script}"));
+        self.note(&format!("$ {shown_as}"));
         let id = self.id.clone();
         let mut log = self.log.take();
         let result = {
