@@ -2,6 +2,7 @@
 //! meet through (container runtime, language model, progress reporter), so that sibling crates
 //! never depend on each other.
 
+pub mod capture;
 pub mod config;
 pub mod lm;
 pub mod reporter;

@@ -23,7 +23,7 @@ use kiln_core::{
 
 use kiln_core::runtime::LABEL_MANAGED;
 
-use crate::capture::HeadTail;
+use kiln_core::capture::HeadTail;
 
 /// Where the engine is looked for when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
