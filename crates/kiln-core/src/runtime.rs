@@ -12,6 +12,13 @@ use async_trait::async_trait;
 pub const LABEL_MANAGED: &str = "kiln.managed";
 /// Label naming the run (`<dataset>/<run-id>`) a container belongs to.
 pub const LABEL_RUN: &str = "kiln.run";
+/// Label naming the dataset (its directory, absolute) a container or image was made for: while
+/// a process holds the dataset's lock, every container with this label that the process did
+/// not start is a leftover of a dead run.
+pub const LABEL_DATASET: &str = "kiln.dataset";
+/// Label of an image that only lives while kiln checks something (the Dockerfile rebuild):
+/// one still there when no process holds its dataset's lock is a leftover.
+pub const LABEL_SCRATCH: &str = "kiln.scratch";
 
 /// Where the repository sits inside every container kiln runs (`/testbed`, as in SWE-bench).
 pub const WORKDIR: &str = "/testbed";
@@ -260,4 +267,10 @@ pub trait ContainerRuntime: Send + Sync {
         label: &str,
         value: &str,
     ) -> Result<Vec<ContainerId>, RuntimeError>;
+    /// Removes the images carrying `label=value` that nothing refers to any more: untagged
+    /// ones (a tag moved to a newer commit of the same instance) and scratch ones
+    /// ([`LABEL_SCRATCH`]). An image a container still uses stays. Returns how many were
+    /// removed.
+    async fn remove_leftover_images(&self, label: &str, value: &str)
+    -> Result<usize, RuntimeError>;
 }

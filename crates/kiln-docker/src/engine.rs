@@ -10,8 +10,8 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     BuildImageOptionsBuilder, CommitContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
-    UploadToContainerOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use kiln_core::{
     OutputSink, RuntimeError,
 };
 
-use kiln_core::runtime::LABEL_MANAGED;
+use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 
 use kiln_core::capture::HeadTail;
 
@@ -769,6 +769,57 @@ impl ContainerRuntime for DockerRuntime {
             self.remove(id).await?;
         }
         Ok(ids.len())
+    }
+
+    async fn remove_leftover_images(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<usize, RuntimeError> {
+        let selector = format!("{label}={value}");
+        let mut leftovers: Vec<String> = Vec::new();
+        for filters in [
+            HashMap::from([
+                ("label", vec![selector.clone()]),
+                ("dangling", vec!["true".to_string()]),
+            ]),
+            HashMap::from([(
+                "label",
+                vec![selector.clone(), format!("{LABEL_SCRATCH}=1")],
+            )]),
+        ] {
+            let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+            let images = self
+                .docker
+                .list_images(Some(options))
+                .await
+                .map_err(|e| self.fail(format!("list images labelled {selector}"), &e))?;
+            for image in images {
+                // A tagged scratch image is removed by its tags (removing by id would refuse
+                // an image with several); an untagged one by its id.
+                let names: Vec<String> = image
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect();
+                if names.is_empty() {
+                    leftovers.push(image.id);
+                } else {
+                    leftovers.extend(names);
+                }
+            }
+        }
+        let mut removed = 0;
+        for name in leftovers {
+            let options = RemoveImageOptionsBuilder::new().build();
+            match self.docker.remove_image(&name, Some(options), None).await {
+                Ok(_) => removed += 1,
+                // Gone already, or used by a container (of another dataset): not a leftover.
+                Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+                Err(e) => return Err(self.fail(format!("remove image {name}"), &e)),
+            }
+        }
+        Ok(removed)
     }
 
     async fn list_labelled(

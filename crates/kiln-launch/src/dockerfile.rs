@@ -127,7 +127,15 @@ pub async fn verify(
         context: Vec::new(),
         // The checkout as packed: executable scripts and symlinks keep their modes.
         context_archive: context_tar.to_vec(),
-        labels: labels.clone(),
+        // Removed below; one a killed process leaves is removed when its dataset is next used.
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain([(
+                kiln_core::runtime::LABEL_SCRATCH.to_string(),
+                "1".to_string(),
+            )])
+            .collect(),
     };
     let mut sink = |_: &[u8]| {};
     match runtime.build_image(&build, &mut sink).await {

@@ -130,8 +130,8 @@ pub enum StoreError {
         /// Table expected.
         expected: String,
     },
-    /// Another live process holds the run lock.
-    #[error("run is locked by process {pid} ({}); wait for it to finish or stop it", path.display())]
+    /// Another live process holds the run's or the dataset's lock.
+    #[error("lock {}: process {pid} holds it; wait for it to finish or stop it", path.display())]
     Locked {
         /// The lock file.
         path: PathBuf,

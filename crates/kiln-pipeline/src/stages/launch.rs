@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kiln_core::config::{NodeKind, NodeSettings};
+use kiln_core::runtime::LABEL_DATASET;
 use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
 
 use super::{
@@ -116,6 +117,11 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     .await;
     wait_for_removals(cx, &removals).await;
     let processed = processed?;
+    // An instance launched again (after a kill between its commit and its row, or with
+    // --force) moved its tag to the new image; the old one, untagged, is nobody's now.
+    runtime
+        .remove_leftover_images(LABEL_DATASET, &crate::dataset_label(cx.pipeline))
+        .await?;
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(
         cx,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{LmSettings, Node, NodeKind, NodeSettings, Pipeline};
-use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
+use kiln_core::runtime::{LABEL_DATASET, LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter};
 use kiln_lm::{AnswerStore, Asker};
 use kiln_schema::{Candidate, InstanceId, Row, Verdict};
@@ -161,6 +161,10 @@ impl StageContext<'_> {
         BTreeMap::from([
             (LABEL_MANAGED.to_string(), "1".to_string()),
             (LABEL_RUN.to_string(), self.run_label.clone()),
+            (
+                LABEL_DATASET.to_string(),
+                crate::dataset_label(self.pipeline),
+            ),
         ])
     }
 

@@ -86,4 +86,7 @@ impl ContainerRuntime for BrokenEngine {
     async fn list_labelled(&self, _: &str, _: &str) -> Result<Vec<ContainerId>, RuntimeError> {
         Ok(Vec::new())
     }
+    async fn remove_leftover_images(&self, _: &str, _: &str) -> Result<usize, RuntimeError> {
+        Ok(0)
+    }
 }

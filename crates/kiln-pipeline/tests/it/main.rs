@@ -6,3 +6,4 @@
 
 mod engine;
 mod faults;
+mod locks;
