@@ -265,8 +265,7 @@ async fn build(
     );
     let cloned = tokio::task::spawn_blocking(move || {
         kiln_git::MirrorCache::new(&cache_dir)
-            .and_then(|cache| cache.ensure(&repo_name, &url, &[base.as_str()]))
-            .and_then(|mirror| kiln_git::checkout_at(&mirror, &base, &dest))
+            .and_then(|cache| cache.checkout(&repo_name, &url, &base, &dest))
     })
     .await
     .unwrap_or_else(|e| {
