@@ -85,7 +85,7 @@ pub enum PipelineError {
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
     /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
-    #[error("internal error: {0}")]
+    #[error("finish: an internal error (a bug in kiln): {0}")]
     Internal(String),
 }
 
