@@ -19,6 +19,8 @@ pub mod fake_lm;
 mod fixtures;
 mod git;
 pub mod github;
+mod hostile;
+pub use hostile::write_hostile_cases;
 pub mod http;
 
 pub use ecosystems::write_ecosystems;
