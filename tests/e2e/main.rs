@@ -6,6 +6,8 @@ mod config;
 mod crawl;
 mod demo;
 mod ecosystems;
+mod hostile;
+mod leftovers;
 mod lm;
 mod resume;
 mod tools;

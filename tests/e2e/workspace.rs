@@ -80,6 +80,7 @@ fn crate_boundaries_hold() {
             "regex",
             "quick-xml",
             "rayon",
+            "sha2",
             "thiserror",
         ]
         .into();
@@ -169,5 +170,88 @@ fn schema_files_match_the_row_types() {
         drift.is_empty(),
         "{}\nrun with KILN_BLESS=1 to regenerate",
         drift.join("\n")
+    );
+}
+
+/// Verbs an error message of a library crate may start with: every message is a fragment that
+/// reads after "failed to" (the CLI prints `error: failed to <message>`), so it starts with
+/// what kiln was doing. A message starting otherwise ("cannot ...", "invalid ...") once made
+/// "failed to cannot read ...".
+const ERROR_VERBS: &[&str] = &[
+    "accept",
+    "append",
+    "build",
+    "convert",
+    "find",
+    "finish",
+    "get",
+    "lock",
+    "parse",
+    "reach",
+    "read",
+    "rebuild",
+    "run",
+    "serialise",
+    "serialize",
+    "set",
+    "start",
+    "store",
+    "use",
+    "write",
+];
+
+/// Placeholders an error message may start with: fields that hold a verb phrase by contract
+/// (`operation`, `what`, `action`, `op`).
+const VERB_FIELDS: &[&str] = &["{operation}", "{what}", "{action}", "{op}"];
+
+/// Every `#[error("...")]` message of the workspace's library crates, with where it is.
+fn error_messages() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(workspace_root().join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        files.extend(walk(&krate.path().join("src")));
+    }
+    let mut messages = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for (at, _) in text.match_indices("#[error(") {
+            let rest = &text[at + "#[error(".len()..];
+            let rest = rest.trim_start();
+            if rest.starts_with("transparent") {
+                continue;
+            }
+            let Some(body) = rest.strip_prefix('"') else {
+                messages.push((file.display().to_string(), rest.chars().take(40).collect()));
+                continue;
+            };
+            let end = body.find('"').unwrap_or(body.len());
+            messages.push((file.display().to_string(), body[..end].to_string()));
+        }
+    }
+    messages
+}
+
+#[test]
+fn every_error_message_reads_after_failed_to() {
+    let messages = error_messages();
+    assert!(
+        messages.len() > 40,
+        "error messages not found: {messages:?}"
+    );
+    let bad: Vec<String> = messages
+        .iter()
+        .filter(|(_, message)| {
+            let first = message.split([' ', ':']).next().unwrap_or_default();
+            !ERROR_VERBS.contains(&first) && !VERB_FIELDS.contains(&first)
+        })
+        .map(|(file, message)| format!("{file}: {message:?}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "error messages that do not read after \"failed to\":\n{}",
+        bad.join("\n")
     );
 }

@@ -10,10 +10,11 @@ pub const INTERNAL: u8 = 1;
 pub const USAGE: u8 = 2;
 /// The pipeline config is invalid; every problem is printed with file, line and key.
 pub const CONFIG: u8 = 3;
-/// No Docker engine answers; the message says how to start one.
+/// No Docker engine answers, or the engine failed mid-stage (the items in flight are left
+/// undone, so a re-run resumes them); the message says how to start one.
 pub const ENGINE: u8 = 4;
-/// The run store failed: disk full, permissions, a corrupt manifest, or a run locked by
-/// another live kiln process.
+/// The run store or the disk failed: disk full, read-only, permissions, a corrupt manifest, or
+/// a dataset locked by another live kiln process.
 pub const STORE: u8 = 5;
 /// Input is missing or unreadable: the task file, or a stage's input stage has not run.
 pub const INPUT: u8 = 6;
@@ -29,8 +30,9 @@ Exit codes:
   1    internal error (a bug in kiln)
   2    usage error
   3    invalid pipeline config (each problem printed with file:line:column and key)
-  4    no Docker engine reachable
-  5    run store error (disk, permissions, corrupt manifest, run locked by another kiln)
+  4    no Docker engine reachable, or the engine failed (re-run to resume)
+  5    run store or disk error (full, read-only, permissions, corrupt manifest, dataset
+       locked by another kiln)
   6    missing or unreadable input (task file, or an input stage that has not run)
   7    demo: an instance did not end as its fixture expects
   130  interrupted by Ctrl-C (containers removed; re-run to resume)";

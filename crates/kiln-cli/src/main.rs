@@ -179,13 +179,10 @@ impl Failure {
 impl From<PipelineError> for Failure {
     fn from(e: PipelineError) -> Self {
         let code = match &e {
-            PipelineError::Store(_) => exit::STORE,
-            PipelineError::Engine(RuntimeError::Unreachable { .. })
-            | PipelineError::NoEngine(_) => exit::ENGINE,
+            PipelineError::Store(_) | PipelineError::Host { .. } => exit::STORE,
+            PipelineError::Engine(_) | PipelineError::NoEngine(_) => exit::ENGINE,
             PipelineError::Answers(_) => exit::STORE,
-            PipelineError::Engine(_)
-            | PipelineError::Internal(_)
-            | PipelineError::NoLanguageModel(_) => exit::INTERNAL,
+            PipelineError::Internal(_) | PipelineError::NoLanguageModel(_) => exit::INTERNAL,
             PipelineError::LmSetup(_)
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }

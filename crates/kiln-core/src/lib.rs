@@ -2,12 +2,15 @@
 //! meet through (container runtime, language model, progress reporter), so that sibling crates
 //! never depend on each other.
 
+pub mod capture;
 pub mod config;
 pub mod lm;
 pub mod reporter;
 pub mod runtime;
 pub mod session;
 
+/// Values as shown in messages: escaped to one line and cut (see [`kiln_schema::shown`]).
+pub use kiln_schema::shown;
 pub use lm::{ChatAnswer, ChatMessage, ChatRequest, LanguageModel, LmError, Usage};
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{

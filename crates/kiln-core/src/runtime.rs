@@ -12,14 +12,25 @@ use async_trait::async_trait;
 pub const LABEL_MANAGED: &str = "kiln.managed";
 /// Label naming the run (`<dataset>/<run-id>`) a container belongs to.
 pub const LABEL_RUN: &str = "kiln.run";
+/// Label naming the dataset (its directory, absolute) a container or image was made for: while
+/// a process holds the dataset's lock, every container with this label that the process did
+/// not start is a leftover of a dead run.
+pub const LABEL_DATASET: &str = "kiln.dataset";
+/// Label of an image that only lives while kiln checks something (the Dockerfile rebuild):
+/// one still there when no process holds its dataset's lock is a leftover.
+pub const LABEL_SCRATCH: &str = "kiln.scratch";
 
 /// Where the repository sits inside every container kiln runs (`/testbed`, as in SWE-bench).
 pub const WORKDIR: &str = "/testbed";
 
 /// Errors of a container runtime. Messages read well after "failed to".
+///
+/// Only [`RuntimeError::ContainerStopped`] can be the doing of the code under test; every
+/// other error is the engine's or the machine's, and stops a stage rather than becoming a row
+/// (an infrastructure failure says nothing about the repository).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// The engine cannot be reached at all.
+    /// The engine cannot be reached at all, or the connection to it broke.
     #[error("reach the Docker engine at {endpoint}: {message}")]
     Unreachable {
         /// Where kiln looked for the engine.
@@ -37,6 +48,16 @@ pub enum RuntimeError {
         image: String,
         /// Build output tail or engine error.
         message: String,
+    },
+    /// A container stopped while kiln was using it, and the engine itself still answers: what
+    /// ran inside ended it (a process can kill its container's main process), so the item
+    /// failed, not the engine.
+    #[error("run `{command}`: the container stopped while it ran (exit {exit_code})")]
+    ContainerStopped {
+        /// The command kiln was running, cut for messages.
+        command: String,
+        /// The container's exit code, as the engine reports it.
+        exit_code: i64,
     },
     /// Any other engine error.
     #[error("{operation}: {message}")]
@@ -154,7 +175,8 @@ impl ExecSpec {
 /// Result of one command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecOutcome {
-    /// Exit code (137 when killed by the timeout or the OOM killer).
+    /// Exit code (137 when killed by the timeout or the OOM killer), as the engine reports it
+    /// for the command's own process: nothing the command prints can change it.
     pub exit_code: i64,
     /// Combined stdout and stderr, capped (see [`ExecSpec::output_cap`]).
     pub output: String,
@@ -262,4 +284,10 @@ pub trait ContainerRuntime: Send + Sync {
         rootfs: &std::path::Path,
         changes: &[String],
     ) -> Result<(), RuntimeError>;
+    /// Removes the images carrying `label=value` that nothing refers to any more: untagged
+    /// ones (a tag moved to a newer commit of the same instance) and scratch ones
+    /// ([`LABEL_SCRATCH`]). An image a container still uses stays. Returns how many were
+    /// removed.
+    async fn remove_leftover_images(&self, label: &str, value: &str)
+    -> Result<usize, RuntimeError>;
 }

@@ -18,6 +18,59 @@ use crate::runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError,
 };
 
+/// Bytes of a command's output written to the log as they come: the start, where the command
+/// says what it does.
+pub const LOG_HEAD_BYTES: usize = 8 << 20;
+
+/// Bytes of a command's output kept for the log's end: where failures are reported. Between
+/// head and tail a log holds a line saying how much was left out, so a command printing
+/// gigabytes costs the host at most 16 MiB of log.
+pub const LOG_TAIL_BYTES: usize = 8 << 20;
+
+/// One command's output on its way to the log: the head written through, the tail held in
+/// memory until the command ends.
+struct CappedLog {
+    head_left: usize,
+    tail: crate::capture::HeadTail,
+    last: Option<u8>,
+}
+
+impl CappedLog {
+    fn new(head: usize, tail: usize) -> Self {
+        Self {
+            head_left: head,
+            tail: crate::capture::HeadTail::with_caps(0, tail),
+            last: None,
+        }
+    }
+
+    /// Writes what fits in the head to `log`, keeps the rest for the tail. A log that cannot be
+    /// written loses evidence, not the item, so errors are dropped.
+    fn write(&mut self, log: &mut impl Write, bytes: &[u8]) {
+        let n = bytes.len().min(self.head_left);
+        if n > 0 {
+            let _ = log.write_all(&bytes[..n]);
+            self.head_left -= n;
+            self.last = bytes[..n].last().copied();
+        }
+        if n < bytes.len() {
+            self.tail.push(&bytes[n..]);
+        }
+    }
+
+    /// Writes the tail, after a line saying how many bytes were left out.
+    fn finish(self, log: &mut impl Write) {
+        if self.tail.total() == 0 {
+            return;
+        }
+        if self.tail.omitted() > 0 && self.last.is_some_and(|b| b != b'\n') {
+            let _ = log.write_all(b"\n");
+        }
+        let (text, _) = self.tail.finish();
+        let _ = log.write_all(text.as_bytes());
+    }
+}
+
 /// One running container with a log file.
 pub struct Session {
     runtime: Arc<dyn ContainerRuntime>,
@@ -133,21 +186,40 @@ impl Session {
         timeout: Duration,
         output_cap: usize,
     ) -> Result<ExecOutcome, RuntimeError> {
+        self.run_shown_as(script, script, timeout, output_cap).await
+    }
+
+    /// [`Session::run_capped`], writing `shown_as` to the log in place of the script (a long
+    /// script of kiln's own is logged by what it does).
+    ///
+    /// # Errors
+    /// Only engine failures.
+    pub async fn run_shown_as(
+        &mut self,
+        script: &str,
+        shown_as: &str,
+        timeout: Duration,
+        output_cap: usize,
+    ) -> Result<ExecOutcome, RuntimeError> {
         let mut exec = ExecSpec::new(script, timeout);
         exec.output_cap = output_cap;
         exec.env = self.env.clone();
         exec.workdir = self.workdir.clone();
-        self.note(&format!("$ {script}"));
+        self.note(&format!("$ {shown_as}"));
         let id = self.id.clone();
         let mut log = self.log.take();
+        let mut capped = CappedLog::new(LOG_HEAD_BYTES, LOG_TAIL_BYTES);
         let result = {
             let mut sink = |bytes: &[u8]| {
                 if let Some(log) = &mut log {
-                    let _ = log.write_all(bytes);
+                    capped.write(log, bytes);
                 }
             };
             self.runtime.exec(&id, &exec, &mut sink).await
         };
+        if let Some(log) = &mut log {
+            capped.finish(log);
+        }
         self.log = log;
         match &result {
             Ok(outcome) => self.note(&format!(
@@ -309,6 +381,59 @@ pub fn tar_files(files: &[(String, &[u8])]) -> std::io::Result<Vec<u8>> {
         builder.append_data(&mut header, path.trim_start_matches('/'), *contents)?;
     }
     builder.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CappedLog;
+
+    #[test]
+    fn a_huge_output_costs_head_and_tail_on_disk() {
+        let mut log = Vec::new();
+        let mut capped = CappedLog::new(10, 6);
+        for chunk in [&b"start-"[..], b"0123456789", b"middle", b"...the end"] {
+            capped.write(&mut log, chunk);
+        }
+        capped.finish(&mut log);
+        assert_eq!(
+            String::from_utf8_lossy(&log),
+            "start-0123\n... [16 bytes omitted] ...\nhe end"
+        );
+        let mut log = Vec::new();
+        let mut capped = CappedLog::new(10, 6);
+        capped.write(&mut log, b"short\n");
+        capped.finish(&mut log);
+        assert_eq!(log, b"short\n");
+        // 2 GiB of output in 1 MiB lines: the log stays within the caps.
+        let mut written = super::CountingWriter::default();
+        let mut capped = CappedLog::new(super::LOG_HEAD_BYTES, super::LOG_TAIL_BYTES);
+        let line = vec![b'x'; 1 << 20];
+        for _ in 0..2048 {
+            capped.write(&mut written, &line);
+        }
+        capped.finish(&mut written);
+        assert!(
+            written.0 <= super::LOG_HEAD_BYTES + super::LOG_TAIL_BYTES + 100,
+            "{} bytes logged",
+            written.0
+        );
+    }
+}
+
+/// Counts what is written, for tests of the log cap.
+#[cfg(test)]
+#[derive(Default)]
+struct CountingWriter(usize);
+
+#[cfg(test)]
+impl Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The last `lines` lines of a text, for failure records.

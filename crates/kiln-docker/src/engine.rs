@@ -10,8 +10,8 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     BuildImageOptionsBuilder, CommitContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
-    UploadToContainerOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
@@ -21,9 +21,9 @@ use kiln_core::{
     OutputSink, RuntimeError,
 };
 
-use kiln_core::runtime::LABEL_MANAGED;
+use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 
-use crate::capture::HeadTail;
+use kiln_core::capture::HeadTail;
 
 /// Where the engine is looked for when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
@@ -138,9 +138,57 @@ impl DockerRuntime {
         &self.docker
     }
 
+    /// The error for a failed request: a broken or refused connection (the engine stopped, or
+    /// its socket is gone) is [`RuntimeError::Unreachable`], an answer of the engine is
+    /// [`RuntimeError::Engine`].
+    fn fail(&self, operation: impl Into<String>, e: &BollardError) -> RuntimeError {
+        let operation = operation.into();
+        if is_transport(e) {
+            RuntimeError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                message: format!(
+                    "the connection broke while kiln tried to {operation}: {}",
+                    describe(e)
+                ),
+            }
+        } else {
+            RuntimeError::engine(operation, describe(e))
+        }
+    }
+
+    /// The error for a container found stopped while `command` ran in it. An engine going down
+    /// stops its containers too, so the engine is asked first: only when it still answers is
+    /// the stop the container's own doing ([`RuntimeError::ContainerStopped`]).
+    async fn stopped(&self, id: &ContainerId, command: &str) -> RuntimeError {
+        if let Err(e) = self.ping().await {
+            return e;
+        }
+        match self.docker.inspect_container(&id.0, None).await {
+            Ok(inspected) => RuntimeError::ContainerStopped {
+                command: kiln_core::shown(command),
+                exit_code: inspected.state.and_then(|s| s.exit_code).unwrap_or(-1),
+            },
+            Err(e) if status(&e) == Some(404) => RuntimeError::engine(
+                format!("run a command in {}", short(&id.0)),
+                "the container was removed while kiln used it",
+            ),
+            Err(e) => self.fail(format!("inspect container {}", short(&id.0)), &e),
+        }
+    }
+
+    /// Whether the container still runs; `Err` when the engine cannot say.
+    async fn is_running(&self, id: &ContainerId) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_container(&id.0, None).await {
+            Ok(inspected) => Ok(inspected.state.and_then(|s| s.running).unwrap_or(false)),
+            Err(e) if status(&e) == Some(404) => Ok(false),
+            Err(e) => Err(self.fail(format!("inspect container {}", short(&id.0)), &e)),
+        }
+    }
+
     /// Runs `cmd` in the container and drains its output into `sink` and `capture`, giving up on
     /// the stream after `backstop`. Returns the exit code (`None` if the process still ran when
-    /// the backstop fired) and whether the backstop fired.
+    /// the backstop fired) and whether the backstop fired, or [`RunEnd::NotRunning`] when the
+    /// engine refused to start the command because the container has stopped.
     async fn run(
         &self,
         id: &ContainerId,
@@ -148,9 +196,9 @@ impl DockerRuntime {
         backstop: Duration,
         sink: OutputSink<'_>,
         capture: &mut HeadTail,
-    ) -> Result<(Option<i64>, bool), RuntimeError> {
+    ) -> Result<RunEnd, RuntimeError> {
         let env: Vec<String> = cmd.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let created = self
+        let created = match self
             .docker
             .create_exec(
                 &id.0,
@@ -166,16 +214,17 @@ impl DockerRuntime {
                 },
             )
             .await
-            .map_err(|e| {
-                RuntimeError::engine(format!("create exec in {}", short(&id.0)), describe(&e))
-            })?;
+        {
+            Ok(created) => created,
+            // "Container ... is not running" (HTTP 409).
+            Err(e) if status(&e) == Some(409) => return Ok(RunEnd::NotRunning),
+            Err(e) => return Err(self.fail(format!("create exec in {}", short(&id.0)), &e)),
+        };
         let started = self
             .docker
             .start_exec(&created.id, None)
             .await
-            .map_err(|e| {
-                RuntimeError::engine(format!("start exec in {}", short(&id.0)), describe(&e))
-            })?;
+            .map_err(|e| self.fail(format!("start exec in {}", short(&id.0)), &e))?;
         let StartExecResults::Attached { mut output, .. } = started else {
             return Err(RuntimeError::engine(
                 "start exec",
@@ -196,7 +245,7 @@ impl DockerRuntime {
                     capture.push(&bytes);
                 }
                 Ok(Some(Err(e))) => {
-                    return Err(RuntimeError::engine("read exec output", describe(&e)));
+                    return Err(self.fail("read exec output", &e));
                 }
                 Ok(None) => break,
                 Err(_) => {
@@ -213,7 +262,7 @@ impl DockerRuntime {
                 .docker
                 .inspect_exec(&created.id)
                 .await
-                .map_err(|e| RuntimeError::engine("inspect exec", describe(&e)))?;
+                .map_err(|e| self.fail("inspect exec", &e))?;
             if inspected.running != Some(true) {
                 exit_code = inspected.exit_code;
                 break;
@@ -229,7 +278,10 @@ impl DockerRuntime {
                 "the engine reported no exit code after the output ended",
             ));
         }
-        Ok((exit_code, backstop_fired))
+        Ok(RunEnd::Finished {
+            exit_code,
+            backstop_fired,
+        })
     }
 
     /// Whether the container's OOM killer fired since the last call for this container, read
@@ -260,7 +312,9 @@ impl DockerRuntime {
             .await;
         let (text, _) = capture.finish();
         let count = match run {
-            Ok((Some(0), _)) => parse_oom_kill(&text),
+            Ok(RunEnd::Finished {
+                exit_code: Some(0), ..
+            }) => parse_oom_kill(&text),
             _ => None,
         };
         let Some(count) = count else {
@@ -276,6 +330,31 @@ impl DockerRuntime {
         let previous = seen.insert(id.0.clone(), count).unwrap_or(0);
         count > previous
     }
+}
+
+/// How a command in a container ended.
+enum RunEnd {
+    /// It ran: its exit code (`None` if it still ran when the backstop fired), and whether the
+    /// backstop fired.
+    Finished {
+        exit_code: Option<i64>,
+        backstop_fired: bool,
+    },
+    /// The engine would not start it: the container is not running.
+    NotRunning,
+}
+
+/// Whether a bollard error is about the connection rather than an answer of the engine.
+fn is_transport(e: &BollardError) -> bool {
+    matches!(
+        e,
+        BollardError::RequestTimeoutError
+            | BollardError::IOError { .. }
+            | BollardError::HyperResponseError { .. }
+            | BollardError::HyperLegacyError { .. }
+            | BollardError::HttpClientError { .. }
+            | BollardError::SocketNotFoundError(_)
+    )
 }
 
 /// A process to start in a container.
@@ -403,10 +482,7 @@ impl ContainerRuntime for DockerRuntime {
         match self.docker.inspect_image(image).await {
             Ok(_) => Ok(true),
             Err(e) if status(&e) == Some(404) => Ok(false),
-            Err(e) => Err(RuntimeError::engine(
-                format!("inspect image {image}"),
-                describe(&e),
-            )),
+            Err(e) => Err(self.fail(format!("inspect image {image}"), &e)),
         }
     }
 
@@ -445,6 +521,9 @@ impl ContainerRuntime for DockerRuntime {
                         let message = detail.message.unwrap_or_default();
                         return Err(build_error(format!("{message}\n{}", log.finish().0)));
                     }
+                }
+                Err(e) if is_transport(&e) => {
+                    return Err(self.fail(format!("build image {}", build.tag), &e));
                 }
                 Err(e) => {
                     let message = match e {
@@ -502,10 +581,7 @@ impl ContainerRuntime for DockerRuntime {
                 return Err(RuntimeError::ImageNotFound(spec.image.clone()));
             }
             Err(e) => {
-                return Err(RuntimeError::engine(
-                    format!("create a container from {}", spec.image),
-                    describe(&e),
-                ));
+                return Err(self.fail(format!("create a container from {}", spec.image), &e));
             }
         };
         let id = ContainerId(created.id);
@@ -514,10 +590,7 @@ impl ContainerRuntime for DockerRuntime {
             if let Err(cleanup) = self.remove(&id).await {
                 tracing::warn!(container = short(&id.0), error = %cleanup, "remove unstarted container");
             }
-            return Err(RuntimeError::engine(
-                format!("start a container from {}", spec.image),
-                describe(&e),
-            ));
+            return Err(self.fail(format!("start a container from {}", spec.image), &e));
         }
         if let Ok(mut seen) = self.oom_kills.lock() {
             seen.insert(id.0.clone(), 0);
@@ -542,7 +615,7 @@ impl ContainerRuntime for DockerRuntime {
             format!("set -o pipefail\n{}", exec.script),
         ];
         let mut capture = HeadTail::new(exec.output_cap);
-        let (exit_code, backstop_fired) = self
+        let end = self
             .run(
                 id,
                 ExecCommand {
@@ -555,6 +628,33 @@ impl ContainerRuntime for DockerRuntime {
                 &mut capture,
             )
             .await?;
+        let RunEnd::Finished {
+            exit_code,
+            backstop_fired,
+        } = end
+        else {
+            return Err(self.stopped(id, &exec.script).await);
+        };
+        // A command that failed may have failed because its container stopped under it (the
+        // engine shutting down, or the command ending the container's main process); its exit
+        // code then says nothing about the command.
+        if exit_code != Some(0) {
+            // A dying container SIGKILLs the command (137) a moment before the engine records
+            // the container's own exit, so a killed command is looked at for a while.
+            let looks = if exit_code == Some(EXIT_KILLED) {
+                20
+            } else {
+                1
+            };
+            for look in 0..looks {
+                if !self.is_running(id).await? {
+                    return Err(self.stopped(id, &exec.script).await);
+                }
+                if look + 1 < looks {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
         let duration = started.elapsed();
         if backstop_fired {
             tracing::warn!(
@@ -587,9 +687,7 @@ impl ContainerRuntime for DockerRuntime {
         self.docker
             .upload_to_container(&id.0, Some(options), body_full(Bytes::from(tar)))
             .await
-            .map_err(|e| {
-                RuntimeError::engine(format!("copy into {dir} of {}", short(&id.0)), describe(&e))
-            })
+            .map_err(|e| self.fail(format!("copy into {dir} of {}", short(&id.0)), &e))
     }
 
     async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError> {
@@ -599,9 +697,8 @@ impl ContainerRuntime for DockerRuntime {
         let mut stream = self.docker.download_from_container(&id.0, Some(options));
         let mut tar = Vec::new();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                RuntimeError::engine(format!("copy {path} out of {}", short(&id.0)), describe(&e))
-            })?;
+            let chunk =
+                chunk.map_err(|e| self.fail(format!("copy {path} out of {}", short(&id.0)), &e))?;
             tar.extend_from_slice(&chunk);
         }
         Ok(tar)
@@ -641,9 +738,7 @@ impl ContainerRuntime for DockerRuntime {
             .docker
             .commit_container(options, config)
             .await
-            .map_err(|e| {
-                RuntimeError::engine(format!("commit {} to {tag}", short(&id.0)), describe(&e))
-            })?;
+            .map_err(|e| self.fail(format!("commit {} to {tag}", short(&id.0)), &e))?;
         Ok(committed.id)
     }
 
@@ -664,10 +759,7 @@ impl ContainerRuntime for DockerRuntime {
                 status_code: 409,
                 message,
             }) if message.contains("already in progress") => Ok(()),
-            Err(e) => Err(RuntimeError::engine(
-                format!("remove container {}", short(&id.0)),
-                describe(&e),
-            )),
+            Err(e) => Err(self.fail(format!("remove container {}", short(&id.0)), &e)),
         }
     }
 
@@ -676,10 +768,7 @@ impl ContainerRuntime for DockerRuntime {
         match self.docker.remove_image(tag, Some(options), None).await {
             Ok(_) => Ok(()),
             Err(e) if status(&e) == Some(404) => Ok(()),
-            Err(e) => Err(RuntimeError::engine(
-                format!("remove image {tag}"),
-                describe(&e),
-            )),
+            Err(e) => Err(self.fail(format!("remove image {tag}"), &e)),
         }
     }
 
@@ -689,6 +778,57 @@ impl ContainerRuntime for DockerRuntime {
             self.remove(id).await?;
         }
         Ok(ids.len())
+    }
+
+    async fn remove_leftover_images(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<usize, RuntimeError> {
+        let selector = format!("{label}={value}");
+        let mut leftovers: Vec<String> = Vec::new();
+        for filters in [
+            HashMap::from([
+                ("label", vec![selector.clone()]),
+                ("dangling", vec!["true".to_string()]),
+            ]),
+            HashMap::from([(
+                "label",
+                vec![selector.clone(), format!("{LABEL_SCRATCH}=1")],
+            )]),
+        ] {
+            let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+            let images = self
+                .docker
+                .list_images(Some(options))
+                .await
+                .map_err(|e| self.fail(format!("list images labelled {selector}"), &e))?;
+            for image in images {
+                // A tagged scratch image is removed by its tags (removing by id would refuse
+                // an image with several); an untagged one by its id.
+                let names: Vec<String> = image
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect();
+                if names.is_empty() {
+                    leftovers.push(image.id);
+                } else {
+                    leftovers.extend(names);
+                }
+            }
+        }
+        let mut removed = 0;
+        for name in leftovers {
+            let options = RemoveImageOptionsBuilder::new().build();
+            match self.docker.remove_image(&name, Some(options), None).await {
+                Ok(_) => removed += 1,
+                // Gone already, or used by a container (of another dataset): not a leftover.
+                Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+                Err(e) => return Err(self.fail(format!("remove image {name}"), &e)),
+            }
+        }
+        Ok(removed)
     }
 
     async fn list_labelled(
@@ -705,12 +845,7 @@ impl ContainerRuntime for DockerRuntime {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| {
-                RuntimeError::engine(
-                    format!("list containers labelled {label}={value}"),
-                    describe(&e),
-                )
-            })?;
+            .map_err(|e| self.fail(format!("list containers labelled {label}={value}"), &e))?;
         Ok(containers
             .into_iter()
             .filter_map(|c| c.id.map(ContainerId))

@@ -8,8 +8,7 @@
 //! The images themselves (Dockerfiles, CA bundle) are chosen by the launch stage and live in
 //! `kiln-launch`; this crate only builds and runs what it is given.
 
-mod capture;
 mod engine;
 
-pub use capture::HeadTail;
 pub use engine::DockerRuntime;
+pub use kiln_core::capture::HeadTail;

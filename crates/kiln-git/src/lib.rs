@@ -25,6 +25,23 @@ pub struct GitError {
     pub message: String,
 }
 
+impl GitError {
+    /// Whether git failed because the local disk could not take the work (full, read-only or
+    /// over quota): a failure of the host, not of the repository or the remote.
+    #[must_use]
+    pub fn is_local_storage_problem(&self) -> bool {
+        const SIGNS: &[&str] = &[
+            "No space left on device",
+            "Read-only file system",
+            "Disk quota exceeded",
+            "os error 28",
+            "os error 30",
+            "os error 122",
+        ];
+        SIGNS.iter().any(|sign| self.message.contains(sign))
+    }
+}
+
 /// Runs git (in `dir`, when given) and returns its trimmed stdout.
 ///
 /// # Errors
@@ -127,10 +144,23 @@ impl MirrorCache {
         commits: &[&str],
     ) -> Result<(PathBuf, Vec<String>), GitError> {
         let stem = stem(repo, url);
-        let mirror = self.dir.join(format!("{stem}.git"));
         let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
-        if mirror.exists() && !is_bare_repository(&mirror) {
-            tracing::warn!(mirror = %mirror.display(), "the mirror is unreadable; cloning it again");
+        self.update_locked(&stem, url, commits)
+    }
+
+    /// [`update`](Self::update) with the mirror's lock held by the caller.
+    fn update_locked(
+        &self,
+        stem: &str,
+        url: &str,
+        commits: &[&str],
+    ) -> Result<(PathBuf, Vec<String>), GitError> {
+        let mirror = self.dir.join(format!("{stem}.git"));
+        // Temporary clones are made only under this lock, so any found now were left by a
+        // process that died mid-clone.
+        self.remove_partials(stem);
+        if mirror.exists() && !is_sound_mirror(&mirror) {
+            tracing::warn!(mirror = %mirror.display(), "the mirror is broken; cloning it again");
             remove_dir(&mirror)?;
         }
         if mirror.exists() {
@@ -148,7 +178,11 @@ impl MirrorCache {
             ));
             let _ = std::fs::remove_dir_all(&partial);
             let partial_str = partial.to_string_lossy().to_string();
-            let cloned = git(None, &["clone", "--quiet", "--mirror", url, &partial_str]);
+            // `--` so that a URL can never be read as an option of git.
+            let cloned = git(
+                None,
+                &["clone", "--quiet", "--mirror", "--", url, &partial_str],
+            );
             if let Err(e) = cloned {
                 let _ = std::fs::remove_dir_all(&partial);
                 return Err(e);
@@ -160,6 +194,58 @@ impl MirrorCache {
         }
         let missing = missing_commits(&mirror, commits)?;
         Ok((mirror, missing))
+    }
+
+    /// Makes sure the mirror of `repo` holds `commit` and checks it out into `dest` (see
+    /// [`checkout_at`]), all under the mirror's lock, so that no other launch re-makes or
+    /// fetches into the mirror while it is read. When the checkout fails and the mirror turns
+    /// out broken (objects lost since it was checked), the mirror is made again and the
+    /// checkout tried once more.
+    ///
+    /// # Errors
+    /// When the clone, fetch or checkout fails, or the commit does not exist upstream.
+    pub fn checkout(
+        &self,
+        repo: &str,
+        url: &str,
+        commit: &str,
+        dest: &Path,
+    ) -> Result<Option<String>, GitError> {
+        let stem = stem(repo, url);
+        let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
+        let mut attempt = 0;
+        loop {
+            let (mirror, missing) = self.update_locked(&stem, url, &[commit])?;
+            if missing.first().is_some() {
+                return Err(GitError {
+                    command: format!("git cat-file -e {commit}"),
+                    message: format!("commit {commit} is not in {url}"),
+                });
+            }
+            match checkout_at(&mirror, commit, dest) {
+                Ok(note) => return Ok(note),
+                Err(e) if attempt == 0 && !is_sound_mirror(&mirror) => {
+                    tracing::warn!(mirror = %mirror.display(), "checkout failed on a broken mirror ({e}); cloning it again");
+                    remove_dir(&mirror)?;
+                    let _ = std::fs::remove_dir_all(dest);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Removes the temporary clones of the mirror `stem` (call with its lock held).
+    fn remove_partials(&self, stem: &str) {
+        let prefix = format!(".partial-{stem}-");
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 
@@ -206,9 +292,27 @@ fn remove_dir(path: &Path) -> Result<(), GitError> {
     })
 }
 
-/// Whether git reads `path` as a bare repository.
-fn is_bare_repository(path: &Path) -> bool {
-    git(Some(path), &["rev-parse", "--is-bare-repository"]).is_ok_and(|out| out == "true")
+/// Whether `path` is a mirror kiln can use: git reads it as a bare repository and every ref
+/// names an object it holds (a mirror whose objects were lost half-way, say by a full disk or
+/// a copy cut short, fails the second test). Cheap: refs are listed and their objects looked
+/// up in one batch, no history is walked.
+fn is_sound_mirror(path: &Path) -> bool {
+    if !git(Some(path), &["rev-parse", "--is-bare-repository"]).is_ok_and(|out| out == "true") {
+        return false;
+    }
+    let Ok(refs) = git(Some(path), &["for-each-ref", "--format=%(objectname)"]) else {
+        return false;
+    };
+    let mut objects: Vec<&str> = refs.lines().filter(|l| !l.is_empty()).collect();
+    objects.sort_unstable();
+    objects.dedup();
+    present_objects(path, &objects).is_ok_and(|present| present == objects.len())
+}
+
+/// How many of `objects` the repository holds, in one `git cat-file --batch-check`.
+fn present_objects(repo: &Path, objects: &[&str]) -> Result<usize, GitError> {
+    let answers = batch_check(repo, objects, "")?;
+    Ok(answers.lines().filter(|a| !a.ends_with(" missing")).count())
 }
 
 /// The commits of `commits` that `repo` does not hold, in one `git cat-file --batch-check`.
@@ -218,6 +322,21 @@ fn is_bare_repository(path: &Path) -> bool {
 pub fn missing_commits(repo: &Path, commits: &[&str]) -> Result<Vec<String>, GitError> {
     if commits.is_empty() {
         return Ok(Vec::new());
+    }
+    let answers = batch_check(repo, commits, "^{commit}")?;
+    Ok(commits
+        .iter()
+        .zip(answers.lines())
+        .filter(|(_, answer)| *answer != "commit")
+        .map(|(commit, _)| (*commit).to_string())
+        .collect())
+}
+
+/// `git cat-file --batch-check` of `objects`, each followed by `suffix`: one answer line per
+/// object, its type or `<name> missing`.
+fn batch_check(repo: &Path, objects: &[&str], suffix: &str) -> Result<String, GitError> {
+    if objects.is_empty() {
+        return Ok(String::new());
     }
     let command_line = "git cat-file --batch-check".to_string();
     let fail = |message: String| GitError {
@@ -233,10 +352,7 @@ pub fn missing_commits(repo: &Path, commits: &[&str]) -> Result<Vec<String>, Git
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| fail(e.to_string()))?;
-    let input: String = commits
-        .iter()
-        .map(|c| format!("{c}^{{commit}}\n"))
-        .collect();
+    let input: String = objects.iter().map(|o| format!("{o}{suffix}\n")).collect();
     let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
     // Write from another thread: git answers line by line and would block on a full pipe.
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
@@ -247,13 +363,7 @@ pub fn missing_commits(repo: &Path, commits: &[&str]) -> Result<Vec<String>, Git
             String::from_utf8_lossy(&output.stderr).trim().to_string(),
         ));
     }
-    let answers = String::from_utf8_lossy(&output.stdout);
-    Ok(commits
-        .iter()
-        .zip(answers.lines())
-        .filter(|(_, answer)| *answer != "commit")
-        .map(|(commit, _)| (*commit).to_string())
-        .collect())
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Creates `dest` as a repository checked out at `commit` on branch `main`, holding only the
@@ -487,6 +597,147 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}")),
             vec![missing.to_string()]
         );
+    }
+
+    /// Parent and child of [`ensures_from_several_processes_share_one_good_mirror`]: a child
+    /// (started by the parent with these variables set) ensures the mirror and exits.
+    const CHILD_CACHE: &str = "KILN_GIT_TEST_CHILD_CACHE";
+    const CHILD_URL: &str = "KILN_GIT_TEST_CHILD_URL";
+    const CHILD_COMMIT: &str = "KILN_GIT_TEST_CHILD_COMMIT";
+
+    #[test]
+    fn ensures_from_several_processes_share_one_good_mirror() {
+        if let (Ok(cache), Ok(url), Ok(commit)) = (
+            std::env::var(CHILD_CACHE),
+            std::env::var(CHILD_URL),
+            std::env::var(CHILD_COMMIT),
+        ) {
+            let mirror = ensure_mirror(Path::new(&cache), "o/up", &url, &commit);
+            assert!(is_sound_mirror(&mirror));
+            let dest = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            MirrorCache::new(Path::new(&cache))
+                .and_then(|c| c.checkout("o/up", &url, &commit, &dest.path().join("w")))
+                .unwrap_or_else(|e| panic!("{e}"));
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Enough history that a clone takes a while, so that the processes overlap.
+        let mut base = String::new();
+        for i in 0..40 {
+            for f in 0..20 {
+                std::fs::write(
+                    upstream.join(format!("f{f}.txt")),
+                    format!("{i} {f}\n").repeat(200),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            }
+            base = commit(&upstream, "a.txt", &format!("commit {i}"));
+        }
+        let cache = tmp.path().join("cache");
+        let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+        let children: Vec<std::process::Child> = (0..4)
+            .map(|_| {
+                Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "tests::ensures_from_several_processes_share_one_good_mirror",
+                        "--test-threads=1",
+                    ])
+                    .env(CHILD_CACHE, &cache)
+                    .env(CHILD_URL, &upstream)
+                    .env(CHILD_COMMIT, &base)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                output.status.success(),
+                "a process failed:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            // The child really ran the test (a filter matching nothing would pass too).
+            assert!(
+                String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+                "{}",
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+        let entries: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let mirror = cache.join(&entries[0]);
+        assert!(is_sound_mirror(&mirror));
+        assert!(
+            missing_commits(&mirror, &[base.as_str()])
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_mirror_whose_objects_are_lost_is_made_again_and_stale_clones_removed() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let upstream = tmp.path().join("up");
+        let base = upstream_with_commit(&upstream);
+        let url = upstream.to_string_lossy().to_string();
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let mirror = cache
+            .ensure("o/up", &url, &[base.as_str()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Refs and HEAD intact, objects gone: git still calls it a bare repository.
+        for dir in ["objects/pack", "objects"] {
+            for entry in std::fs::read_dir(mirror.join(dir)).unwrap_or_else(|e| panic!("{e}")) {
+                let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+                let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+                if path.is_dir() && name.as_deref().is_some_and(|n| n.len() == 2) {
+                    std::fs::remove_dir_all(&path).unwrap_or_else(|e| panic!("{e}"));
+                } else if path.is_file() {
+                    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+        assert!(
+            git(Some(&mirror), &["rev-parse", "--is-bare-repository"]).is_ok_and(|o| o == "true")
+        );
+        assert!(!is_sound_mirror(&mirror));
+        // A temporary clone left by a process killed mid-clone.
+        let stale = cache
+            .dir()
+            .join(format!(".partial-{}-999999-0", stem("o/up", &url)));
+        std::fs::create_dir_all(stale.join("objects")).unwrap_or_else(|e| panic!("{e}"));
+        let again = cache
+            .ensure("o/up", &url, &[base.as_str()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again, mirror);
+        assert!(is_sound_mirror(&again));
+        assert!(!stale.exists(), "a stale temporary clone was left");
+        let dest = tmp.path().join("work");
+        cache
+            .checkout("o/up", &url, &base, &dest)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(dest.join("a.txt").is_file());
+    }
+
+    #[test]
+    fn a_url_is_never_an_option_of_git() {
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let marker = tmp.path().join("pwned");
+        let url = format!("--upload-pack=touch {}", marker.display());
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cache.ensure("o/up", &url, &[]).is_err());
+        assert!(!marker.exists(), "the URL ran as an option");
     }
 
     #[test]

@@ -7,14 +7,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kiln_schema::Candidate;
+use kiln_schema::{Candidate, IdError, InstanceId};
 use serde_json::{Map, Value};
 
 /// Why a task file could not be ingested at all.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     /// The file could not be opened or read.
-    #[error("cannot read task file {}: {source}", path.display())]
+    #[error("read the task file {}: {source}", path.display())]
     Read {
         /// The file that was asked for.
         path: PathBuf,
@@ -291,10 +291,12 @@ fn parse_entry(text: &str, origin: &str) -> Result<Candidate, EntryError> {
 /// A SWE-bench row.
 fn parse_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candidate, EntryError> {
     let instance_id = required_str(obj, "instance_id", None)?;
+    check_id(&instance_id)?;
     let id = Some(instance_id.clone());
     let repo = required_str(obj, "repo", id.clone())?;
     check_repo(&repo, id.clone())?;
     let base_commit = required_str(obj, "base_commit", id.clone())?;
+    check_commit(&base_commit, "base_commit", id.clone())?;
     let patch = required_str(obj, "patch", id.clone())?;
     let test_patch = required_str(obj, "test_patch", id.clone())?;
     let pull_number = match obj.get("pull_number") {
@@ -331,10 +333,11 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
         None | Some(Value::Null) => return Err(EntryError::new(None, "missing field `number`")),
         Some(v) => integer(v, "number", None)?,
     };
-    let instance_id = format!("{org}__{name}-{number}");
-    let id = Some(instance_id.clone());
     let repo = format!("{org}/{name}");
-    check_repo(&repo, id.clone())?;
+    check_repo(&repo, None)?;
+    let instance_id = format!("{org}__{name}-{number}");
+    check_id(&instance_id)?;
+    let id = Some(instance_id.clone());
     let base_commit = match obj.get("base") {
         Some(Value::Object(base)) => required_str(base, "sha", id.clone())
             .map_err(|e| EntryError::new(id.clone(), e.what.replace("`sha`", "`base.sha`")))?,
@@ -348,6 +351,7 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
             ));
         }
     };
+    check_commit(&base_commit, "base.sha", id.clone())?;
     let patch = required_str(obj, "fix_patch", id.clone())?;
     let test_patch = required_str(obj, "test_patch", id.clone())?;
     let problem_statement = resolved_issues(obj, id.clone())?;
@@ -448,16 +452,55 @@ fn integer(value: &Value, key: &str, id: Option<String>) -> Result<i64, EntryErr
     })
 }
 
-/// The repository must be `owner/name`: it becomes a clone URL and a path.
+/// The instance id must be one names can be derived from ([`InstanceId`]). A row that breaks
+/// the rule keeps the line's placeholder as its id, so no later stage ever sees the text.
+fn check_id(instance_id: &str) -> Result<(), EntryError> {
+    match InstanceId::new(instance_id) {
+        Ok(_) => Ok(()),
+        Err(IdError::Invalid { shown, reason }) => Err(EntryError::new(
+            None,
+            format!("field `instance_id` \"{shown}\" {reason}"),
+        )),
+    }
+}
+
+/// The repository must be a GitHub `owner/name` (letters, digits, `-`, `_`, `.`): it becomes a
+/// clone URL, a path in the mirror cache and an argument of git.
 fn check_repo(repo: &str, id: Option<String>) -> Result<(), EntryError> {
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 100
+            && p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
     match repo.split_once('/') {
-        Some((owner, name)) if !owner.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(())
-        }
+        Some((owner, name)) if part(owner) && part(name) => Ok(()),
         _ => Err(EntryError::new(
             id,
-            format!("field `repo` must be `owner/name`, found `{repo}`"),
+            format!(
+                "field `repo` must be a GitHub `owner/name`, found \"{}\"",
+                kiln_schema::shown(repo)
+            ),
         )),
+    }
+}
+
+/// A commit must be a hexadecimal object id (7 to 64 digits): it is handed to git as an
+/// argument, where anything else could be read as an option.
+fn check_commit(commit: &str, key: &str, id: Option<String>) -> Result<(), EntryError> {
+    if (7..=64).contains(&commit.len()) && commit.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(EntryError::new(
+            id,
+            format!(
+                "field `{key}` must be a commit id (7 to 64 hexadecimal digits), found \"{}\"",
+                kiln_schema::shown(commit)
+            ),
+        ))
     }
 }
 
@@ -588,7 +631,7 @@ mod tests {
     fn multi() -> Value {
         json!({
             "org": "cli", "repo": "cli", "number": 513, "state": "closed",
-            "base": {"label": "cli:trunk", "ref": "trunk", "sha": "abc123"},
+            "base": {"label": "cli:trunk", "ref": "trunk", "sha": "abc1234"},
             "resolved_issues": [
                 {"number": 1, "title": "Crash on start", "body": "Steps: run it."},
                 {"number": 2, "title": "Also this", "body": null}
@@ -709,7 +752,7 @@ mod tests {
         assert_eq!(row.instance_id, "cli__cli-513");
         assert_eq!(row.repo, "cli/cli");
         assert_eq!(row.pull_number, Some(513));
-        assert_eq!(row.base_commit, "abc123");
+        assert_eq!(row.base_commit, "abc1234");
         assert_eq!(row.patch, "diff --git a/a.go b/a.go\n");
         assert_eq!(
             row.problem_statement,
@@ -807,12 +850,90 @@ mod tests {
                 ),
                 (
                     "o__r-2",
-                    "f.jsonl:2: field `repo` must be `owner/name`, found `calc`"
+                    "f.jsonl:2: field `repo` must be a GitHub `owner/name`, found \"calc\""
                 ),
                 ("invalid-line-3", "f.jsonl:3: missing field `instance_id`"),
                 ("cli__cli-513", "f.jsonl:4: missing field `base.sha`"),
                 ("invalid-line-5", "f.jsonl:5: missing field `number`"),
             ]
+        );
+    }
+
+    #[test]
+    fn hostile_ids_repositories_and_commits_become_error_rows_under_a_placeholder() {
+        let with = |key: &str, value: &str| {
+            let mut row = swe("o__r-1");
+            row[key] = value.into();
+            row.to_string()
+        };
+        let mut multi_hostile = multi();
+        multi_hostile["repo"] = "cli\nRUN true".into();
+        let text = lines(&[
+            with("instance_id", "../x"),
+            with("instance_id", "x\nRUN touch /tmp/pwned"),
+            with("instance_id", "/etc"),
+            with("repo", "kiln-demo/../../etc"),
+            with("repo", "--upload-pack=touch x/y"),
+            with("base_commit", "--upload-pack=touch /tmp/pwned"),
+            multi_hostile.to_string(),
+        ]);
+        let rows = parse_task_bytes("h.jsonl", &text);
+        let got: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.status.as_str(),
+                    r.instance_id.as_str(),
+                    r.error.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "error",
+                    "invalid-line-1",
+                    "h.jsonl:1: field `instance_id` \"../x\" contains a path separator"
+                ),
+                (
+                    "error",
+                    "invalid-line-2",
+                    "h.jsonl:2: field `instance_id` \"x\\nRUN touch /tmp/pwned\" contains a path separator"
+                ),
+                (
+                    "error",
+                    "invalid-line-3",
+                    "h.jsonl:3: field `instance_id` \"/etc\" contains a path separator"
+                ),
+                (
+                    "error",
+                    "o__r-1",
+                    "h.jsonl:4: field `repo` must be a GitHub `owner/name`, found \"kiln-demo/../../etc\""
+                ),
+                (
+                    "error",
+                    "invalid-line-5",
+                    "h.jsonl:5: field `repo` must be a GitHub `owner/name`, found \"--upload-pack=touch x/y\""
+                ),
+                (
+                    "error",
+                    "invalid-line-6",
+                    "h.jsonl:6: field `base_commit` must be a commit id (7 to 64 hexadecimal digits), found \"--upload-pack=touch /tmp/pwned\""
+                ),
+                (
+                    "error",
+                    "invalid-line-7",
+                    "h.jsonl:7: field `repo` must be a GitHub `owner/name`, found \"cli/cli\\nRUN true\""
+                ),
+            ]
+        );
+        let newline = with("instance_id", "x\nRUN true");
+        let rows = parse_task_bytes("n.jsonl", newline.as_bytes());
+        assert_eq!(rows[0].instance_id, "invalid-line-1");
+        assert_eq!(
+            rows[0].error.as_deref(),
+            Some("n.jsonl:1: field `instance_id` \"x\\nRUN true\" contains a line break")
         );
     }
 

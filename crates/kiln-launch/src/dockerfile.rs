@@ -15,6 +15,11 @@ pub const CONTEXT_DIR: &str = "testbed";
 /// The Dockerfile of a built environment. Its build context holds the repository at the base
 /// commit in `testbed/` (history up to that commit only, as launch prepares it; by hand:
 /// `git clone <url> testbed && git -C testbed reset --hard <base_commit>`).
+///
+/// Every value is quoted for where it goes, so that no id, name or command can add an
+/// instruction: values in comments have their line breaks and other control characters
+/// escaped, and a setup command that a shell-form `RUN` line could not hold as it is (one with
+/// a line break, a trailing backslash or a heredoc marker) is written in JSON exec form.
 #[must_use]
 pub fn dockerfile(record: &EnvironmentRecord) -> String {
     let mut out = format!(
@@ -26,11 +31,11 @@ pub fn dockerfile(record: &EnvironmentRecord) -> String {
          SHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\n\
          COPY {CONTEXT_DIR} {WORKDIR}\n\
          WORKDIR {WORKDIR}\n",
-        id = record.instance_id,
-        repo = record.repo,
-        commit = record.base_commit,
-        test = record.test_command,
-        base = record.base_image,
+        id = in_comment(&record.instance_id),
+        repo = in_comment(&record.repo),
+        commit = in_comment(&record.base_commit),
+        test = in_comment(&record.test_command),
+        base = in_comment(&record.base_image),
     );
     for (name, value) in &record.environment {
         out.push_str(&format!(
@@ -39,9 +44,40 @@ pub fn dockerfile(record: &EnvironmentRecord) -> String {
         ));
     }
     for command in &record.setup_commands {
-        out.push_str(&format!("RUN {}\n", command.replace('\n', " \\\n    ")));
+        out.push_str(&run_instruction(command));
     }
     out
+}
+
+/// A value for a comment line: control characters (line breaks first of all) escaped.
+fn in_comment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The `RUN` instruction of one setup command: shell form when the command is one plain line,
+/// else exec form with the command as a JSON string given to bash (JSON escapes every line
+/// break, so the instruction stays one line whatever the command holds).
+fn run_instruction(command: &str) -> String {
+    let plain = !command.chars().any(char::is_control)
+        && !command.trim_end().ends_with('\\')
+        && !command.contains("<<")
+        && !command.trim().is_empty();
+    if plain {
+        format!("RUN {command}\n")
+    } else {
+        let argv = ["/bin/bash", "-o", "pipefail", "-c", command];
+        // Serialising strings cannot fail; the fallback keeps the function total all the same.
+        let json = serde_json::to_string(&argv).unwrap_or_else(|_| "[\"false\"]".into());
+        format!("RUN {json}\n")
+    }
 }
 
 /// Whether a rebuilt image reproduces the environment: every test that passed in the launch's
@@ -97,7 +133,15 @@ pub async fn verify(
         context: Vec::new(),
         // The checkout as packed: executable scripts and symlinks keep their modes.
         context_archive: context_tar.to_vec(),
-        labels: labels.clone(),
+        // Removed below; one a killed process leaves is removed when its dataset is next used.
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain([(
+                kiln_core::runtime::LABEL_SCRATCH.to_string(),
+                "1".to_string(),
+            )])
+            .collect(),
     };
     let mut sink = |_: &[u8]| {};
     match runtime.build_image(&build, &mut sink).await {
@@ -144,6 +188,62 @@ pub async fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The instructions of a Dockerfile, as the builder splits them: comment lines dropped, a
+    /// line ending in a backslash continued on the next.
+    fn instructions(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        for line in text.lines() {
+            if current.is_empty() && line.trim_start().starts_with('#') {
+                continue;
+            }
+            if let Some(head) = line.strip_suffix('\\') {
+                current.push_str(head);
+                continue;
+            }
+            current.push_str(line);
+            out.push(std::mem::take(&mut current));
+        }
+        out
+    }
+
+    #[test]
+    fn no_value_adds_an_instruction() {
+        let record = EnvironmentRecord {
+            instance_id: "x\nRUN touch /injected-id".into(),
+            repo: "o/r\rRUN touch /injected-repo".into(),
+            base_commit: "abc\nRUN touch /injected-commit".into(),
+            base_image: "debian:bookworm".into(),
+            test_command: "pytest\nRUN touch /injected-test".into(),
+            setup_commands: vec![
+                "echo one > /one".into(),
+                "echo two \\".into(),
+                "printf 'a\\n' > /a\necho b > /b".into(),
+                "cat > /c <<EOF\nhello\nEOF".into(),
+            ],
+            ..EnvironmentRecord::default()
+        };
+        let text = dockerfile(&record);
+        let found = instructions(&text);
+        let keywords: Vec<&str> = found
+            .iter()
+            .map(|i| i.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            keywords,
+            [
+                "FROM", "SHELL", "COPY", "WORKDIR", "RUN", "RUN", "RUN", "RUN"
+            ],
+            "{text}"
+        );
+        assert!(!text.contains("\nRUN touch"), "{text}");
+        assert_eq!(found[4], "RUN echo one > /one");
+        assert_eq!(
+            found[6],
+            "RUN [\"/bin/bash\",\"-o\",\"pipefail\",\"-c\",\"printf 'a\\\\n' > /a\\necho b > /b\"]"
+        );
+    }
 
     #[test]
     fn reproduction_needs_every_baseline_pass() {

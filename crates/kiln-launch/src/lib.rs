@@ -67,12 +67,30 @@ pub struct LaunchRequest {
     pub removals: Removals,
 }
 
-/// An infrastructure failure that stops the stage.
+/// An infrastructure failure that stops the stage: it says nothing about the repository, so
+/// it is never written as a row, and a re-run retries the item.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    /// The engine went away.
+    /// The engine went away or failed.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
+    /// The host could not hold the work (a full or read-only disk).
+    #[error("{what}: {message}")]
+    Host {
+        /// What kiln was doing, as a verb phrase.
+        what: String,
+        /// The error.
+        message: String,
+    },
+}
+
+impl LaunchError {
+    fn host(what: &str, message: impl std::fmt::Display) -> Self {
+        Self::Host {
+            what: what.to_string(),
+            message: message.to_string(),
+        }
+    }
 }
 
 /// How a launch attempt ended, before it is written as a row.
@@ -93,10 +111,11 @@ impl Failure {
 }
 
 /// Builds the environment for one candidate. Failures of the repository are returned as a
-/// `failed` row; only an unreachable engine is an error.
+/// `failed` row; failures of the engine or the host are errors, never rows.
 ///
 /// # Errors
-/// [`LaunchError::Engine`] when the engine cannot be reached.
+/// [`LaunchError::Engine`] when the engine cannot be reached or fails, [`LaunchError::Host`]
+/// when the host's disk cannot hold the work.
 pub async fn launch(
     runtime: Arc<dyn ContainerRuntime>,
     request: &LaunchRequest,
@@ -168,8 +187,8 @@ pub async fn launch(
         .await;
         record.dockerfile_check = Some(match verdict {
             Ok(verdict) => format!("{verdict} ({:.1}s)", checked.elapsed().as_secs_f64()),
-            Err(e @ RuntimeError::Unreachable { .. }) => return Err(LaunchError::Engine(e)),
-            Err(other) => format!("not checked: {other}"),
+            Err(e @ RuntimeError::ContainerStopped { .. }) => format!("rebuilt, but failed to {e}"),
+            Err(e) => return Err(LaunchError::Engine(e)),
         });
     }
     match outcome {
@@ -179,16 +198,7 @@ pub async fn launch(
             record.failure_command = failure.command;
             record.log_tail = Some(failure.log_tail);
         }
-        Err(RuntimeError::Unreachable { endpoint, message }) => {
-            return Err(LaunchError::Engine(RuntimeError::Unreachable {
-                endpoint,
-                message,
-            }));
-        }
-        Err(other) => {
-            record.failure_class = Some(FailureClass::Infra.as_str().to_string());
-            record.log_tail = Some(other.to_string());
-        }
+        Err(e) => return Err(e),
     }
     Ok(record)
 }
@@ -230,29 +240,24 @@ impl Phases {
     }
 }
 
-/// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine.
+/// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine or
+/// the host.
 async fn build(
     runtime: Arc<dyn ContainerRuntime>,
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
     verify_context: &mut Option<Vec<u8>>,
     step: &(dyn Fn(&str) + Sync),
-) -> Result<Option<Failure>, RuntimeError> {
+) -> Result<Option<Failure>, LaunchError> {
     let candidate = &request.candidate;
     let _ = std::fs::create_dir_all(&request.log_dir);
 
     step("clone");
     let mut phases = Phases::new();
-    let checkout = match tempfile::Builder::new().prefix("kiln-checkout-").tempdir() {
-        Ok(dir) => dir,
-        Err(e) => {
-            return Ok(Some(Failure::new(
-                FailureClass::Infra,
-                None,
-                &format!("temporary directory: {e}"),
-            )));
-        }
-    };
+    let checkout = tempfile::Builder::new()
+        .prefix("kiln-checkout-")
+        .tempdir()
+        .map_err(|e| LaunchError::host("create a temporary directory for the checkout", e))?;
     let workdir = checkout.path().join("repo");
     // Blocking git work (and possibly a wait for another launch cloning the same repository)
     // runs off the async workers.
@@ -265,8 +270,7 @@ async fn build(
     );
     let cloned = tokio::task::spawn_blocking(move || {
         kiln_git::MirrorCache::new(&cache_dir)
-            .and_then(|cache| cache.ensure(&repo_name, &url, &[base.as_str()]))
-            .and_then(|mirror| kiln_git::checkout_at(&mirror, &base, &dest))
+            .and_then(|cache| cache.checkout(&repo_name, &url, &base, &dest))
     })
     .await
     .unwrap_or_else(|e| {
@@ -277,6 +281,10 @@ async fn build(
     });
     let checkout_note = match cloned {
         Ok(note) => note,
+        // A full or read-only disk is the host's failure, not the repository's.
+        Err(e) if e.is_local_storage_problem() => {
+            return Err(LaunchError::host("clone the repository", e));
+        }
         Err(e) => {
             return Ok(Some(Failure::new(
                 FailureClass::Clone,
@@ -330,16 +338,8 @@ async fn build(
     }
     record.dependency_cutoff.clone_from(&plan.cutoff);
 
-    let tar = match repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/')) {
-        Ok(tar) => tar,
-        Err(e) => {
-            return Ok(Some(Failure::new(
-                FailureClass::Infra,
-                None,
-                &format!("pack the checkout: {e}"),
-            )));
-        }
-    };
+    let tar = repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
+        .map_err(|e| LaunchError::host("pack the checkout", e))?;
     drop(checkout);
     phases.end("plan+pack");
     // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
@@ -364,10 +364,7 @@ async fn build(
                 "base image: making {base} (a pull, else debootstrap)"
             ));
         }
-        if let Some(failure) = ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?
-        {
-            return Ok(Some(failure));
-        }
+        ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?;
         phases.end("base image");
 
         step("start container");
@@ -405,7 +402,7 @@ async fn build(
             Ok(outcome) => outcome,
             Err(e) => {
                 phases.write(&request.log_dir.join("launch.log"));
-                return Err(e);
+                return Err(e.into());
             }
         };
         match outcome {
@@ -536,9 +533,20 @@ async fn run_plan(
     let setup_started = Instant::now();
     while let Some(command) = queue.pop_front() {
         step(short(&command));
-        let outcome = session
-            .run(&command, request.settings.command_timeout)
-            .await?;
+        let outcome = match run_or_fail(
+            session,
+            &command,
+            request.settings.command_timeout,
+            FailureClass::Build,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                record.setup_seconds = setup_started.elapsed().as_secs_f64();
+                return Ok(Attempt::Done(Some(failure)));
+            }
+        };
         if outcome.exit_code == 0 {
             note_repair_output(record, &outcome.output, repaired_from);
             record.setup_commands.push(command);
@@ -589,9 +597,20 @@ async fn run_plan(
         phases.end("commit");
 
         step("baseline tests");
-        let outcome = session
-            .run(&record.test_command, request.settings.test_timeout)
-            .await?;
+        let outcome = match run_or_fail(
+            session,
+            &record.test_command,
+            request.settings.test_timeout,
+            FailureClass::TestRun,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
+        };
         record.test_seconds = outcome.duration.as_secs_f64();
         let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) else {
             phases.end("tests");
@@ -636,9 +655,20 @@ async fn run_plan(
         fresh.close_later(&request.removals);
         for command in commands {
             step(short(&command));
-            let outcome = session
-                .run(&command, request.settings.command_timeout)
-                .await?;
+            let outcome = run_or_fail(
+                session,
+                &command,
+                request.settings.command_timeout,
+                FailureClass::Build,
+            )
+            .await?;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(stopped) => {
+                    runtime.remove_image(&request.image_tag).await?;
+                    return Ok(Attempt::Done(Some(stopped)));
+                }
+            };
             if outcome.exit_code != 0 {
                 runtime.remove_image(&request.image_tag).await?;
                 return Ok(Attempt::Done(Some(failure)));
@@ -649,13 +679,34 @@ async fn run_plan(
     }
 }
 
+/// Runs `command` in the session. A container the command itself stopped is a failure of the
+/// item (of `class`); every other engine error stays an error, which stops the stage.
+async fn run_or_fail(
+    session: &mut Session,
+    command: &str,
+    timeout: Duration,
+    class: FailureClass,
+) -> Result<Result<ExecOutcome, Failure>, RuntimeError> {
+    match session.run(command, timeout).await {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
+            class,
+            Some(command),
+            &format!("failed to {e}"),
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
 /// Builds the plan's base image unless it exists. Builds are serialised: concurrent items
-/// usually want the same image, and building it twice at once wastes minutes.
+/// usually want the same image, and building it twice at once wastes minutes. The base images
+/// are kiln's own Dockerfiles, so a failed build is the machine's failure (no registry, no
+/// network), never the repository's: it stops the stage.
 async fn ensure_image(
     runtime: &dyn ContainerRuntime,
     image: &kiln_core::ImageBuild,
     log_dir: &std::path::Path,
-) -> Result<Option<Failure>, RuntimeError> {
+) -> Result<(), RuntimeError> {
     static BUILDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _guard = BUILDS.lock().await;
     let mut log = Vec::new();
@@ -664,15 +715,7 @@ async fn ensure_image(
     if !log.is_empty() {
         let _ = std::fs::write(log_dir.join("image-build.log"), &log);
     }
-    match built {
-        Ok(_) => Ok(None),
-        Err(RuntimeError::Build { image, message }) => Ok(Some(Failure::new(
-            FailureClass::Infra,
-            Some(&format!("build base image {image}")),
-            &message,
-        ))),
-        Err(other) => Err(other),
-    }
+    built.map(|_| ())
 }
 
 /// Reads the baseline run into the record; `Some` when it does not count as a working build.

@@ -30,10 +30,10 @@ pub struct Demo {
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     /// The directory exists and is not an earlier demo.
-    #[error("{} exists and is not a kiln demo directory; choose another with --dir", .0.display())]
+    #[error("use {} for the demo: it exists and is not a kiln demo directory; choose another with --dir", .0.display())]
     NotADemo(PathBuf),
     /// A file operation failed.
-    #[error("{}: {source}", path.display())]
+    #[error("write {}: {source}", path.display())]
     Io {
         /// The path.
         path: PathBuf,

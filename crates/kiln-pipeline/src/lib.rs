@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{NodeKind, Pipeline};
-use kiln_core::runtime::LABEL_RUN;
+use kiln_core::runtime::LABEL_DATASET;
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter, RuntimeError};
-use kiln_store::{Manifest, RunLock, RunStore, Status, StoreError};
+use kiln_store::{DatasetLock, Manifest, RunLock, RunStore, Status, StoreError};
 
 pub use kiln_lm::Spent;
 pub use stages::StageOutcome;
@@ -30,9 +30,19 @@ pub enum PipelineError {
     /// The run store failed (disk full, permissions, corrupt manifest).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The container engine failed or cannot be reached.
+    /// The container engine failed or cannot be reached. The items in flight are left
+    /// undone (never written as rows), so a re-run retries them.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
+    /// The host could not hold a stage's work (a full or read-only disk outside the run
+    /// store, such as the mirror cache or a temporary checkout).
+    #[error("{what}: {message}")]
+    Host {
+        /// What kiln was doing, as a verb phrase.
+        what: String,
+        /// The error.
+        message: String,
+    },
     /// An input file (task file, CA bundle, release, predictions) could not be read.
     #[error("read {what}: {message}")]
     Input {
@@ -75,7 +85,7 @@ pub enum PipelineError {
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
     /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
-    #[error("internal error: {0}")]
+    #[error("finish: an internal error (a bug in kiln): {0}")]
     Internal(String),
 }
 
@@ -137,7 +147,7 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
-/// An opened run, locked for this process.
+/// An opened run, locked for this process: its dataset's lock is held while the runner lives.
 pub struct Runner {
     pipeline: Pipeline,
     run: RunStore,
@@ -145,14 +155,17 @@ pub struct Runner {
     runtime: Option<Arc<dyn ContainerRuntime>>,
     lm: Option<Arc<dyn LanguageModel>>,
     _lock: RunLock,
+    _dataset_lock: DatasetLock,
 }
 
 impl Runner {
-    /// Opens (or creates) a run of the pipeline's dataset and takes its lock.
+    /// Takes the dataset's lock, then opens (or creates) a run of the pipeline's dataset and
+    /// takes its lock. The dataset lock comes first, so that two invocations started at the
+    /// same instant cannot both choose to create a run; it is held until the runner is dropped.
     ///
     /// # Errors
-    /// When the run store cannot be read or written, the run is locked by a live process, or
-    /// no run exists for [`RunSelection::Latest`].
+    /// When the run store cannot be read or written, the dataset is locked by a live process,
+    /// or no run exists for [`RunSelection::Latest`].
     pub fn open(
         pipeline: Pipeline,
         selection: &RunSelection,
@@ -161,6 +174,7 @@ impl Runner {
     ) -> Result<Self, PipelineError> {
         let root = pipeline.dataset.root.clone();
         let name = pipeline.dataset.name.clone();
+        let dataset_lock = DatasetLock::acquire(&root, &name)?;
         let latest = kiln_store::latest(&root, &name)?;
         let run = match (selection, latest) {
             (RunSelection::Id(id), _) => RunStore::open(&root, &name, id)?,
@@ -191,6 +205,7 @@ impl Runner {
             runtime,
             lm: None,
             _lock: lock,
+            _dataset_lock: dataset_lock,
         })
     }
 
@@ -220,17 +235,39 @@ impl Runner {
         format!("{}/{}", self.pipeline.dataset.name, self.run.run_id())
     }
 
-    /// Removes containers a crashed earlier process of this run left behind. Only this process
-    /// can own the run's containers now (it holds the run lock), so all of them are leftovers.
+    /// The label value that marks the containers and images of this dataset: its directory,
+    /// absolute, so that datasets of one name under different roots stay apart.
+    #[must_use]
+    pub fn dataset_label(&self) -> String {
+        dataset_label(&self.pipeline)
+    }
+
+    /// Removes what dead processes of this dataset left behind: containers of any of its runs
+    /// (killed, or from a run that the next invocation did not resume), untagged images (an
+    /// instance committed again, its old image's tag moved on) and scratch images. Only this
+    /// process can own the dataset's containers now (it holds the dataset lock), so all of
+    /// them are leftovers. Returns how many containers and images were removed.
     ///
     /// # Errors
     /// When the engine fails.
-    pub async fn remove_leftover_containers(&self) -> Result<usize, PipelineError> {
+    pub async fn remove_leftovers(&self) -> Result<(usize, usize), PipelineError> {
         match &self.runtime {
-            Some(runtime) => Ok(runtime
-                .remove_labelled(LABEL_RUN, &self.run_label())
-                .await?),
-            None => Ok(0),
+            Some(runtime) => {
+                let label = self.dataset_label();
+                let containers = runtime.remove_labelled(LABEL_DATASET, &label).await?;
+                let images = runtime
+                    .remove_leftover_images(LABEL_DATASET, &label)
+                    .await?;
+                if containers + images > 0 {
+                    self.reporter.report(Event::Note {
+                        message: format!(
+                            "removed {containers} container(s) and {images} image(s) left by earlier runs"
+                        ),
+                    });
+                }
+                Ok((containers, images))
+            }
+            None => Ok((0, 0)),
         }
     }
 
@@ -242,7 +279,7 @@ impl Runner {
         &mut self,
         options: &RunOptions,
     ) -> Result<Vec<StageOutcome>, PipelineError> {
-        self.remove_leftover_containers().await?;
+        self.remove_leftovers().await?;
         let names: Vec<String> = self.pipeline.nodes.iter().map(|n| n.name.clone()).collect();
         let mut outcomes = Vec::new();
         for name in names {
@@ -263,7 +300,7 @@ impl Runner {
         name: &str,
         options: &RunOptions,
     ) -> Result<StageOutcome, PipelineError> {
-        self.remove_leftover_containers().await?;
+        self.remove_leftovers().await?;
         let outcome = self.stage(name, options).await?;
         // A single-stage re-run can leave the run incomplete again (e.g. `--force` reopened it).
         let all_complete = self
@@ -334,6 +371,17 @@ impl Runner {
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }
+}
+
+/// The label value that marks the containers and images of the pipeline's dataset (see
+/// [`Runner::dataset_label`]).
+#[must_use]
+pub fn dataset_label(pipeline: &Pipeline) -> String {
+    let dir = pipeline.dataset.root.join(&pipeline.dataset.name);
+    std::path::absolute(&dir)
+        .unwrap_or(dir)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The LM client the pipeline's stages need (all of them, or only `stage`), built from `[lm]`

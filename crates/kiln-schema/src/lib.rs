@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod id;
 mod tables;
 
+pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
 pub use tables::*;
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.

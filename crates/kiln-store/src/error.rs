@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
     /// A row did not serialise to a JSON object.
-    #[error("table {table}: a row did not serialise to a JSON object: {message}")]
+    #[error("serialise a row of table {table} to a JSON object: {message}")]
     NotAnObject {
         /// Table name.
         table: &'static str,
@@ -15,7 +15,7 @@ pub enum ConvertError {
         message: String,
     },
     /// A value did not fit its column type.
-    #[error("table {table}, row {key:?}, column {column}: {message}")]
+    #[error("store column {column} of row {key:?} in table {table}: {message}")]
     BadValue {
         /// Table name.
         table: &'static str,
@@ -27,7 +27,7 @@ pub enum ConvertError {
         message: String,
     },
     /// A column of the Arrow data is missing or has the wrong type.
-    #[error("table {table}, column {column}: {message}")]
+    #[error("read column {column} of table {table}: {message}")]
     BadColumn {
         /// Table name.
         table: &'static str,
@@ -37,7 +37,7 @@ pub enum ConvertError {
         message: String,
     },
     /// A row read back from Arrow did not deserialise into the row type.
-    #[error("table {table}, row {index}: cannot rebuild the row: {message}")]
+    #[error("rebuild row {index} of table {table}: {message}")]
     BadRow {
         /// Table name.
         table: &'static str,
@@ -47,7 +47,7 @@ pub enum ConvertError {
         message: String,
     },
     /// Arrow refused to build the batch.
-    #[error("table {table}: {source}")]
+    #[error("build a batch of table {table}: {source}")]
     Arrow {
         /// Table name.
         table: &'static str,
@@ -61,7 +61,7 @@ pub enum ConvertError {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A filesystem operation failed.
-    #[error("cannot {op} {}: {source}", path.display())]
+    #[error("{op} {}: {source}", path.display())]
     Io {
         /// What was being done (`read`, `create`, `rename`, ...).
         op: &'static str,
@@ -72,7 +72,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A JSON file (manifest, `run.json`) could not be parsed or written.
-    #[error("invalid JSON in {}: {source}", path.display())]
+    #[error("read or write the JSON file {}: {source}", path.display())]
     Json {
         /// The file.
         path: PathBuf,
@@ -81,7 +81,7 @@ pub enum StoreError {
         source: serde_json::Error,
     },
     /// The Parquet library failed to read or write a file.
-    #[error("parquet error in {}: {source}", path.display())]
+    #[error("read or write the Parquet file {}: {source}", path.display())]
     Parquet {
         /// The file.
         path: PathBuf,
@@ -90,7 +90,7 @@ pub enum StoreError {
         source: parquet::errors::ParquetError,
     },
     /// Arrow failed on data of a file.
-    #[error("arrow error in {}: {source}", path.display())]
+    #[error("convert the Arrow data of {}: {source}", path.display())]
     Arrow {
         /// The file.
         path: PathBuf,
@@ -99,7 +99,7 @@ pub enum StoreError {
         source: arrow::error::ArrowError,
     },
     /// Rows could not be converted to or from Arrow.
-    #[error("{}: {source}", path.display())]
+    #[error("convert the rows of {}: {source}", path.display())]
     Convert {
         /// The file being written or read.
         path: PathBuf,
@@ -109,7 +109,7 @@ pub enum StoreError {
     },
     /// A file was written with another schema version than this build of kiln reads.
     #[error(
-        "{} has schema version {found}, this kiln reads version {expected}; re-run the stage that wrote it or use a matching kiln",
+        "read {}: it has schema version {found}, this kiln reads version {expected}; re-run the stage that wrote it or use a matching kiln",
         path.display()
     )]
     SchemaVersion {
@@ -121,7 +121,7 @@ pub enum StoreError {
         expected: u32,
     },
     /// A file holds another table than the one asked for.
-    #[error("{} holds table {found:?}, expected {expected:?}", path.display())]
+    #[error("read {}: it holds table {found:?}, expected {expected:?}", path.display())]
     TableMismatch {
         /// The file.
         path: PathBuf,
@@ -130,8 +130,8 @@ pub enum StoreError {
         /// Table expected.
         expected: String,
     },
-    /// Another live process holds the run lock.
-    #[error("run is locked by process {pid} ({}); wait for it to finish or stop it", path.display())]
+    /// Another live process holds the run's or the dataset's lock.
+    #[error("lock {}: process {pid} holds it; wait for it to finish or stop it", path.display())]
     Locked {
         /// The lock file.
         path: PathBuf,
@@ -139,7 +139,7 @@ pub enum StoreError {
         pid: u32,
     },
     /// Rows with a key already in the table were appended.
-    #[error("{}: row key {key:?} is already in the table (remove it first)", path.display())]
+    #[error("append to {}: row key {key:?} is already in the table (remove it first)", path.display())]
     DuplicateKey {
         /// The stage directory.
         path: PathBuf,
@@ -148,7 +148,7 @@ pub enum StoreError {
     },
     /// A stage table whose config or input hashes changed was written to before being reset.
     #[error(
-        "{}: stage output is stale (config or inputs changed); reset it before writing",
+        "write to {}: the stage's output is stale (config or inputs changed); reset it first",
         path.display()
     )]
     Stale {
@@ -156,7 +156,7 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// Something else was wrong: a bad name, a malformed file, an existing run.
-    #[error("{}: {message}", path.display())]
+    #[error("use {}: {message}", path.display())]
     Invalid {
         /// The file or directory.
         path: PathBuf,

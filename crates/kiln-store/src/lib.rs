@@ -3,6 +3,7 @@
 //! Layout on disk:
 //!
 //! ```text
+//! datasets/<dataset>/dataset.lock          DatasetLock: held by the one process using the dataset
 //! datasets/<dataset>/runs/<run-id>/
 //!     run.json                      RunStore: config snapshot and hash, start time, status
 //!     run.lock                      RunLock: pid of the process writing the run
@@ -40,7 +41,7 @@ pub use convert::{
     table_schema, write_parquet,
 };
 pub use error::{ConvertError, StoreError};
-pub use lock::{LOCK_FILE, RunLock, process_alive};
+pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{shard_name, write_dataset_card, write_release};
 pub use run::{RUN_FILE, RunInfo, RunStore, latest, run_ids, runs_dir, time_id};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

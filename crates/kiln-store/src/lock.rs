@@ -1,4 +1,5 @@
-//! The run lock: one writing process per run directory.
+//! The locks: one process per dataset ([`DatasetLock`]), one writing process per run directory
+//! ([`RunLock`]).
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
@@ -108,5 +109,71 @@ impl Drop for RunLock {
         if ours {
             let _ = fs::remove_file(&self.path);
         }
+    }
+}
+
+/// File name of the dataset lock inside a dataset directory.
+pub const DATASET_LOCK_FILE: &str = "dataset.lock";
+
+/// Exclusive hold on a dataset: taken before a run is chosen or created, and held while the
+/// run works, so that two invocations started at the same instant cannot both create a run
+/// (and write the same release), and so that every container and scratch image of the dataset
+/// found while holding it belongs to a dead process.
+///
+/// It is an advisory lock on `<root>/<dataset>/dataset.lock` (`flock`), which the kernel
+/// releases when the holder dies however it dies: no stale lock is ever taken over. The file
+/// holds the holder's pid, for messages.
+#[derive(Debug)]
+pub struct DatasetLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl DatasetLock {
+    /// Takes the lock of dataset `dataset` under `root` (the directory is created), failing at
+    /// once with [`StoreError::Locked`] naming the holder when another process, or another
+    /// runner of this one, holds it.
+    pub fn acquire(root: &Path, dataset: &str) -> Result<Self, StoreError> {
+        crate::run::check_component(root, "dataset name", dataset)?;
+        let dir = root.join(dataset);
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io("create directory", &dir, e))?;
+        let path = dir.join(DATASET_LOCK_FILE);
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| StoreError::io("open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                // The holder writes its pid just after it takes the lock.
+                let mut holder = 0;
+                for _ in 0..20 {
+                    holder = fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|t| t.trim().parse().ok())
+                        .unwrap_or(0);
+                    if holder != 0 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                return Err(StoreError::Locked { path, pid: holder });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path, e)),
+        }
+        // The pid is a courtesy for the message of whoever waits; the lock is the flock.
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()));
+        Ok(Self { path, _file: file })
+    }
+
+    /// Path of the lock file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }

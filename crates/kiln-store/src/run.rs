@@ -5,7 +5,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use kiln_schema::Row;
+use kiln_schema::{InstanceId, Row};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::write_atomic;
@@ -229,13 +229,13 @@ impl RunStore {
         Ok(self.dir.join(stage))
     }
 
-    /// Directory of the raw logs of one item in one stage, `<run>/logs/<instance_id>/<stage>/`
-    /// (not created).
-    pub fn log_dir(&self, instance_id: &str, stage: &str) -> Result<PathBuf, StoreError> {
+    /// Directory of the raw logs of one item in one stage, `<run>/logs/<stem>/<stage>/` (not
+    /// created), where `<stem>` is the id's [`InstanceId::file_stem`]: the id itself when it is
+    /// a plain lowercase name, and never the same for two ids.
+    pub fn log_dir(&self, instance_id: &InstanceId, stage: &str) -> Result<PathBuf, StoreError> {
         let logs = self.dir.join("logs");
-        check_component(&logs, "instance id", instance_id)?;
         check_component(&logs, "stage name", stage)?;
-        Ok(logs.join(instance_id).join(stage))
+        Ok(logs.join(instance_id.file_stem()).join(stage))
     }
 
     /// Opens (creating if needed) the table of `stage`; see [`StageTable::open`]. Hold the run

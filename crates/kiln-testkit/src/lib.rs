@@ -19,6 +19,8 @@ pub mod fake_lm;
 mod fixtures;
 mod git;
 pub mod github;
+mod hostile;
+pub use hostile::write_hostile_cases;
 pub mod http;
 
 pub use ecosystems::write_ecosystems;
@@ -32,7 +34,7 @@ use git::git;
 #[derive(Debug, thiserror::Error)]
 pub enum TestkitError {
     /// A file or directory could not be written or read.
-    #[error("{}: {source}", path.display())]
+    #[error("read or write {}: {source}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -41,20 +43,20 @@ pub enum TestkitError {
         source: std::io::Error,
     },
     /// The target already exists; fixtures are never written over existing files.
-    #[error("{} already exists", path.display())]
+    #[error("write {}: it already exists", path.display())]
     AlreadyExists {
         /// The existing path.
         path: PathBuf,
     },
     /// `git` could not be started (not installed, not on `PATH`).
-    #[error("cannot run git: {source}")]
+    #[error("start git: {source}")]
     GitSpawn {
         /// The underlying IO error.
         #[source]
         source: std::io::Error,
     },
     /// A `git` command failed.
-    #[error("`git {args}` failed in {}: {stderr}", repo.display())]
+    #[error("run `git {args}` in {}: {stderr}", repo.display())]
     Git {
         /// The arguments passed to git.
         args: String,
@@ -64,7 +66,7 @@ pub enum TestkitError {
         stderr: String,
     },
     /// A task row could not be serialized.
-    #[error("cannot serialize a task: {0}")]
+    #[error("serialize a task: {0}")]
     Json(#[from] serde_json::Error),
 }
 

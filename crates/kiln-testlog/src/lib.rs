@@ -261,7 +261,7 @@ pub struct Summary {
 
 /// The parser name given to [`parse`] is not one of [`parser_names`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown test-log parser `{name}` (known: {known})", known = PARSER_NAMES.join(", "))]
+#[error("find the test-log parser `{name}` (known: {known})", known = PARSER_NAMES.join(", "))]
 pub struct UnknownParser {
     /// The name that was asked for.
     pub name: String,

@@ -32,7 +32,7 @@ pub enum Resolution {
     Unresolved,
     /// The predicted patch applies with none of the methods.
     PatchApplyFailure,
-    /// The engine failed; the result says nothing about the patch.
+    /// The instance's image is missing; the result says nothing about the patch.
     InfraFailure,
 }
 
@@ -97,7 +97,8 @@ pub struct Evaluation {
 /// Evaluates one prediction.
 ///
 /// # Errors
-/// Only an unreachable engine; every other failure is part of the [`Evaluation`].
+/// An engine that cannot be reached or fails; every failure of the prediction (and a missing
+/// image) is part of the [`Evaluation`].
 pub async fn evaluate(
     runtime: Arc<dyn ContainerRuntime>,
     request: &EvaluateRequest,
@@ -140,12 +141,14 @@ pub async fn evaluate(
     evaluation.seconds = started.elapsed().as_secs_f64();
     let output = match result {
         Ok(output) => output,
-        Err(RunFailure::Engine(e @ RuntimeError::Unreachable { .. })) => return Err(e),
-        Err(RunFailure::Engine(other)) => {
+        // A release naming an image this engine does not have says nothing about the patch;
+        // every other engine failure stops the evaluation, as it stops a stage.
+        Err(RunFailure::Engine(e @ RuntimeError::ImageNotFound(_))) => {
             evaluation.resolution = Resolution::InfraFailure;
-            evaluation.reason = Some(other.to_string());
+            evaluation.reason = Some(format!("failed to {e}"));
             return Ok(evaluation);
         }
+        Err(RunFailure::Engine(e)) => return Err(e),
         Err(RunFailure::Item(FailureClass::PatchApply, reason)) => {
             evaluation.resolution = Resolution::PatchApplyFailure;
             evaluation.reason = Some(reason);

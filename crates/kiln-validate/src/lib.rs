@@ -48,10 +48,10 @@ pub struct ValidateRequest {
     pub removals: Removals,
 }
 
-/// An infrastructure failure that stops the stage.
+/// An infrastructure failure that stops the stage; it is never written as a row.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidateError {
-    /// The engine went away.
+    /// The engine went away or failed.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
 }
@@ -59,7 +59,8 @@ pub enum ValidateError {
 /// Validates one instance.
 ///
 /// # Errors
-/// [`ValidateError::Engine`] when the engine cannot be reached; every other failure is a row.
+/// [`ValidateError::Engine`] when the engine cannot be reached or fails; every failure of the
+/// instance is a row.
 pub async fn validate(
     runtime: Arc<dyn ContainerRuntime>,
     request: &ValidateRequest,
@@ -145,18 +146,8 @@ pub async fn validate(
             };
             let output = match run_tests(Arc::clone(&runtime), &spec).await {
                 Ok(output) => output,
-                Err(RunFailure::Engine(RuntimeError::Unreachable { endpoint, message })) => {
-                    return Err(ValidateError::Engine(RuntimeError::Unreachable {
-                        endpoint,
-                        message,
-                    }));
-                }
-                Err(RunFailure::Engine(other)) => {
-                    record.failure_class = Some(FailureClass::Infra.as_str().into());
-                    record.reason = Some(other.to_string());
-                    record.total_seconds = started.elapsed().as_secs_f64();
-                    return Ok(record);
-                }
+                // The engine's failure is no result: the stage stops and a re-run retries.
+                Err(RunFailure::Engine(e)) => return Err(ValidateError::Engine(e)),
                 // New tests often use API the gold patch adds, so the test patch alone does
                 // not compile: its tests are then absent before the fix (n2p), as in
                 // Multi-SWE-bench. Only the `before` side may fail to build.

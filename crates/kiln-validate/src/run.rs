@@ -73,12 +73,21 @@ impl From<RuntimeError> for RunFailure {
 /// Runs the tests once in a fresh container, which is removed whatever happens (in the
 /// background when the spec says where removals go).
 ///
+/// Every step is a command of its own: each patch ([`patch::apply_script`]), each rebuild
+/// command, the test command. What decides the run is taken from the engine, out of band:
+/// each command's exit code as the engine reports it for that command's process, and the test
+/// command's own output. There is no marker to forge and no secret to read: the code under test
+/// can print anything and still not change an exit code, and the runner's scripts and patch
+/// files are gone before it runs.
+///
 /// # Errors
 /// See [`RunFailure`].
 pub async fn run_tests(
     runtime: Arc<dyn ContainerRuntime>,
     spec: &RunSpec<'_>,
 ) -> Result<RunOutput, RunFailure> {
+    let patches = patch::non_empty(&spec.patches);
+    let steps = u32::try_from(spec.rebuild.len() + 2).unwrap_or(u32::MAX);
     let container = ContainerSpec {
         image: spec.image.to_string(),
         env: Vec::new(),
@@ -86,10 +95,12 @@ pub async fn run_tests(
         limits: spec.docker.limits(),
         network: spec.network,
         workdir: Some(WORKDIR.into()),
-        max_lifetime: spec.timeout * 2 + Duration::from_secs(600),
+        max_lifetime: spec.timeout.saturating_mul(steps)
+            + PATCH_TIMEOUT.saturating_mul(u32::try_from(patches.len()).unwrap_or(u32::MAX))
+            + Duration::from_secs(600),
     };
     let mut session = Session::start(runtime, &container, &spec.log).await?;
-    let result = run_in(&mut session, spec).await;
+    let result = run_in(&mut session, spec, &patches).await;
     match spec.removals {
         Some(removals) => session.close_later(removals),
         None => session.close().await?,
@@ -101,76 +112,131 @@ pub async fn run_tests(
 /// output.
 const OUTPUT_CAP: usize = 256 << 20;
 
-async fn run_in(session: &mut Session, spec: &RunSpec<'_>) -> Result<RunOutput, RunFailure> {
-    let script = patch::RunScript::new(&spec.patches);
-    session
-        .write_files(&patch::RunScript::files(&spec.patches))
-        .await?;
-    // One timeout for the whole script: patching and rebuilding take a fraction of the tests.
-    let timeout = spec.timeout + spec.timeout / 2;
-    let outcome = session
-        .run_capped(
-            &script.script(spec.rebuild, spec.test_command),
-            timeout,
-            OUTPUT_CAP,
+/// Time allowed to apply one patch: git and patch take seconds even on large repositories.
+const PATCH_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs `command`; a container that the command stopped (the code under test can end its
+/// container's main process) is a failure of class `class`, any other engine error stops.
+async fn step(
+    session: &mut Session,
+    command: &str,
+    shown_as: &str,
+    timeout: Duration,
+    class: FailureClass,
+) -> Result<kiln_core::ExecOutcome, RunFailure> {
+    match session
+        .run_shown_as(command, shown_as, timeout, OUTPUT_CAP)
+        .await
+    {
+        Ok(outcome) if outcome.oom_killed => Err(RunFailure::Item(
+            FailureClass::Oom,
+            format!("`{}` ran out of memory", kiln_core::shown(shown_as)),
+        )),
+        Ok(outcome) => Ok(outcome),
+        Err(e @ RuntimeError::ContainerStopped { .. }) => {
+            Err(RunFailure::Item(class, format!("failed to {e}")))
+        }
+        Err(e) => Err(RunFailure::Engine(e)),
+    }
+}
+
+async fn run_in(
+    session: &mut Session,
+    spec: &RunSpec<'_>,
+    patches: &[(&str, &str)],
+) -> Result<RunOutput, RunFailure> {
+    let mut patch_methods = Vec::new();
+    for (name, text) in patches {
+        // Copied in just before its own command, which removes it: a patch is never on disk
+        // while another runs.
+        session
+            .write_files(&[(patch::patch_path(name), text.as_bytes())])
+            .await?;
+        let outcome = step(
+            session,
+            &patch::apply_script(name),
+            &format!("apply the {name} patch"),
+            PATCH_TIMEOUT,
+            FailureClass::PatchApply,
         )
         .await?;
-    if outcome.oom_killed {
+        match patch::Applied::from_exit_code(outcome.exit_code) {
+            patch::Applied::With(method) => {
+                patch_methods.push(format!("{name}:{}", method.as_str()))
+            }
+            patch::Applied::Failed => {
+                return Err(RunFailure::Item(
+                    FailureClass::PatchApply,
+                    format!(
+                        "the {name} patch applies with none of git apply, git apply --3way, patch --fuzz"
+                    ),
+                ));
+            }
+            patch::Applied::Unfinished(code) => {
+                let class = if outcome.timed_out {
+                    FailureClass::Timeout
+                } else {
+                    FailureClass::PatchApply
+                };
+                return Err(RunFailure::Item(
+                    class,
+                    format!(
+                        "applying the {name} patch did not finish (exit {code} after {:.0}s)",
+                        outcome.duration.as_secs_f64()
+                    ),
+                ));
+            }
+        }
+    }
+    for command in spec.rebuild {
+        let outcome = step(session, command, command, spec.timeout, FailureClass::Build).await?;
+        if outcome.timed_out {
+            return Err(RunFailure::Item(
+                FailureClass::Timeout,
+                format!(
+                    "rebuild command `{}` did not finish within {:.0}s",
+                    kiln_core::shown(command),
+                    spec.timeout.as_secs_f64()
+                ),
+            ));
+        }
+        if outcome.exit_code != 0 {
+            return Err(RunFailure::Item(
+                FailureClass::Build,
+                format!(
+                    "rebuild command `{}` exited {}",
+                    kiln_core::shown(command),
+                    outcome.exit_code
+                ),
+            ));
+        }
+    }
+    let outcome = step(
+        session,
+        spec.test_command,
+        spec.test_command,
+        spec.timeout,
+        FailureClass::TestRun,
+    )
+    .await?;
+    if outcome.timed_out {
         return Err(RunFailure::Item(
-            FailureClass::Oom,
-            "the run ran out of memory".into(),
+            FailureClass::Timeout,
+            format!(
+                "the test command did not finish (exit {} after {:.0}s)",
+                outcome.exit_code,
+                outcome.duration.as_secs_f64()
+            ),
         ));
     }
-    match script.read(&outcome.output) {
-        patch::ScriptResult::PatchFailed(name) => Err(RunFailure::Item(
-            FailureClass::PatchApply,
-            format!(
-                "the {name} patch applies with none of git apply, git apply --3way, patch --fuzz"
-            ),
-        )),
-        patch::ScriptResult::RebuildFailed { index, code } => Err(RunFailure::Item(
-            FailureClass::Build,
-            format!(
-                "rebuild command `{}` exited {code}",
-                spec.rebuild.get(index).map_or("?", String::as_str)
-            ),
-        )),
-        patch::ScriptResult::Unfinished { test_started } => {
-            let what = if test_started {
-                "the test command"
-            } else {
-                "patching and rebuilding"
-            };
-            let class = if outcome.timed_out {
-                FailureClass::Timeout
-            } else {
-                FailureClass::TestRun
-            };
-            Err(RunFailure::Item(
-                class,
-                format!(
-                    "{what} did not finish (exit {} after {:.0}s)",
-                    outcome.exit_code,
-                    outcome.duration.as_secs_f64()
-                ),
-            ))
-        }
-        patch::ScriptResult::Tested {
-            patch_methods,
-            exit_code,
-            seconds,
-            output,
-        } => {
-            let parsed = kiln_testlog::parse(spec.parser, &output)
-                .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
-                .relative_to(WORKDIR);
-            Ok(RunOutput {
-                exit_code,
-                statuses: parsed.statuses,
-                parse_problems: parsed.problems,
-                patch_methods,
-                test_seconds: seconds,
-            })
-        }
-    }
+    let parsed = kiln_testlog::parse(spec.parser, &outcome.output)
+        .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
+        .relative_to(WORKDIR);
+    Ok(RunOutput {
+        exit_code: outcome.exit_code,
+        statuses: parsed.statuses,
+        parse_problems: parsed.problems,
+        patch_methods,
+        test_seconds: outcome.duration.as_secs_f64(),
+    })
 }

@@ -99,6 +99,15 @@ impl<'a, 'b> Keys<'a, 'b> {
 
 impl Compiler<'_> {
     pub(super) fn error_at(&mut self, offset: usize, key: &str, message: String) {
+        // Every value a message quotes is cut where it is quoted; this is the backstop that keeps
+        // a message one readable line whatever a config holds (keys are text from the file too).
+        const MAX_MESSAGE: usize = 600;
+        let key = super::cut_long(key, 120);
+        let message = if message.len() > MAX_MESSAGE || message.contains(['\n', '\r']) {
+            super::cut_long(&message, MAX_MESSAGE)
+        } else {
+            message
+        };
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];
         let line = before.matches('\n').count() + 1;
@@ -133,6 +142,10 @@ impl Compiler<'_> {
             for (name, value) in table {
                 let name_str = name.get_ref().to_string();
                 let key = format!("{section}.{name_str}");
+                if let Err(problem) = super::node_name_problem(&name_str) {
+                    self.error_at(name.span().start, &key, problem);
+                    continue;
+                }
                 if names.insert(name_str.clone(), name.span().start).is_some() {
                     self.error_at(
                         name.span().start,
@@ -427,7 +440,8 @@ impl Compiler<'_> {
                 at,
                 &path,
                 format!(
-                    "unknown value \"{s}\"; expected one of: {}",
+                    "unknown value \"{}\"; expected one of: {}",
+                    super::cut(&s),
                     allowed.join(", ")
                 ),
             );
@@ -456,17 +470,20 @@ impl Compiler<'_> {
         let table = self.table(value, "dataset")?;
         let mut keys = Keys::new(table, "dataset", value.span().start);
         let name = self.required_string(&mut keys, "name");
-        if let Ok(name) = &name
-            && (name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+        // The name is a directory under the root and part of image references: the run store
+        // refuses what this refuses, so `kiln check` and `kiln run` agree.
+        if let Ok(text) = &name
+            && !super::is_dataset_name(text)
         {
             let at = keys.get("name").map_or(0, |v| v.span().start);
             self.error_at(
                 at,
                 "dataset.name",
-                "must be non-empty and use only letters, digits, `-`, `_` and `.`".into(),
+                format!(
+                    "\"{}\" is not a dataset name: use 1 to 100 letters, digits, `-`, `_` and `.`, \
+                     not starting with `.`",
+                    super::cut(text)
+                ),
             );
         }
         let root = self.string_or(&mut keys, "root", "datasets");
@@ -511,7 +528,26 @@ impl Compiler<'_> {
         };
         let cpus = self.float(&mut keys, "cpus", defaults.cpus, 0.1, 1024.0);
         let pids = self.int(&mut keys, "pids", defaults.pids, 64, 1 << 22);
-        let image_prefix = self.string_or(&mut keys, "image_prefix", &defaults.image_prefix);
+        let image_prefix_at = keys.get("image_prefix").map_or(0, |v| v.span().start);
+        let image_prefix = self
+            .string_or(&mut keys, "image_prefix", &defaults.image_prefix)
+            .and_then(|prefix| {
+                if super::is_image_prefix(&prefix) {
+                    Ok(prefix)
+                } else {
+                    self.error_at(
+                        image_prefix_at,
+                        "docker.image_prefix",
+                        format!(
+                            "\"{}\" is not an image repository prefix: lowercase path components \
+                             (letters, digits, `.`, `_`, `-`) joined by `/`, optionally after a \
+                             registry host such as `registry.example.com:5000/`",
+                            super::cut(&prefix)
+                        ),
+                    );
+                    Err(())
+                }
+            });
         keys.finish(
             self,
             &["ca_bundle", "memory", "cpus", "pids", "image_prefix"],
@@ -546,7 +582,8 @@ impl Compiler<'_> {
                         kind_value.map_or(0, |v| v.span().start),
                         &format!("{key}.kind"),
                         format!(
-                            "unknown kind \"{k}\"; expected one of: {}",
+                            "unknown kind \"{}\"; expected one of: {}",
+                            super::cut(&k),
                             names.join(", ")
                         ),
                     );
@@ -680,7 +717,10 @@ impl Compiler<'_> {
                     self.error_at(
                         *at,
                         &key,
-                        format!("input \"{input}\" is not a declared source or stage{hint}"),
+                        format!(
+                            "input \"{}\" is not a declared source or stage{hint}",
+                            super::cut(input)
+                        ),
                     );
                     continue;
                 };
@@ -690,8 +730,10 @@ impl Compiler<'_> {
                         *at,
                         &key,
                         format!(
-                            "a {} stage cannot read \"{input}\", a {} node",
-                            node.kind, target.kind
+                            "a {} stage cannot read \"{}\", a {} node",
+                            node.kind,
+                            super::cut(input),
+                            target.kind
                         ),
                     );
                 }
@@ -704,7 +746,11 @@ impl Compiler<'_> {
                     self.error_at(
                         *at,
                         &key,
-                        format!("inputs \"{other}\" and \"{input}\" are both {what}; name one"),
+                        format!(
+                            "inputs \"{}\" and \"{}\" are both {what}; name one",
+                            super::cut(other),
+                            super::cut(input)
+                        ),
                     );
                 }
             }
@@ -772,10 +818,14 @@ pub(super) fn config_dir(path: &Path) -> PathBuf {
 
 /// The allowed name closest to `name`, when close enough to be a likely typo.
 pub(super) fn closest<'s>(name: &str, allowed: &[&'s str]) -> Option<&'s str> {
+    let limit = |a: &str| 2.max(a.len() / 4);
     allowed
         .iter()
+        // The distance is at least the difference in length: a name far longer than every
+        // allowed one (a 10 MB key) is no typo, and is not compared character by character.
+        .filter(|a| name.len().abs_diff(a.len()) <= limit(a))
         .map(|a| (edit_distance(name, a), *a))
-        .filter(|(d, a)| *d <= 2.max(a.len() / 4))
+        .filter(|(d, a)| *d <= limit(a))
         .min_by_key(|(d, _)| *d)
         .map(|(_, a)| a)
 }

@@ -217,7 +217,11 @@ impl Compiler<'_> {
             key,
             format!(
                 "[lm] sets max_cost_usd, so every model needs a price in [lm.prices]; missing: {}",
-                unpriced.join(", ")
+                unpriced
+                    .iter()
+                    .map(|m| super::cut(m))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         );
         Err(())

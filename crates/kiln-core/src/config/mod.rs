@@ -381,8 +381,10 @@ impl Pipeline {
                 Need::EnvVar(name) if !env(name) => Some(format!(
                     "environment variable {name} is not set (or is empty)"
                 )),
-                Need::File(path) if std::fs::File::open(path).is_err() => {
-                    Some(format!("{} cannot be read", path.display()))
+                // Opened and read as the stage will read it: a directory opens but does not
+                // read.
+                Need::File(path) if std::fs::read(path).is_err() => {
+                    Some(format!("{} cannot be read as a file", path.display()))
                 }
                 _ => None,
             };
@@ -452,13 +454,108 @@ impl Pipeline {
     }
 }
 
-/// A config value cut for messages: a typo is worth echoing, a 10 MB value is not.
-fn cut(text: &str) -> String {
-    const MAX: usize = 80;
-    match text.char_indices().nth(MAX) {
-        Some((at, _)) => format!("{}... ({} bytes)", &text[..at], text.len()),
-        None => text.to_string(),
+/// Whether `name` can name a dataset: its directory under the root (the run store refuses what
+/// this refuses) and the middle part of its image references.
+#[must_use]
+pub fn is_dataset_name(name: &str) -> bool {
+    (1..=100).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// Directories and files of a run directory that no stage may be named after.
+const RESERVED_NODE_NAMES: &[&str] = &["logs", "lm"];
+
+/// Why `name` cannot name a source or stage: it becomes a directory of the run and a node of
+/// the DOT graph, so only a short plain name will do.
+fn node_name_problem(name: &str) -> Result<(), String> {
+    if !(1..=64).contains(&name.len())
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+    {
+        return Err(format!(
+            "\"{}\" is not a source or stage name: use 1 to 64 letters, digits, `-` and `_`",
+            cut(name)
+        ));
     }
+    if RESERVED_NODE_NAMES.contains(&name) {
+        return Err(format!(
+            "\"{name}\" is reserved for a directory of the run; choose another name"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `prefix` is the repository part of a Docker image reference that tags can be
+/// appended to (`kiln-env`, `ghcr.io/org/kiln`, `localhost:5000/kiln`): an optional registry
+/// host (with a `.` or a `:port`, or `localhost`), then lowercase path components of letters
+/// and digits joined by `.`, `_`, `__` or dashes.
+#[must_use]
+pub fn is_image_prefix(prefix: &str) -> bool {
+    let component = |part: &str| {
+        let bytes = part.as_bytes();
+        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        !part.is_empty()
+            && bytes.first().is_some_and(alnum)
+            && bytes.last().is_some_and(alnum)
+            && bytes.iter().all(|b| alnum(b) || b"._-".contains(b))
+            && !part.contains("..")
+            && !part.contains("___")
+            && !part.contains("._")
+            && !part.contains("_.")
+            && !part.contains(".-")
+            && !part.contains("-.")
+            && !part.contains("_-")
+            && !part.contains("-_")
+    };
+    let host = |part: &str| {
+        let (name, port) = match part.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (part, None),
+        };
+        (name.contains('.') || port.is_some() || name == "localhost")
+            && !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
+            && port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    };
+    if prefix.len() > 200 {
+        return false;
+    }
+    let parts: Vec<&str> = prefix.split('/').collect();
+    let path = match parts.split_first() {
+        Some((first, rest)) if !rest.is_empty() && host(first) => rest,
+        _ => &parts[..],
+    };
+    !path.is_empty() && path.iter().all(|p| component(p))
+}
+
+/// A config value cut for messages: a typo is worth echoing, a 10 MB value is not (escaped, so
+/// that every message stays on one line).
+fn cut(text: &str) -> String {
+    kiln_schema::shown(text)
+}
+
+/// A whole message kept to `max` characters and one line (control characters escaped), the
+/// backstop for a message that quotes a value without [`cut`].
+fn cut_long(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push_str(&format!("... ({} bytes)", text.len()));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Lowercase hex SHA-256 of bytes.
@@ -468,14 +565,31 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Parses `"90s"`, `"30m"`, `"2h"`, `"1h30m"`.
+/// The longest duration any setting takes: a week. Longer ones are typos, and timeouts are
+/// added and multiplied when containers are planned, which must not overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The largest memory limit a container may get (1 TiB).
+pub const MAX_MEMORY_BYTES: i64 = 1 << 40;
+
+/// The smallest memory limit the Docker engine accepts (6 MiB).
+pub const MIN_MEMORY_BYTES: i64 = 6 << 20;
+
+/// Parses `"90s"`, `"30m"`, `"2h"`, `"1h30m"`, at most [`MAX_DURATION`].
 ///
 /// # Errors
-/// A message saying what form is expected.
+/// A message saying what form is expected, or that the duration is out of range.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || {
         format!(
-            "\"{text}\" is not a duration; use a number with s, m or h, such as \"90s\" or \"30m\""
+            "\"{}\" is not a duration; use a number with s, m or h, such as \"90s\" or \"30m\"",
+            cut(text)
+        )
+    };
+    let too_long = || {
+        format!(
+            "\"{}\" is longer than the longest duration allowed, 7 days (\"168h\")",
+            cut(text)
         )
     };
     let mut total = 0u64;
@@ -492,21 +606,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             'h' => 3600,
             _ => return Err(bad()),
         };
-        let n: u64 = number.parse().map_err(|_| bad())?;
-        total = total.saturating_add(n.saturating_mul(unit));
+        if number.is_empty() {
+            return Err(bad());
+        }
+        // Digits past u64 are a duration far over the limit, not a malformed one.
+        let n: u64 = number.parse().map_err(|_| too_long())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or_else(too_long)?;
         number.clear();
         any = true;
     }
     if !number.is_empty() || !any || total == 0 {
         return Err(bad());
     }
-    Ok(Duration::from_secs(total))
+    let duration = Duration::from_secs(total);
+    if duration > MAX_DURATION {
+        return Err(too_long());
+    }
+    Ok(duration)
 }
 
-/// Parses `"512m"`, `"4g"`, `"1024k"` or a plain byte count into bytes.
+/// Parses `"512m"`, `"4g"`, `"1024k"` or a plain byte count into bytes, at most 1 TiB
+/// ([`MAX_MEMORY_BYTES`]).
 ///
 /// # Errors
-/// A message saying what form is expected.
+/// A message saying what form is expected, or that the size is out of range.
 pub fn parse_size(text: &str) -> Result<i64, String> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.strip_suffix('b').unwrap_or(&t);
@@ -516,10 +642,26 @@ pub fn parse_size(text: &str) -> Result<i64, String> {
         Some('g') => (&t[..t.len() - 1], 30),
         _ => (t, 0),
     };
-    match digits.parse::<i64>() {
-        Ok(n) if n > 0 => Ok(n << shift),
+    let bad = || {
+        format!(
+            "\"{}\" is not a size; use a number with k, m or g, such as \"4g\"",
+            cut(text)
+        )
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let bytes = digits
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|n| *n <= MAX_MEMORY_BYTES);
+    match bytes {
+        Some(n) if n >= MIN_MEMORY_BYTES => Ok(n),
+        Some(0) => Err(bad()),
         _ => Err(format!(
-            "\"{text}\" is not a size; use a number with k, m or g, such as \"4g\""
+            "\"{}\" is out of range: a size between 6m and 1024g",
+            cut(text)
         )),
     }
 }
@@ -663,6 +805,58 @@ inputs = ["tasks", "a"]
         assert_eq!(parse_size("4g"), Ok(4 << 30));
         assert_eq!(parse_size("512M"), Ok(512 << 20));
         assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("168h"), Ok(MAX_DURATION));
+    }
+
+    #[test]
+    fn sizes_and_durations_out_of_range_are_errors_not_wraps_or_panics() {
+        // 17179869184g is 2^64 bytes: shifted without a check it wraps to 0, which the engine
+        // reads as "no limit".
+        for size in [
+            "17179869184g",
+            "9223372036854775807k",
+            "2048g",
+            "1k",
+            "0",
+            "-1g",
+            "1.5g",
+        ] {
+            assert!(parse_size(size).is_err(), "{size}");
+        }
+        assert!(
+            parse_size("17179869184g").is_err_and(|e| e.contains("out of range")),
+            "{:?}",
+            parse_size("17179869184g")
+        );
+        assert_eq!(parse_size("1024g"), Ok(1 << 40));
+        for duration in [
+            "169h",
+            "99999999999999999999s",
+            "18446744073709551615h",
+            "5124095576030431h",
+            "m",
+        ] {
+            assert!(parse_duration(duration).is_err(), "{duration}");
+        }
+        let text = GOOD.replace(
+            "inputs = [\"tasks\"]\n",
+            "inputs = [\"tasks\"]\ncommand_timeout = \"18446744073709551615h\"\n",
+        );
+        let text = text.replace(
+            "name = \"demo\"\n",
+            "name = \"demo\"\n[docker]\nmemory = \"17179869184g\"\n",
+        );
+        let message = errors(&text);
+        assert!(
+            message.contains("docker.memory: \"17179869184g\" is out of range"),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "stages.launch.command_timeout: \"18446744073709551615h\" is longer than"
+            ),
+            "{message}"
+        );
     }
 
     #[test]
@@ -780,6 +974,126 @@ discover = { language = "Rust", min_stars = 10, max_stars = 5, stars = 1 }
     }
 
     #[test]
+    fn names_the_run_store_or_docker_would_refuse_are_config_errors() {
+        for (from, to, expected) in [
+            (
+                "name = \"demo\"",
+                "name = \"..\"",
+                "dataset.name: \"..\" is not a dataset name",
+            ),
+            (
+                "name = \"demo\"",
+                "name = \".hidden\"",
+                "dataset.name: \".hidden\" is not a dataset name",
+            ),
+            (
+                "[stages.launch]",
+                "[stages.\"../x\"]",
+                "stages.../x: \"../x\" is not a source or stage name",
+            ),
+            (
+                "[stages.launch]",
+                "[stages.logs]",
+                "stages.logs: \"logs\" is reserved for a directory of the run",
+            ),
+            (
+                "name = \"demo\"",
+                "name = \"demo\"\n[docker]\nimage_prefix = \"Kiln Env\"",
+                "docker.image_prefix: \"Kiln Env\" is not an image repository prefix",
+            ),
+            (
+                "path = \"tasks.jsonl\"",
+                "path = \"tasks.jsonl\"\ninstances = [\"ok__id-1\", \"../x\"]",
+                "sources.tasks.instances: \"../x\" is not an instance id: it contains a path separator",
+            ),
+        ] {
+            let message = errors(&GOOD.replacen(from, to, 1));
+            assert!(message.contains(expected), "{to}: {message}");
+        }
+        for prefix in [
+            "kiln-env",
+            "ghcr.io/org/kiln-env",
+            "localhost:5000/kiln",
+            "a__b/c.d",
+        ] {
+            assert!(is_image_prefix(prefix), "{prefix}");
+        }
+        for prefix in ["", "Kiln", "a/", "/a", "a//b", "a:b", "-a", "a-", "a..b"] {
+            assert!(!is_image_prefix(prefix), "{prefix}");
+        }
+    }
+
+    #[test]
+    fn no_message_echoes_a_huge_value_or_key() {
+        // Every string-valued key of every table, and a key name, get a long text (200 kB each,
+        // so that parsing stays quick in debug builds; `bad_crawl_settings_are_located` sends a
+        // 10 MB one).
+        let huge = "x".repeat(200_000);
+        let template = r#"
+[dataset]
+name = "HUGE"
+root = "datasets"
+[docker]
+memory = "HUGE"
+image_prefix = "HUGE"
+[lm]
+base_url = "HUGE"
+model = "m"
+api_key_env = "HUGE"
+timeout = "HUGE"
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+clone_url = "HUGE"
+instances = ["HUGE/"]
+[sources.HUGE]
+kind = "HUGE"
+[stages.filter]
+kind = "filter"
+inputs = ["tasks", "HUGE"]
+judge = "HUGE"
+drop_flags = ["HUGE"]
+[stages.split]
+kind = "split"
+inputs = ["tasks"]
+keep = ["HUGE"]
+[stages.launch]
+kind = "launch"
+inputs = ["tasks"]
+command_timeout = "HUGE"
+HUGE = 1
+[stages.validate]
+kind = "validate"
+inputs = ["tasks", "launch"]
+network = "HUGE"
+test_timeout = "HUGE"
+"#;
+        let message = errors(&template.replace("HUGE", &huge));
+        assert!(message.lines().count() >= 12, "{message}");
+        for line in message.lines() {
+            assert!(line.len() < 800, "a message of {} bytes", line.len());
+        }
+    }
+
+    #[test]
+    fn a_ca_bundle_that_is_a_directory_fails_the_check_as_it_would_fail_the_run() {
+        let text = GOOD.replace(
+            "name = \"demo\"\n",
+            &format!(
+                "name = \"demo\"\n[docker]\nca_bundle = {:?}\n",
+                std::env::temp_dir()
+            ),
+        );
+        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let message = pipeline
+            .check_environment(None, &|_| true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("cannot be read as a file"), "{message}");
+    }
+
+    #[test]
     fn a_missing_ca_bundle_is_an_environment_error_of_the_container_stages() {
         let text = GOOD.replace(
             "name = \"demo\"\n",
@@ -792,7 +1106,7 @@ discover = { language = "Rust", min_stars = 10, max_stars = 5, stars = 1 }
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
-            message.ends_with("docker.ca_bundle: /nonexistent/ca.pem cannot be read"),
+            message.ends_with("docker.ca_bundle: /nonexistent/ca.pem cannot be read as a file"),
             "{message}"
         );
         assert!(

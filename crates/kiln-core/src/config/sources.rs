@@ -377,7 +377,24 @@ impl Compiler<'_> {
     pub(super) fn ingest(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
         let path = self.required_string(keys, "path");
         let clone_url = self.clone_url_key(keys);
-        let instances = self.strings(keys, "instances");
+        let instances_at = keys.get("instances").map_or(keys.at, |v| v.span().start);
+        let instances = self.strings(keys, "instances").and_then(|ids| {
+            let mut ok = true;
+            for id in &ids {
+                if let Err(kiln_schema::IdError::Invalid { shown, reason }) =
+                    kiln_schema::InstanceId::new(id)
+                {
+                    let path = keys.path("instances");
+                    self.error_at(
+                        instances_at,
+                        &path,
+                        format!("\"{shown}\" is not an instance id: it {reason}"),
+                    );
+                    ok = false;
+                }
+            }
+            if ok { Ok(ids) } else { Err(()) }
+        });
         Ok(NodeSettings::Ingest(IngestSettings {
             path: self.path_value(&path?),
             clone_url: clone_url?,

@@ -112,7 +112,8 @@ impl Compiler<'_> {
                         drop_flags_at,
                         &path,
                         format!(
-                            "unknown flag \"{flag}\"; expected one of: {}",
+                            "unknown flag \"{}\"; expected one of: {}",
+                            super::cut(flag),
                             kiln_schema::CONFOUNDER_FLAGS.join(", ")
                         ),
                     );
@@ -194,7 +195,10 @@ impl Compiler<'_> {
                 self.error_at(
                     at,
                     &path,
-                    format!("unknown platform \"{platform}\"; expected linux, windows or macos"),
+                    format!(
+                        "unknown platform \"{}\"; expected linux, windows or macos",
+                        super::cut(platform)
+                    ),
                 );
                 return Err(());
             }

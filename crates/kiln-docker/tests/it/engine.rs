@@ -522,3 +522,119 @@ async fn child_connects_where_docker_host_says() {
         other => panic!("expected Unreachable, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_command_that_stops_its_container_is_reported_as_such_not_as_an_exit_code() {
+    let rt = runtime().await;
+    let c = start(&rt, &spec("stops-itself")).await;
+    // As root in the container, the code under test can end the main process; the command's
+    // own exit code (137, killed with the container) would otherwise look like a failing test.
+    let stopped = rt
+        .exec(
+            &c.0,
+            &ExecSpec::new(
+                "echo before; kill -TERM 1; sleep 30",
+                Duration::from_secs(60),
+            ),
+            &mut |_: &[u8]| {},
+        )
+        .await;
+    assert!(
+        matches!(&stopped, Err(RuntimeError::ContainerStopped { command, .. }) if command.contains("kill -TERM 1")),
+        "{stopped:?}"
+    );
+    let next = rt
+        .exec(
+            &c.0,
+            &ExecSpec::new("true", Duration::from_secs(10)),
+            &mut |_: &[u8]| {},
+        )
+        .await;
+    assert!(
+        matches!(next, Err(RuntimeError::ContainerStopped { .. })),
+        "{next:?}"
+    );
+}
+
+/// A unix socket that forwards to the engine until [`Proxy::cut`], which closes the listener
+/// and every connection: the engine going away as kiln sees it, without stopping the engine
+/// other tests share.
+struct Proxy {
+    socket: std::path::PathBuf,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let accepted = std::sync::Arc::clone(&tasks);
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let forward = tokio::spawn(async move {
+                    if let Ok(mut engine) =
+                        tokio::net::UnixStream::connect("/var/run/docker.sock").await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut engine).await;
+                    }
+                });
+                accepted.lock().unwrap().push(forward);
+            }
+        });
+        tasks.lock().unwrap().push(accept);
+        Self {
+            socket,
+            tasks,
+            _dir: dir,
+        }
+    }
+
+    fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[tokio::test]
+async fn an_engine_that_goes_away_mid_command_is_unreachable_not_a_failed_command() {
+    let proxy = Proxy::start();
+    let rt = DockerRuntime::connect_to(&format!("unix://{}", proxy.socket.display()))
+        .await
+        .unwrap();
+    let direct = runtime().await;
+    let c = start(&direct, &spec("engine-goes-away")).await;
+    let long = ExecSpec::new("echo started; sleep 30", Duration::from_secs(60));
+    let mut sink = |_: &[u8]| {};
+    let exec = rt.exec(&c.0, &long, &mut sink);
+    let cut = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        proxy.cut();
+    };
+    let (outcome, ()) = tokio::join!(exec, cut);
+    assert!(
+        matches!(outcome, Err(RuntimeError::Unreachable { .. })),
+        "{outcome:?}"
+    );
+    // Every later request fails the same way: the stage stops, it does not write rows.
+    let next = rt
+        .exec(
+            &c.0,
+            &ExecSpec::new("true", Duration::from_secs(10)),
+            &mut |_: &[u8]| {},
+        )
+        .await;
+    assert!(
+        matches!(next, Err(RuntimeError::Unreachable { .. })),
+        "{next:?}"
+    );
+    let created = rt.create(&spec("engine-gone")).await;
+    assert!(
+        matches!(created, Err(RuntimeError::Unreachable { .. })),
+        "{created:?}"
+    );
+}

@@ -48,6 +48,16 @@ pub(super) async fn page_rows(
             continue;
         }
         let id = instance_id(repo, pr.number);
+        // A name GitHub answered with becomes file names and image tags later; one that is no
+        // usable id (only a misbehaving server sends such names) is left out, not stored.
+        if let Err(e) = kiln_schema::InstanceId::new(&id) {
+            tracing::warn!(
+                repo,
+                number = pr.number,
+                "pull request skipped: failed to {e}"
+            );
+            continue;
+        }
         if shared.request.prior.seen.contains(&id) {
             continue;
         }

@@ -642,3 +642,86 @@ async fn a_missing_debian_base_image_is_made_with_debootstrap() {
     assert!(out.starts_with("12."), "{out}");
     assert!(out.contains("C.UTF-8"), "{out}");
 }
+
+/// A record whose id, repository, commit and test command hold line breaks (as a hostile task
+/// file once put in a row) and whose setup commands span lines: the synthesised Dockerfile,
+/// built by the engine, runs exactly the setup commands and nothing else.
+#[tokio::test]
+async fn a_hostile_record_adds_no_instruction_to_its_dockerfile() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kiln_core::{ContainerRuntime, ContainerSpec, ExecSpec, ImageBuild};
+
+    let runtime: Arc<dyn ContainerRuntime> = match kiln_docker::DockerRuntime::connect().await {
+        Ok(runtime) => Arc::new(runtime),
+        Err(e) => panic!("this test needs a Docker engine (scripts/docker-engine.sh start): {e}"),
+    };
+    let record = kiln_schema::EnvironmentRecord {
+        instance_id: "x\nRUN touch /injected-id".into(),
+        repo: "o/r\rRUN touch /injected-repo".into(),
+        base_commit: "0123abc\nRUN touch /injected-commit".into(),
+        base_image: "debian:bookworm".into(),
+        test_command: "true\nRUN touch /injected-test".into(),
+        setup_commands: vec![
+            "echo one > /one".into(),
+            "printf 'a\\n' > /a\necho b > /b".into(),
+            "cat > /c <<EOF\nhello\nEOF".into(),
+            "echo d \\".into(),
+        ],
+        ..kiln_schema::EnvironmentRecord::default()
+    };
+    let dockerfile = kiln_launch::dockerfile::dockerfile(&record);
+    let mut context = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(3);
+    header.set_mode(0o644);
+    header.set_cksum();
+    context
+        .append_data(&mut header, "testbed/x.txt", &b"hi\n"[..])
+        .unwrap();
+    let tag = format!("kiln-it/dockerfile-injection:{}", std::process::id());
+    let labels = BTreeMap::from([(
+        kiln_core::runtime::LABEL_RUN.to_string(),
+        format!("it-{}-dockerfile", std::process::id()),
+    )]);
+    let build = ImageBuild {
+        tag: tag.clone(),
+        dockerfile: dockerfile.clone(),
+        context_archive: context.into_inner().unwrap(),
+        labels: labels.clone(),
+        ..ImageBuild::default()
+    };
+    let built = runtime.build_image(&build, &mut |_: &[u8]| {}).await;
+    let checked = async {
+        built?;
+        let id = runtime
+            .create(&ContainerSpec {
+                image: tag.clone(),
+                labels: labels.clone(),
+                max_lifetime: Duration::from_secs(120),
+                ..ContainerSpec::default()
+            })
+            .await?;
+        let outcome = runtime
+            .exec(
+                &id,
+                &ExecSpec::new(
+                    "ls -d /injected* 2>/dev/null; cat /one /a /b /c; test -e /testbed/x.txt && echo context",
+                    Duration::from_secs(30),
+                ),
+                &mut |_: &[u8]| {},
+            )
+            .await;
+        let _ = runtime.remove(&id).await;
+        outcome
+    }
+    .await;
+    let _ = runtime.remove_image(&tag).await;
+    let outcome = checked.unwrap_or_else(|e| panic!("failed to {e}\n{dockerfile}"));
+    assert_eq!(
+        outcome.output, "one\na\nb\nhello\ncontext\n",
+        "{dockerfile}"
+    );
+}

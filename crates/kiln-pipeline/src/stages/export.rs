@@ -141,9 +141,9 @@ fn write_lm_answers(
     if answers.is_empty() {
         // A release re-exported without an LM must not keep the answers of an earlier export.
         if path.exists() {
-            std::fs::remove_file(&path).map_err(|e| PipelineError::Input {
-                what: path.display().to_string(),
-                message: format!("cannot remove the earlier LM answers: {e}"),
+            std::fs::remove_file(&path).map_err(|e| PipelineError::Host {
+                what: format!("remove the earlier LM answers {}", path.display()),
+                message: e.to_string(),
             })?;
         }
         return Ok(String::new());

@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kiln_core::config::{NodeKind, NodeSettings};
-use kiln_schema::{Candidate, EnvironmentRecord, PlatformLabel};
+use kiln_core::runtime::LABEL_DATASET;
+use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
 
 use super::{
     StageContext, StageOutcome, finish, for_each_item, kept_candidates, plan, started,
@@ -33,8 +34,13 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
         return Err(PipelineError::Internal("launch has no source input".into()));
     };
+    let candidates: BTreeMap<String, (InstanceId, Candidate)> = cx
+        .usable_ids(candidates, |c| &c.instance_id)
+        .into_iter()
+        .map(|(id, c)| (c.instance_id.clone(), (id, c)))
+        .collect();
     let mut table = cx.table::<EnvironmentRecord>()?;
-    let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
+    let items: Vec<String> = candidates.keys().cloned().collect();
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     started(cx, items.len(), skipped);
     let runtime = cx.runtime()?;
@@ -47,10 +53,6 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         })?)),
         _ => None,
     };
-    let by_id: BTreeMap<String, Candidate> = candidates
-        .into_iter()
-        .map(|c| (c.instance_id.clone(), c))
-        .collect();
     let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
     let concurrency = cx
         .options
@@ -60,10 +62,10 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let removals = kiln_core::Removals::default();
     let mut requests = BTreeMap::new();
     for id in &todo {
-        let Some(candidate) = by_id.get(id) else {
+        let Some((instance_id, candidate)) = candidates.get(id) else {
             continue;
         };
-        let (log_dir, log_dir_label) = cx.log_dir(id)?;
+        let (log_dir, log_dir_label) = cx.log_dir(instance_id)?;
         requests.insert(
             id.clone(),
             kiln_launch::LaunchRequest {
@@ -76,7 +78,7 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 image_tag: image_tag(
                     &cx.pipeline.docker.image_prefix,
                     &cx.pipeline.dataset.name,
-                    id,
+                    instance_id,
                 ),
                 labels: cx.labels(),
                 settings: settings.clone(),
@@ -102,7 +104,12 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 };
                 kiln_launch::launch(runtime, request, reporter.as_ref())
                     .await
-                    .map_err(|kiln_launch::LaunchError::Engine(e)| PipelineError::Engine(e))
+                    .map_err(|e| match e {
+                        kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
+                        kiln_launch::LaunchError::Host { what, message } => {
+                            PipelineError::Host { what, message }
+                        }
+                    })
             }
         },
         environment_outcome,
@@ -110,6 +117,11 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     .await;
     wait_for_removals(cx, &removals).await;
     let processed = processed?;
+    // An instance launched again (after a kill between its commit and its row, or with
+    // --force) moved its tag to the new image; the old one, untagged, is nobody's now.
+    runtime
+        .remove_leftover_images(LABEL_DATASET, &crate::dataset_label(cx.pipeline))
+        .await?;
     let items: BTreeSet<String> = items.into_iter().collect();
     finish(
         cx,
@@ -128,39 +140,55 @@ fn environment_outcome(row: &EnvironmentRecord) -> String {
     }
 }
 
-/// Image tag of an instance's environment: `<prefix>/<dataset>:<instance id>`, lowercased, as
-/// Docker requires.
-fn image_tag(prefix: &str, dataset: &str, instance_id: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.to_ascii_lowercase()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect()
-    };
-    let mut tag = clean(instance_id);
-    tag.truncate(128);
-    format!("{}/{}:{tag}", clean(prefix), clean(dataset))
+/// Image tag of an instance's environment: `<prefix>/<dataset>:<stem>`, where the prefix is
+/// as the config gives it (checked there), and the dataset and the id are named by
+/// [`kiln_schema::safe_name`] and [`InstanceId::file_stem`]: lowercase, as Docker requires,
+/// and distinct for ids (and dataset names) that differ only in case or length, so that no
+/// instance is ever validated in another's image.
+fn image_tag(prefix: &str, dataset: &str, instance_id: &InstanceId) -> String {
+    format!(
+        "{prefix}/{}:{}",
+        kiln_schema::safe_name(dataset),
+        instance_id.file_stem()
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use kiln_schema::InstanceId;
+
     use super::image_tag;
+
+    fn id(text: &str) -> InstanceId {
+        InstanceId::new(text).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn image_tags_are_valid_docker_references() {
         assert_eq!(
-            image_tag("kiln-env", "Demo", "kiln-demo__calc-2"),
+            image_tag("kiln-env", "demo", &id("kiln-demo__calc-2")),
             "kiln-env/demo:kiln-demo__calc-2"
         );
-        assert_eq!(
-            image_tag("kiln-env", "d", "Owner__Repo-7"),
-            "kiln-env/d:owner__repo-7"
-        );
+        let tag = image_tag("kiln-env", "d", &id("Owner__Repo-7"));
+        assert!(tag.starts_with("kiln-env/d:owner__repo-7--"), "{tag}");
+        assert!(image_tag("kiln-env", "Demo", &id("x-1")).starts_with("kiln-env/demo--"));
+    }
+
+    #[test]
+    fn ids_that_differ_only_in_case_get_different_images() {
+        let tags: std::collections::BTreeSet<String> = ["Foo__bar-1", "foo__bar-1", "FOO__bar-1"]
+            .iter()
+            .map(|t| image_tag("kiln-env", "d", &id(t)))
+            .collect();
+        assert_eq!(tags.len(), 3, "{tags:?}");
+        let long: std::collections::BTreeSet<String> = ["1", "2"]
+            .iter()
+            .map(|n| image_tag("kiln-env", "d", &id(&format!("{}{n}", "a".repeat(150)))))
+            .collect();
+        assert_eq!(long.len(), 2, "{long:?}");
+        for tag in &long {
+            let (_, version) = tag.rsplit_once(':').unwrap_or_default();
+            assert!(version.len() + ".dockerfile-check".len() <= 128, "{tag}");
+        }
     }
 }

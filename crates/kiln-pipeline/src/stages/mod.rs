@@ -24,10 +24,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{LmSettings, Node, NodeKind, NodeSettings, Pipeline};
-use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
+use kiln_core::runtime::{LABEL_DATASET, LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter};
 use kiln_lm::{AnswerStore, Asker};
-use kiln_schema::{Candidate, Row, Verdict};
+use kiln_schema::{Candidate, InstanceId, Row, Verdict};
 use kiln_store::{RunStore, StageTable};
 use tokio::task::JoinSet;
 
@@ -161,13 +161,38 @@ impl StageContext<'_> {
         BTreeMap::from([
             (LABEL_MANAGED.to_string(), "1".to_string()),
             (LABEL_RUN.to_string(), self.run_label.clone()),
+            (
+                LABEL_DATASET.to_string(),
+                crate::dataset_label(self.pipeline),
+            ),
         ])
     }
 
-    fn log_dir(&self, instance_id: &str) -> Result<(PathBuf, String), PipelineError> {
+    fn log_dir(&self, instance_id: &InstanceId) -> Result<(PathBuf, String), PipelineError> {
         let dir = self.run.log_dir(instance_id, &self.node.name)?;
-        let label = format!("logs/{instance_id}/{}", self.node.name);
+        let label = format!("logs/{}/{}", instance_id.file_stem(), self.node.name);
         Ok((dir, label))
+    }
+
+    /// The items whose ids names can be derived from, each with its [`InstanceId`]. Ingest and
+    /// the crawl let no other id through; one in a table written otherwise (by hand, or by an
+    /// older kiln) is left out with a note, so that it cannot stop the stage or name a path.
+    fn usable_ids<T>(&self, items: Vec<T>, id_of: impl Fn(&T) -> &str) -> Vec<(InstanceId, T)> {
+        items
+            .into_iter()
+            .filter_map(|item| match InstanceId::new(id_of(&item)) {
+                Ok(id) => Some((id, item)),
+                Err(e) => {
+                    self.reporter.report(Event::Note {
+                        message: format!(
+                            "stage {}: an item is left out: failed to {e}",
+                            self.node.name
+                        ),
+                    });
+                    None
+                }
+            })
+            .collect()
     }
 }
 

@@ -26,8 +26,12 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         .into_iter()
         .filter(|e| e.status == "built" && candidates.contains_key(&e.instance_id))
         .collect();
+    let environments = cx.usable_ids(environments, |e| &e.instance_id);
     let mut table = cx.table::<ValidationRecord>()?;
-    let items: Vec<String> = environments.iter().map(|e| e.instance_id.clone()).collect();
+    let items: Vec<String> = environments
+        .iter()
+        .map(|(_, e)| e.instance_id.clone())
+        .collect();
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     started(cx, items.len(), skipped);
     let runtime = if todo.is_empty() {
@@ -37,7 +41,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     };
     let removals = kiln_core::Removals::default();
     let mut requests = BTreeMap::new();
-    for environment in environments {
+    for (instance_id, environment) in environments {
         let id = environment.instance_id.clone();
         if !todo.contains(&id) {
             continue;
@@ -45,7 +49,7 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         let Some(candidate) = candidates.get(&id) else {
             continue;
         };
-        let (log_dir, log_dir_label) = cx.log_dir(&id)?;
+        let (log_dir, log_dir_label) = cx.log_dir(&instance_id)?;
         requests.insert(
             id,
             kiln_validate::ValidateRequest {

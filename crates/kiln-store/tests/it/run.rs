@@ -63,13 +63,18 @@ fn stage_and_log_dirs() {
     let tmp = tempfile::tempdir().unwrap();
     let run = RunStore::create(tmp.path(), "ds", Some("r1"), "", "h").unwrap();
     assert_eq!(run.stage_dir("filter").unwrap(), run.dir().join("filter"));
+    let id = |text: &str| kiln_schema::InstanceId::new(text).unwrap();
     assert_eq!(
-        run.log_dir("a__b-1", "launch").unwrap(),
+        run.log_dir(&id("a__b-1"), "launch").unwrap(),
         run.dir().join("logs/a__b-1/launch")
     );
     assert!(run.stage_dir("../etc").is_err());
     assert!(run.stage_dir("logs").is_err());
-    assert!(run.log_dir("a/b", "launch").is_err());
+    // Ids that differ only in case get directories of their own, on any file system.
+    let upper = run.log_dir(&id("A__b-1"), "launch").unwrap();
+    assert_ne!(upper, run.dir().join("logs/a__b-1/launch"));
+    assert!(upper.starts_with(run.dir().join("logs")));
+    assert!(run.log_dir(&id("a__b-1"), "../x").is_err());
     let mut table = run
         .stage::<kiln_schema::Verdict>("filter", "c", Default::default())
         .unwrap();

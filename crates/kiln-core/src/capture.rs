@@ -28,6 +28,18 @@ impl HeadTail {
         }
     }
 
+    /// An empty capture that keeps the first `head_cap` and the last `tail_cap` bytes.
+    #[must_use]
+    pub fn with_caps(head_cap: usize, tail_cap: usize) -> Self {
+        Self {
+            head_cap,
+            tail_cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
     /// Appends a chunk.
     pub fn push(&mut self, mut chunk: &[u8]) {
         self.total += chunk.len();

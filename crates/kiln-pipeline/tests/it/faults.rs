@@ -1,0 +1,125 @@
+//! An engine that fails mid-stage stops the stage: no row is written for the items it was
+//! working on, the stage and the run stay incomplete, and a re-run finds them still to do.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kiln_core::config::Pipeline;
+use kiln_core::{ContainerRuntime, NullReporter};
+use kiln_pipeline::{PipelineError, RunOptions, RunSelection, Runner};
+use kiln_schema::{EnvironmentRecord, ValidationRecord};
+use kiln_store::Status;
+
+use crate::engine::BrokenEngine;
+
+/// The demo's task file through ingest, launch and validate, under dataset `dataset`.
+fn pipeline(dir: &Path, dataset: &str) -> Pipeline {
+    let layout = kiln_testkit::write_demo(&dir.join("fixtures")).unwrap();
+    let text = format!(
+        "[dataset]\nname = \"{dataset}\"\nroot = \"datasets\"\n\
+         [sources.tasks]\nkind = \"ingest\"\npath = {tasks:?}\nclone_url = \"{repos}/{{owner}}/{{name}}\"\n\
+         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n\
+         [stages.validate]\nkind = \"validate\"\ninputs = [\"tasks\", \"launch\"]\n",
+        tasks = layout.tasks_file,
+        repos = layout.repos_dir.display(),
+    );
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, &text).unwrap();
+    Pipeline::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn open(pipeline: &Pipeline, engine: &Arc<BrokenEngine>) -> Runner {
+    let runtime: Arc<dyn ContainerRuntime> = engine.clone();
+    Runner::open(
+        pipeline.clone(),
+        &RunSelection::ResumeOrNew,
+        Arc::new(NullReporter),
+        Some(runtime),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn an_engine_failing_mid_launch_writes_no_row_and_leaves_the_run_to_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = pipeline(tmp.path(), "faults-launch");
+    let engine = Arc::new(BrokenEngine::default());
+    let mut runner = open(&pipeline, &engine);
+    let error = runner.run_all(&RunOptions::default()).await.err();
+    assert!(
+        matches!(&error, Some(PipelineError::Engine(_))),
+        "the stage must stop on the engine's failure: {error:?}"
+    );
+    assert!(engine.failed_requests() > 0, "the engine was never asked");
+    let launch = runner.run_dir().join("launch");
+    let rows: Vec<EnvironmentRecord> = kiln_store::read_rows(&launch).unwrap_or_default();
+    assert!(
+        rows.is_empty(),
+        "an engine failure became rows: {:?}",
+        rows.iter()
+            .map(|r| (&r.instance_id, &r.failure_class))
+            .collect::<Vec<_>>()
+    );
+    let run_dir = runner.run_dir();
+    drop(runner);
+    let run = kiln_store::RunStore::open_dir(&run_dir).unwrap();
+    assert_eq!(run.info().status, Status::Incomplete);
+    let manifest = kiln_store::Manifest::read(&launch).unwrap();
+    assert_eq!(manifest.status, Status::Incomplete);
+    // The next invocation resumes the same run, with every item still to do.
+    let again = open(&pipeline, &engine);
+    assert_eq!(again.run_dir(), run_dir);
+}
+
+#[tokio::test]
+async fn an_engine_failing_mid_validate_writes_no_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = pipeline(tmp.path(), "faults-validate");
+    let engine = Arc::new(BrokenEngine::default());
+    let mut runner = open(&pipeline, &engine);
+    let options = RunOptions::default();
+    runner.run_stage("tasks", &options).await.unwrap();
+    // Launch rows as a working engine would have left them.
+    let store = kiln_store::RunStore::open_dir(&runner.run_dir()).unwrap();
+    let node = pipeline.node("launch").unwrap();
+    let mut table = store
+        .stage::<EnvironmentRecord>("launch", &node.settings_hash(), Default::default())
+        .unwrap();
+    let built: Vec<EnvironmentRecord> = pipeline_ids(&runner)
+        .into_iter()
+        .map(|id| EnvironmentRecord {
+            image: Some(format!("kiln-env/faults-validate:{id}")),
+            instance_id: id,
+            status: "built".into(),
+            test_command: "pytest".into(),
+            parser: "pytest".into(),
+            ..EnvironmentRecord::default()
+        })
+        .collect();
+    table.append(&built).unwrap();
+    table.set_complete(true, Default::default()).unwrap();
+    let error = runner.run_stage("validate", &options).await.err();
+    assert!(
+        matches!(&error, Some(PipelineError::Engine(_))),
+        "the stage must stop on the engine's failure: {error:?}"
+    );
+    let rows: Vec<ValidationRecord> =
+        kiln_store::read_rows(&runner.run_dir().join("validate")).unwrap_or_default();
+    assert!(
+        rows.is_empty(),
+        "an engine failure became rows: {:?}",
+        rows.iter()
+            .map(|r| (&r.instance_id, &r.failure_class, &r.reason))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The ids of the run's candidates that ingest accepted.
+fn pipeline_ids(runner: &Runner) -> Vec<String> {
+    let rows: Vec<kiln_schema::Candidate> =
+        kiln_store::read_rows(&runner.run_dir().join("tasks")).unwrap();
+    rows.into_iter()
+        .filter(|c| c.status == "ok")
+        .map(|c| c.instance_id)
+        .collect()
+}
