@@ -120,7 +120,7 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
     } else {
         PackageManager::NpmUnlocked
     };
-    let script = str_at(&["scripts", "test"]).unwrap_or_default();
+    let script = test_script(manifest);
     let (runner, mut runner_args, runner_env) = runner_of(&script, &has);
     // Stopping at the first failure would leave the tests after it unrun, and unrun tests
     // before the fix read as tests the fix added. The script's own `--bail` is dropped
@@ -213,24 +213,41 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> (Runner, Vec<String>, 
         ("mocha", Runner::Mocha),
         ("ava", Runner::Ava),
     ];
+    // The runner of each command of the script, with its arguments and environment.
+    let mut found: Vec<(Runner, Vec<String>, Vec<String>)> = Vec::new();
     for segment in script.split("&&").flat_map(|s| s.split(';')) {
         let words: Vec<&str> = segment.split_whitespace().collect();
         for (i, word) in words.iter().enumerate() {
             if *word == "node" && words.get(i + 1) == Some(&"--test") {
-                return (
+                found.push((
                     Runner::NodeTest,
                     words[i + 2..].iter().map(|w| (*w).to_string()).collect(),
                     env_prefix(&words[..i]),
-                );
+                ));
+                break;
             }
             if let Some((_, runner)) = BINARIES.iter().find(|(bin, _)| bin == word) {
                 let args = &words[i + 1..];
                 if *runner == Runner::ReactScripts && args.first() != Some(&"test") {
                     continue;
                 }
-                return (*runner, clean_args(*runner, args), env_prefix(&words[..i]));
+                found.push((*runner, clean_args(*runner, args), env_prefix(&words[..i])));
+                break;
             }
         }
+    }
+    // Several commands of the first runner (`mocha a.js && mocha b/*.js`, as scripts split by
+    // suite give) become one run over all their test files: the flags come from the first, the
+    // files and patterns of the others are added.
+    if let Some((runner, mut args, env)) = found.first().cloned() {
+        for (_, more, _) in found.iter().skip(1).filter(|(r, _, _)| *r == runner) {
+            for arg in more {
+                if !arg.starts_with('-') && !args.contains(arg) {
+                    args.push(arg.clone());
+                }
+            }
+        }
+        return (runner, args, env);
     }
     let from_deps = [
         ("vitest", Runner::Vitest),
@@ -246,6 +263,97 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> (Runner, Vec<String>, 
     // project runs a dependency-detected runner (through a wrapper script); the plain
     // runner with its defaults is the better bet for a structured report.
     (from_deps, Vec::new(), Vec::new())
+}
+
+/// The `test` script with the package scripts it runs written out: `npm run X`, `yarn X`,
+/// `pnpm run X` and npm-run-all's `npm-run-all` / `run-s` / `run-p` patterns (`test:*` matches
+/// the names one `:` level down, `test:**` every level) give way to those scripts' commands,
+/// so that the runner behind a script that only delegates is found.
+fn test_script(manifest: &serde_json::Map<String, Value>) -> String {
+    let empty = serde_json::Map::new();
+    let scripts = manifest
+        .get("scripts")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let text = scripts
+        .get("test")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    expand_script(text, scripts, &mut vec!["test".to_string()], 0)
+}
+
+fn expand_script(
+    text: &str,
+    scripts: &serde_json::Map<String, Value>,
+    seen: &mut Vec<String>,
+    depth: usize,
+) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for segment in text.split("&&").flat_map(|s| s.split(';')) {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        let Some(names) = delegated_scripts(&words, scripts).filter(|_| depth < 4) else {
+            out.push(segment.trim().to_string());
+            continue;
+        };
+        for name in names {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name.clone());
+            if let Some(body) = scripts.get(&name).and_then(Value::as_str) {
+                out.push(expand_script(body, scripts, seen, depth + 1));
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out.join(" && ")
+}
+
+/// The package scripts a command runs, when it only runs package scripts.
+fn delegated_scripts(
+    words: &[&str],
+    scripts: &serde_json::Map<String, Value>,
+) -> Option<Vec<String>> {
+    let (tool, rest) = words.split_first()?;
+    let rest: Vec<&str> = rest.iter().copied().take_while(|w| *w != "--").collect();
+    match *tool {
+        "npm" | "yarn" | "pnpm" => {
+            let name = match rest.as_slice() {
+                ["run" | "run-script", name, ..] => *name,
+                [name, ..] if *tool != "npm" && !name.starts_with('-') => *name,
+                _ => return None,
+            };
+            scripts.contains_key(name).then(|| vec![name.to_string()])
+        }
+        "npm-run-all" | "run-s" | "run-p" => Some(
+            rest.iter()
+                .filter(|w| !w.starts_with('-'))
+                .flat_map(|pattern| {
+                    scripts
+                        .keys()
+                        .filter(|name| script_pattern_matches(pattern, name))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// npm-run-all's patterns: `*` within one `:`-separated part of a script name, `**` across
+/// parts; anything else literally.
+fn script_pattern_matches(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.trim_matches(['"', '\'']);
+    let (p, n): (Vec<&str>, Vec<&str>) = (pattern.split(':').collect(), name.split(':').collect());
+    if p.last() == Some(&"**") {
+        return n.len() >= p.len()
+            && p[..p.len() - 1]
+                .iter()
+                .zip(&n)
+                .all(|(p, n)| crate::plan::glob_match(p, n));
+    }
+    p.len() == n.len() && p.iter().zip(&n).all(|(p, n)| crate::plan::glob_match(p, n))
 }
 
 /// `NAME=value` words before the runner, `cross-env` dropped.
@@ -586,6 +694,45 @@ mod tests {
                 .contains("engines.node `>=20` admits it"),
             "{}",
             plan.version_reason
+        );
+    }
+
+    #[test]
+    fn a_test_script_that_runs_other_scripts_is_written_out() {
+        let test_of = |scripts: &str| {
+            node_plan(
+                &[(
+                    "package.json",
+                    &format!(r#"{{"scripts":{scripts},"devDependencies":{{"mocha":"^8"}}}}"#),
+                )],
+                None,
+            )
+            .test
+        };
+        // npm-run-all over suites, each a mocha run of its own files (as Prism's tests are).
+        assert_eq!(
+            test_of(
+                r#"{"lint":"eslint .","test:aliases":"mocha tests/aliases-test.js","test:core":"mocha tests/core/**/*.js","test:deep:x":"mocha tests/deep.js","test":"npm-run-all test:*"}"#
+            ),
+            "CI=true npx --no-install mocha tests/aliases-test.js tests/core/**/*.js --reporter json 2>&1"
+        );
+        assert_eq!(
+            test_of(
+                r#"{"test:a":"mocha a.js","test:deep:x":"mocha deep.js","test":"run-s lint 'test:**'","lint":"eslint ."}"#
+            ),
+            "CI=true npx --no-install mocha a.js deep.js --reporter json 2>&1"
+        );
+        // `npm run` and `yarn`, nested, flags from the first run kept.
+        assert_eq!(
+            test_of(
+                r#"{"test":"npm run lint && npm run test:unit","lint":"eslint .","test:unit":"yarn unit","unit":"mocha --check-leaks test/unit && mocha test/int"}"#
+            ),
+            "CI=true npx --no-install mocha --check-leaks test/unit test/int --reporter json 2>&1"
+        );
+        // A script that names itself does not loop.
+        assert_eq!(
+            test_of(r#"{"test":"npm run t","t":"npm run t && mocha x.js"}"#),
+            "CI=true npx --no-install mocha x.js --reporter json 2>&1"
         );
     }
 
