@@ -216,7 +216,7 @@ impl MirrorCache {
         let mut attempt = 0;
         loop {
             let (mirror, missing) = self.update_locked(&stem, url, &[commit])?;
-            if missing.first().is_some() {
+            if !missing.is_empty() {
                 return Err(GitError {
                     command: format!("git cat-file -e {commit}"),
                     message: format!("commit {commit} is not in {url}"),
