@@ -57,6 +57,7 @@ fn remove_images(dataset: &str) {
 }
 
 #[test]
+#[allow(clippy::print_stderr)] // the time it took is what CI's log should show
 fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_disk() {
     let tmp = tempdir();
     let dir = tmp.path().join("hc");
