@@ -183,7 +183,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     };
     let (packages, test_scope) = match &selection {
         Some(s) => (
-            s.packages
+            s.specs
                 .iter()
                 .map(|p| format!("-p {}", shell_quote(p)))
                 .collect::<Vec<_>>()

@@ -13,6 +13,8 @@ pub struct Member {
     pub name: String,
     /// Its directory relative to the root (`""` for the root package).
     pub dir: String,
+    /// `[package] version` (or the workspace's, for `version.workspace = true`).
+    pub version: Option<String>,
 }
 
 /// The packages of the workspace at `root`: the root package, if any, and every member that
@@ -25,10 +27,15 @@ pub fn members(root: &Path) -> Vec<Member> {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let workspace_version = manifest
+        .get("workspace")
+        .and_then(|w| w.get("package")?.get("version")?.as_str())
+        .map(str::to_string);
     if let Some(name) = package_name(&manifest) {
         out.push(Member {
             name,
             dir: String::new(),
+            version: package_version(&manifest, workspace_version.as_deref()),
         });
     }
     let Some(workspace) = manifest.get("workspace").and_then(toml::Value::as_table) else {
@@ -68,7 +75,8 @@ pub fn members(root: &Path) -> Vec<Member> {
         if let Some(name) = package_name(&manifest)
             && !out.iter().any(|m| m.name == name)
         {
-            out.push(Member { name, dir });
+            let version = package_version(&manifest, workspace_version.as_deref());
+            out.push(Member { name, dir, version });
         }
     }
     out
@@ -80,6 +88,19 @@ fn package_name(manifest: &toml::Table) -> Option<String> {
         .get("name")?
         .as_str()
         .map(str::to_string)
+}
+
+fn package_version(manifest: &toml::Table, workspace: Option<&str>) -> Option<String> {
+    let version = manifest.get("package")?.get("version")?;
+    match version {
+        toml::Value::String(v) => Some(v.clone()),
+        toml::Value::Table(t)
+            if t.get("workspace").and_then(toml::Value::as_bool) == Some(true) =>
+        {
+            workspace.map(str::to_string)
+        }
+        _ => None,
+    }
 }
 
 /// The directories under `root` that a member pattern (`crates/*`, `tools/cli`) names.
@@ -129,8 +150,13 @@ fn owner<'a>(members: &'a [Member], file: &str) -> Option<&'a Member> {
 /// What a Cargo plan tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// The packages to test (`-p` each), in workspace order.
+    /// The packages to test, in workspace order.
     pub packages: Vec<String>,
+    /// Their `-p` specifications: `name@version` where a package of the same name may also
+    /// come in as a dependency (a crate whose dev-dependencies pull an older release of
+    /// itself, as clap's do), which makes a bare `-p name` ambiguous to cargo; the name
+    /// alone where `Cargo.lock` shows it once.
+    pub specs: Vec<String>,
     /// Packages in the workspace.
     pub total: usize,
 }
@@ -156,8 +182,29 @@ pub fn select(root: &Path, scope: TestScope, test_files: &[String]) -> Option<Se
     }
     let order = |name: &String| members.iter().position(|m| &m.name == name);
     packages.sort_by_key(order);
+    let lock = read(root, "Cargo.lock");
+    let specs = packages
+        .iter()
+        .map(|name| {
+            let version = members
+                .iter()
+                .find(|m| &m.name == name)
+                .and_then(|m| m.version.as_deref());
+            let once = lock.as_deref().is_some_and(|lock| {
+                lock.lines()
+                    .filter(|l| l.trim() == format!("name = \"{name}\""))
+                    .count()
+                    == 1
+            });
+            match version {
+                Some(version) if !once => format!("{name}@{version}"),
+                _ => name.clone(),
+            }
+        })
+        .collect();
     Some(Selection {
         packages,
+        specs,
         total: members.len(),
     })
 }
@@ -233,6 +280,7 @@ mod tests {
             select(tmp.path(), TestScope::Auto, &touched),
             Some(Selection {
                 packages: strings(&["serde", "serde_test_suite"]),
+                specs: strings(&["serde", "serde_test_suite"]),
                 total: 3
             })
         );
@@ -245,6 +293,34 @@ mod tests {
                 &strings(&["tests/common.rs"])
             ),
             None
+        );
+        // A member whose name a dependency may also carry (no lockfile to say otherwise, or a
+        // lockfile listing it twice) is named with its version, as cargo asks for then.
+        let clap = tree(&[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"clap\"\nversion = \"3.0.0-beta.4\"\n[workspace]\nmembers = [\"clap_derive\"]\n[workspace.package]\nversion = \"3.0.0\"\n",
+            ),
+            (
+                "clap_derive/Cargo.toml",
+                "[package]\nname = \"clap_derive\"\nversion.workspace = true\n",
+            ),
+            (
+                "Cargo.lock",
+                "[[package]]\nname = \"clap\"\nversion = \"2.33.3\"\n\n[[package]]\nname = \"clap\"\nversion = \"3.0.0-beta.4\"\n\n[[package]]\nname = \"clap_derive\"\nversion = \"3.0.0\"\n",
+            ),
+        ]);
+        let specs = |files: &[&str]| {
+            select(clap.path(), TestScope::Touched, &strings(files)).map(|s| s.specs)
+        };
+        assert_eq!(
+            specs(&["tests/help.rs", "clap_derive/tests/a.rs"]),
+            Some(strings(&["clap@3.0.0-beta.4", "clap_derive"]))
+        );
+        std::fs::remove_file(clap.path().join("Cargo.lock")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            specs(&["clap_derive/tests/a.rs"]),
+            Some(strings(&["clap_derive@3.0.0"]))
         );
         // One package: nothing to select.
         let single = tree(&[("Cargo.toml", "[package]\nname = \"x\"\n")]);
