@@ -18,6 +18,11 @@ use crate::runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError,
 };
 
+/// Bytes of a test run's output kept in memory for its parser, in launch's baseline run and in
+/// validation alike: the whole report is parsed (a mocha JSON report of a few thousand tests is
+/// several MiB), so the cap only guards against runaway output.
+pub const TEST_OUTPUT_CAP: usize = 256 << 20;
+
 /// Bytes of a command's output written to the log as they come: the start, where the command
 /// says what it does.
 pub const LOG_HEAD_BYTES: usize = 8 << 20;

@@ -687,7 +687,14 @@ async fn run_or_fail(
     timeout: Duration,
     class: FailureClass,
 ) -> Result<Result<ExecOutcome, Failure>, RuntimeError> {
-    match session.run(command, timeout).await {
+    // The baseline's report is parsed whole, with the room validation gives it; a setup
+    // command's output only feeds repair signatures and the log tail.
+    let cap = if class == FailureClass::TestRun {
+        kiln_core::session::TEST_OUTPUT_CAP
+    } else {
+        1 << 20
+    };
+    match session.run_capped(command, timeout, cap).await {
         Ok(outcome) => Ok(Ok(outcome)),
         Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
             class,

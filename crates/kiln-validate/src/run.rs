@@ -108,9 +108,8 @@ pub async fn run_tests(
     result
 }
 
-/// Room for the test log: the whole of it is parsed, so the cap only guards against runaway
-/// output.
-const OUTPUT_CAP: usize = 256 << 20;
+/// Room for the test log: the whole of it is parsed.
+const OUTPUT_CAP: usize = kiln_core::session::TEST_OUTPUT_CAP;
 
 /// Time allowed to apply one patch: git and patch take seconds even on large repositories.
 const PATCH_TIMEOUT: Duration = Duration::from_secs(600);
