@@ -45,7 +45,11 @@ fn runs_started_at_the_same_instant_make_one_run() {
         assert_eq!(
             opened.len(),
             1,
-            "{selection:?}: more than one runner got the dataset"
+            "{selection:?}: not exactly one runner got the dataset: {:?}",
+            results
+                .iter()
+                .filter_map(|r| r.as_ref().err().map(ToString::to_string))
+                .collect::<Vec<_>>()
         );
         for result in &results {
             if let Err(e) = result {
