@@ -464,6 +464,23 @@ fn note_repair_output(record: &mut EnvironmentRecord, output: &str, from: usize)
     }
 }
 
+/// Marks `rule` tried, and writes the repair into the row and the log.
+fn record_repair(
+    session: &mut Session,
+    record: &mut EnvironmentRecord,
+    tried: &mut Vec<&'static str>,
+    rule: &'static repair::Rule,
+    repair: &repair::Repair,
+    matched: &str,
+) {
+    tried.push(rule.name);
+    record.repairs.push(repair::describe(rule, repair, matched));
+    session.note(&format!(
+        "# kiln repair {}: {}",
+        rule.name, rule.description
+    ));
+}
+
 /// At most this many repairs in one launch: each costs a retry, and a repository that needs
 /// more is better left failed with its log.
 const MAX_REPAIRS: usize = 6;
@@ -569,14 +586,7 @@ async fn run_plan(
                 &outcome.output,
             ))));
         };
-        tried.push(rule.name);
-        record
-            .repairs
-            .push(repair::describe(rule, &repair, &matched));
-        session.note(&format!(
-            "# kiln repair {}: {}",
-            rule.name, rule.description
-        ));
+        record_repair(session, record, &mut tried, rule, &repair, &matched);
         if let Some(suite) = apply_repair(session, record, &mut queue, command, repair) {
             record.setup_seconds = setup_started.elapsed().as_secs_f64();
             return Ok(Attempt::Restart(suite));
@@ -631,14 +641,7 @@ async fn run_plan(
             runtime.remove_image(&request.image_tag).await?;
             return Ok(Attempt::Done(Some(failure)));
         };
-        tried.push(rule.name);
-        record
-            .repairs
-            .push(repair::describe(rule, &repair, &matched));
-        session.note(&format!(
-            "# kiln repair {}: {}",
-            rule.name, rule.description
-        ));
+        record_repair(session, record, &mut tried, rule, &repair, &matched);
         // A test-run repair adds setup commands; they run before the next commit. The baseline's
         // own leftovers are in this container now, so the repaired environment is rebuilt from
         // the image committed before the run.
