@@ -115,6 +115,9 @@ impl Drop for RunLock {
 /// File name of the dataset lock inside a dataset directory.
 pub const DATASET_LOCK_FILE: &str = "dataset.lock";
 
+/// How long [`DatasetLock::acquire`] keeps trying a busy lock before it names the holder.
+const RELEASE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Exclusive hold on a dataset: taken before a run is chosen or created, and held while the
 /// run works, so that two invocations started at the same instant cannot both create a run
 /// (and write the same release), and so that every container and scratch image of the dataset
@@ -131,8 +134,8 @@ pub struct DatasetLock {
 
 impl DatasetLock {
     /// Takes the lock of dataset `dataset` under `root` (the directory is created), failing at
-    /// once with [`StoreError::Locked`] naming the holder when another process, or another
-    /// runner of this one, holds it.
+    /// with [`StoreError::Locked`] naming the holder when another process, or another runner
+    /// of this one, holds it for longer than a second.
     pub fn acquire(root: &Path, dataset: &str) -> Result<Self, StoreError> {
         crate::run::check_component(root, "dataset name", dataset)?;
         let dir = root.join(dataset);
@@ -145,24 +148,34 @@ impl DatasetLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| StoreError::io("open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                // The holder writes its pid just after it takes the lock.
-                let mut holder = 0;
-                for _ in 0..20 {
-                    holder = fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|t| t.trim().parse().ok())
-                        .unwrap_or(0);
-                    if holder != 0 {
-                        break;
-                    }
+        // A lock whose holder has just let it go can still be held for a moment: a child this
+        // process forked (to exec git, docker, ...) shares the open file description until it
+        // execs, and `flock` belongs to the description. So a busy lock is tried again for
+        // `RELEASE_GRACE` before it counts as held.
+        let deadline = std::time::Instant::now() + RELEASE_GRACE;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                return Err(StoreError::Locked { path, pid: holder });
+                Err(fs::TryLockError::WouldBlock) => {
+                    // The holder writes its pid just after it takes the lock.
+                    let mut holder = 0;
+                    for _ in 0..20 {
+                        holder = fs::read_to_string(&path)
+                            .ok()
+                            .and_then(|t| t.trim().parse().ok())
+                            .unwrap_or(0);
+                        if holder != 0 {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    return Err(StoreError::Locked { path, pid: holder });
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path, e)),
             }
-            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io("lock", &path, e)),
         }
         // The pid is a courtesy for the message of whoever waits; the lock is the flock.
         let _ = file
@@ -175,5 +188,35 @@ impl DatasetLock {
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A released lock whose open file description lives on for a moment (as in a child forked
+    /// just before the release, until it execs) is taken once the description closes, not
+    /// reported as held.
+    #[test]
+    fn a_lock_released_while_a_forked_child_shares_it_is_taken() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = DatasetLock::acquire(tmp.path(), "d").unwrap();
+        // A duplicate of the descriptor shares the description, as a forked child's copy does.
+        let inherited = first._file.try_clone().unwrap();
+        drop(first);
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(inherited);
+        });
+        let second = DatasetLock::acquire(tmp.path(), "d");
+        closer.join().unwrap();
+        let second = second.unwrap_or_else(|e| panic!("{e}"));
+        // And a lock that stays held is reported, with the holder's pid.
+        match DatasetLock::acquire(tmp.path(), "d") {
+            Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, std::process::id()),
+            other => panic!("{other:?}"),
+        }
+        drop(second);
     }
 }

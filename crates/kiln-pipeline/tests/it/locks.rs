@@ -24,6 +24,17 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
 fn runs_started_at_the_same_instant_make_one_run() {
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = pipeline(tmp.path());
+    // Other threads of a process fork children (git, docker) while runners come and go; a
+    // child holds the dataset lock's descriptor until it execs.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        })
+    };
     for selection in [RunSelection::ResumeOrNew, RunSelection::New] {
         let racers = 8;
         let barrier = Arc::new(Barrier::new(racers));
@@ -62,6 +73,8 @@ fn runs_started_at_the_same_instant_make_one_run() {
         }
         drop(results);
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spawner.join().unwrap();
     let runs = kiln_store::run_ids(&tmp.path().join("datasets"), "locks").unwrap();
     // One run from the first race (nothing to resume), one from the second (`New`).
     assert_eq!(runs.len(), 2, "{runs:?}");
