@@ -199,24 +199,26 @@ mod tests {
     /// just before the release, until it execs) is taken once the description closes, not
     /// reported as held.
     #[test]
-    fn a_lock_released_while_a_forked_child_shares_it_is_taken() {
-        let tmp = tempfile::tempdir().unwrap();
-        let first = DatasetLock::acquire(tmp.path(), "d").unwrap();
+    fn a_lock_released_while_a_forked_child_shares_it_is_taken()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let first = DatasetLock::acquire(tmp.path(), "d")?;
         // A duplicate of the descriptor shares the description, as a forked child's copy does.
-        let inherited = first._file.try_clone().unwrap();
+        let inherited = first._file.try_clone()?;
         drop(first);
         let closer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(200));
             drop(inherited);
         });
         let second = DatasetLock::acquire(tmp.path(), "d");
-        closer.join().unwrap();
-        let second = second.unwrap_or_else(|e| panic!("{e}"));
+        assert!(closer.join().is_ok());
+        let second = second?;
         // And a lock that stays held is reported, with the holder's pid.
         match DatasetLock::acquire(tmp.path(), "d") {
             Err(StoreError::Locked { pid, .. }) => assert_eq!(pid, std::process::id()),
             other => panic!("{other:?}"),
         }
         drop(second);
+        Ok(())
     }
 }
