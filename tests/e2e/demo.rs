@@ -116,8 +116,36 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         assert_eq!(&row.PASS_TO_PASS, pass_to_pass);
         assert!(row.image.starts_with("kiln-env/demo:"), "{}", row.image);
         assert_eq!(row.parser, "pytest");
+        // calc-2's parametrised ids hold spaces and ` - `: only v2 keeps them whole.
+        assert_eq!(row.log_parser, "parse_log_pytest_v2", "{}", row.instance_id);
+        assert_eq!(row.harness_note, "", "{}", row.instance_id);
+        assert_eq!(row.eval_type, "pass_and_fail");
+        assert_eq!(row.docker_image, row.image);
     }
-    assert!(tag.join("README.md").exists());
+    let card = std::fs::read_to_string(tag.join("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        card.contains("2 of 2 rows are evaluable unchanged by the official SWE-bench harness"),
+        "{card}"
+    );
+
+    // The official SWE-bench harness (swebench 5.0.2 from PyPI) evaluates the release unchanged:
+    // gold patches resolve both rows, a no-op and empty patches resolve none; `datasets` and
+    // pandas read the card's counts.
+    let check = run(std::process::Command::new("bash")
+        .arg(crate::workspace_root().join("scripts/swebench-check.sh"))
+        .arg(&tag)
+        .arg("--work")
+        .arg(tmp.path().join("swebench")));
+    assert!(check.status.success(), "{}", text(&check));
+    let printed = String::from_utf8_lossy(&check.stdout);
+    for line in [
+        "gold resolves 2 of 2",
+        "a no-op patch resolves 0 of 2 (2 completed)",
+        "empty patches resolve 0 of 2",
+        "datasets loads 2 rows, the card says 2",
+    ] {
+        assert!(printed.contains(line), "{line}: {}", text(&check));
+    }
 
     // History hygiene: from inside the environment image, no commit after the base commit
     // (the fix, the merge, the later release) can be reached, every tag names an ancestor, and no

@@ -18,7 +18,9 @@ pub use tables::*;
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
 /// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
 /// 5: environments record the test scope launch chose (`test_scope`).
-pub const SCHEMA_VERSION: u32 = 5;
+/// 6: validations name the SWE-bench harness parser that agrees with kiln (`log_parser`);
+/// release rows carry what the SWE-bench harness and SWE-bench-Live read (`eval_script`, ...).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Confounder flags an LM judge may raise on a verdict (after SWE-rebench V2's annotations):
 /// tests that assert exact strings the issue does not give, tests or fix that need the network,

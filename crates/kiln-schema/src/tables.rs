@@ -227,6 +227,13 @@ table! {
         pub given_extra: Vec<String>,
         /// How PASS_TO_PASS agrees with the published list, by meaning (null when none).
         pub pass_to_pass_agreement: Option<String>,
+        /// When validated: the SWE-bench harness parser (`PARSER_REGISTRY` of `swebench` 5.x)
+        /// that grades every gold run as resolved and every test-patch-only run as not, as kiln
+        /// did; null when none does (see `log_parser_reason`).
+        pub log_parser: Option<String>,
+        /// When validated and no harness parser agrees with kiln: why, naming the first test
+        /// the best candidate misreads.
+        pub log_parser_reason: Option<String>,
         /// Runs per side.
         pub repeats: i64,
         /// Network mode of the test containers (`none` or `bridge`).
@@ -293,6 +300,30 @@ table! {
         pub validate_seconds: f64,
         /// The kiln run that produced this row.
         pub run_id: String,
+        /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a
+        /// prediction: the test files reset, the test patch applied from a heredoc, the rebuild
+        /// commands, the test command between the harness's start and end markers, the test
+        /// files reset again.
+        pub eval_script: String,
+        /// The SWE-bench harness parser (`PARSER_REGISTRY`) that reads the test command's output
+        /// as kiln does; empty when none does (`harness_note` says why).
+        pub log_parser: String,
+        /// How the SWE-bench harness grades the row: `pass_and_fail`.
+        pub eval_type: String,
+        /// Commit the environment was set up from (the base commit).
+        pub environment_setup_commit: String,
+        /// SWE-bench-Live's name for `image`.
+        pub docker_image: String,
+        /// SWE-bench-Live's name for `rebuild_commands`.
+        pub rebuild_cmds: Vec<String>,
+        /// SWE-bench-Live's test commands: `test_command` alone.
+        pub test_cmds: Vec<String>,
+        /// Numbers of the issues the pull request resolves.
+        pub issue_numbers: Vec<String>,
+        /// Web addresses of the pull request's head and merge commits, when known.
+        pub commit_urls: Vec<String>,
+        /// Empty when the SWE-bench harness evaluates the row unchanged; otherwise why not.
+        pub harness_note: String,
     }
 }
 
@@ -398,6 +429,8 @@ mod tests {
             given_missing: vec![],
             given_extra: vec![],
             pass_to_pass_agreement: None,
+            log_parser: Some("parse_log_pytest_v2".into()),
+            log_parser_reason: None,
             repeats: 1,
             network: "none".into(),
             runs: BTreeMap::new(),

@@ -164,6 +164,14 @@
 //! inside `catch2`/`doctest` logs and googletest's JSON reports are held while they are read.
 //! `junit-xml`, `jest-json`, `vitest-json` and `mocha-json` parse one JSON or XML document and
 //! read the whole text first.
+//!
+//! # The SWE-bench harness's parsers
+//! [`swebench`] holds ports of the official harness's own parsers (`PARSER_REGISTRY` of
+//! `swebench` 5.0.2: `parse_log_pytest`, `parse_log_pytest_v2`, `parse_log_cargo`,
+//! `parse_log_gotest`, `parse_log_tap`), quirks included, and its grading of one test
+//! (`harness_passed`, `harness_maintained`), so that validation can tell which of them reads a
+//! run as kiln did. Formats without a harness parser have none
+//! ([`swebench::harness_parsers`] is empty).
 
 mod cargo;
 mod catch2;
@@ -177,6 +185,7 @@ mod lines;
 mod node;
 mod normalize;
 mod pytest;
+pub mod swebench;
 mod tap;
 mod unittest;
 mod util;

@@ -8,6 +8,7 @@
 pub mod agreement;
 pub mod decide;
 pub mod evaluate;
+pub mod harness;
 pub mod patch;
 pub mod run;
 
@@ -97,6 +98,8 @@ pub async fn validate(
         given_missing: Vec::new(),
         given_extra: Vec::new(),
         pass_to_pass_agreement: None,
+        log_parser: None,
+        log_parser_reason: None,
         repeats: i64::try_from(repeats).unwrap_or(1),
         network: network.as_str().into(),
         runs: BTreeMap::new(),
@@ -112,6 +115,7 @@ pub async fn validate(
     };
 
     let mut runs = Vec::new();
+    let mut harness_maps = Vec::new();
     // Interleave the sides so that a slow drift of the machine affects both equally.
     for repeat in 1..=repeats {
         let base = (repeat == 1 && request.settings.base_run).then_some(Side::Base);
@@ -186,6 +190,7 @@ pub async fn validate(
             record.test_seconds += output.test_seconds;
             record.runs.insert(result.label(), run_summary(&output));
             record.run_statuses.insert(result.label(), output.statuses);
+            harness_maps.push((side, output.exit_code, output.harness));
             runs.push(result);
         }
     }
@@ -208,7 +213,26 @@ pub async fn validate(
         agreement::compare(&candidate.given_pass_to_pass, &record.PASS_TO_PASS)
             .map(|a| a.by_meaning.as_str().to_string());
     match decision.rejection {
-        None => record.status = "validated".into(),
+        None => {
+            record.status = "validated".into();
+            let harness_runs: Vec<harness::HarnessRun<'_>> = harness_maps
+                .iter()
+                .map(|(side, exit_code, maps)| harness::HarnessRun {
+                    side: *side,
+                    exit_code: *exit_code,
+                    maps,
+                })
+                .collect();
+            match harness::choose_log_parser(
+                &env.parser,
+                &harness_runs,
+                &record.FAIL_TO_PASS,
+                &record.PASS_TO_PASS,
+            ) {
+                Ok(name) => record.log_parser = Some(name.to_string()),
+                Err(reason) => record.log_parser_reason = Some(reason),
+            }
+        }
         Some((class, reason)) => {
             record.status = "rejected".into();
             record.failure_class = Some(class.as_str().into());

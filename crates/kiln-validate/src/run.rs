@@ -53,6 +53,9 @@ pub struct RunOutput {
     pub patch_methods: Vec<String>,
     /// Seconds of the test command alone.
     pub test_seconds: f64,
+    /// The output as each SWE-bench harness parser that may read it reads it
+    /// ([`kiln_testlog::swebench::harness_parsers`] of the run's parser).
+    pub harness: Vec<(&'static str, kiln_testlog::swebench::HarnessStatuses)>,
 }
 
 /// Why a run produced no output.
@@ -231,7 +234,14 @@ async fn run_in(
     let parsed = kiln_testlog::parse(spec.parser, &outcome.output)
         .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
         .relative_to(WORKDIR);
+    let harness = kiln_testlog::swebench::harness_parsers(spec.parser)
+        .iter()
+        .filter_map(|name| {
+            kiln_testlog::swebench::harness_parse(name, &outcome.output).map(|map| (*name, map))
+        })
+        .collect();
     Ok(RunOutput {
+        harness,
         exit_code: outcome.exit_code,
         statuses: parsed.statuses,
         parse_problems: parsed.problems,

@@ -44,7 +44,35 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         else {
             continue;
         };
+        let harness_note = match (&validation.log_parser, &environment.image) {
+            (_, None) => "the environment has no image".to_string(),
+            (Some(_), Some(_)) => String::new(),
+            (None, Some(_)) => validation
+                .log_parser_reason
+                .clone()
+                .unwrap_or_else(|| "validated before kiln checked the SWE-bench harness".into()),
+        };
+        let commit_urls = [&candidate.head_commit, &candidate.merge_commit]
+            .into_iter()
+            .flatten()
+            .map(|sha| format!("https://github.com/{}/commit/{sha}", candidate.repo))
+            .collect();
         rows.push(ReleaseInstance {
+            eval_script: kiln_validate::harness::eval_script(
+                &candidate.base_commit,
+                &candidate.test_patch,
+                &environment.rebuild_commands,
+                &environment.test_command,
+            ),
+            log_parser: validation.log_parser.clone().unwrap_or_default(),
+            eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
+            environment_setup_commit: candidate.base_commit.clone(),
+            docker_image: environment.image.clone().unwrap_or_default(),
+            rebuild_cmds: environment.rebuild_commands.clone(),
+            test_cmds: vec![environment.test_command.clone()],
+            issue_numbers: candidate.issue_numbers.clone(),
+            commit_urls,
+            harness_note,
             instance_id: id.clone(),
             repo: candidate.repo.clone(),
             pull_number: candidate.pull_number.map(|n| n.to_string()),
@@ -91,6 +119,7 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
          passing (`PASS_TO_PASS`) in the environment image named in `image`.\n",
         cx.run.run_id()
     );
+    card.push_str(&harness_paragraph(&rows, &settings.split));
     card.push_str(&write_lm_answers(cx, &release_dir, &rows)?);
     kiln_store::write_dataset_card(
         &release_dir,
@@ -109,6 +138,29 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     })?;
     outcome.release_dir = Some(release_dir);
     Ok(outcome)
+}
+
+/// The card's paragraph on the SWE-bench harness: how many rows it evaluates unchanged, how to
+/// run it, and why the others cannot be.
+fn harness_paragraph(rows: &[ReleaseInstance], split: &str) -> String {
+    let ready = rows.iter().filter(|r| r.harness_note.is_empty()).count();
+    let mut text = format!(
+        "\n{ready} of {} rows are evaluable unchanged by the official SWE-bench harness (`pip install \
+         swebench`, 5.x): each names its environment image (`image`), its `eval_script`, a `log_parser` \
+         from the harness's `PARSER_REGISTRY` that reads the test output as kiln did (checked on kiln's own \
+         runs), and `eval_type`. With the images present locally: `python -m \
+         swebench.harness.run_evaluation -d data/{split}-00000-of-00001.parquet -p <predictions> -id <run>` (one shard per call).\n",
+        rows.len()
+    );
+    let others: Vec<&ReleaseInstance> =
+        rows.iter().filter(|r| !r.harness_note.is_empty()).collect();
+    if !others.is_empty() {
+        text.push_str("\nRows the harness cannot evaluate unchanged (`harness_note`):\n\n");
+        for row in others {
+            text.push_str(&format!("- `{}`: {}\n", row.instance_id, row.harness_note));
+        }
+    }
+    text
 }
 
 /// File of a release that holds the LM answers behind its rows.

@@ -1,0 +1,358 @@
+//! What the official SWE-bench harness (`swebench` 5.x, `run_evaluation`) needs to evaluate a
+//! kiln instance unchanged: a `log_parser` from its `PARSER_REGISTRY` that reads kiln's test
+//! output to the same verdicts, and an `eval_script` in its shape.
+//!
+//! The harness runs `/bin/bash /eval.sh` in a container of the row's `image` after applying the
+//! predicted patch in `/testbed`, cuts the output between its start and end markers, parses it
+//! with the named parser and grades FAIL_TO_PASS and PASS_TO_PASS by name. [`choose_log_parser`]
+//! replays that grading on kiln's own validation runs, so a row only names a parser the harness
+//! will agree with.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use kiln_core::runtime::WORKDIR;
+use kiln_testlog::swebench::{
+    HarnessStatuses, harness_exit_code_agrees, harness_maintained, harness_parsers, harness_passed,
+};
+
+use crate::Side;
+
+/// The harness's marker before the test output.
+pub const START_TEST_OUTPUT: &str = ">>>>> Start Test Output";
+/// The harness's marker after the test output; the line before it must be the test command
+/// (the harness inserts the capture of `$?` there).
+pub const END_TEST_OUTPUT: &str = ">>>>> End Test Output";
+/// `eval_type` of every kiln row: FAIL_TO_PASS must pass and PASS_TO_PASS must keep passing.
+pub const EVAL_TYPE: &str = "pass_and_fail";
+
+/// One validation run as the harness would see it: the side, the test command's exit code and
+/// the status map of each candidate harness parser.
+#[derive(Debug, Clone, Copy)]
+pub struct HarnessRun<'a> {
+    /// `before` (test patch only, like an empty prediction) or `after` (with the gold patch).
+    pub side: Side,
+    /// Exit code of the test command.
+    pub exit_code: i64,
+    /// Status maps by harness parser name.
+    pub maps: &'a [(&'static str, HarnessStatuses)],
+}
+
+/// The harness parser that grades every `after` run as resolved and every `before` run as not
+/// resolved, given kiln's FAIL_TO_PASS and PASS_TO_PASS; or why there is none, naming the first
+/// test the best candidate misreads.
+///
+/// # Errors
+/// The reason no harness parser agrees with kiln, for the row and the card.
+pub fn choose_log_parser(
+    kiln_parser: &str,
+    runs: &[HarnessRun<'_>],
+    fail_to_pass: &[String],
+    pass_to_pass: &[String],
+) -> Result<&'static str, String> {
+    let candidates = harness_parsers(kiln_parser);
+    if candidates.is_empty() {
+        return Err(format!(
+            "the SWE-bench harness has no parser for kiln's `{kiln_parser}` output"
+        ));
+    }
+    let mut first_reason = None;
+    for &name in candidates {
+        match disagreement(name, runs, fail_to_pass, pass_to_pass) {
+            None => return Ok(name),
+            Some(reason) => {
+                first_reason.get_or_insert(format!("{name}: {reason}"));
+            }
+        }
+    }
+    Err(format!(
+        "no SWE-bench parser reads kiln's `{kiln_parser}` output as kiln does ({})",
+        first_reason.unwrap_or_default()
+    ))
+}
+
+/// Where the harness parser `name` would grade a run differently from kiln.
+fn disagreement(
+    name: &str,
+    runs: &[HarnessRun<'_>],
+    fail_to_pass: &[String],
+    pass_to_pass: &[String],
+) -> Option<String> {
+    let mut graded = 0;
+    for run in runs {
+        let Some((_, map)) = run.maps.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
+        match run.side {
+            Side::After => {
+                graded += 1;
+                if !harness_exit_code_agrees(run.exit_code, map) {
+                    return Some(format!(
+                        "a gold run exits {} and the parser reads no failure, which the harness \
+                         takes for an invalid run",
+                        run.exit_code
+                    ));
+                }
+                if let Some(id) = fail_to_pass.iter().find(|id| !harness_passed(id, map)) {
+                    return Some(format!("FAIL_TO_PASS `{id}` is not read as passed"));
+                }
+                if let Some(id) = pass_to_pass.iter().find(|id| !harness_maintained(id, map)) {
+                    return Some(format!("PASS_TO_PASS `{id}` is not read as passed"));
+                }
+            }
+            Side::Before => {
+                graded += 1;
+                if fail_to_pass.iter().all(|id| harness_passed(id, map)) {
+                    return Some(
+                        "every FAIL_TO_PASS test is read as passed without the gold patch".into(),
+                    );
+                }
+            }
+            Side::Base => {}
+        }
+    }
+    (graded == 0).then(|| "no run was read".to_string())
+}
+
+/// A heredoc delimiter that does not occur in `text` (the harness's own scheme: `EOF_` and a
+/// hash, re-hashed until absent).
+fn heredoc_delimiter(text: &str) -> String {
+    let mut seed = fnv(text.as_bytes());
+    loop {
+        let delimiter = format!("EOF_{seed:012x}");
+        if !text.contains(&delimiter) {
+            return delimiter;
+        }
+        seed = fnv(format!("{text}{delimiter}").as_bytes());
+    }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    }) & 0xffff_ffff_ffff
+}
+
+/// Quotes `s` for the shell.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Paths a unified diff changes, split into files it modifies or deletes (they exist at the
+/// base commit) and files it creates.
+fn patch_files(patch: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut existing = BTreeSet::new();
+    let mut created = BTreeSet::new();
+    let mut source: Option<String> = None;
+    for line in patch.lines() {
+        if let Some(rest) = line.strip_prefix("--- ") {
+            source = Some(rest.trim_end_matches('\t').to_string());
+        } else if let Some(rest) = line.strip_prefix("+++ ")
+            && let Some(from) = source.take()
+        {
+            let unquote = |s: &str| s.trim_matches('"').to_string();
+            if from == "/dev/null" {
+                if let Some(path) = unquote(rest).strip_prefix("b/") {
+                    created.insert(path.to_string());
+                }
+            } else if let Some(path) = unquote(&from).strip_prefix("a/") {
+                existing.insert(path.to_string());
+            }
+        }
+    }
+    (existing, created)
+}
+
+/// The harness's `eval_script` for an instance: reset the test files to the base commit, apply
+/// the test patch from a heredoc, run the rebuild commands, then the test command between the
+/// harness's markers (the test command last, where the harness captures its exit code), and
+/// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
+/// `-u` lifted, as kiln's own runs have no `-u`.
+#[must_use]
+pub fn eval_script(
+    base_commit: &str,
+    test_patch: &str,
+    rebuild_commands: &[String],
+    test_command: &str,
+) -> String {
+    let (existing, created) = patch_files(test_patch);
+    let existing: Vec<String> = existing.iter().map(|p| quote(p)).collect();
+    let created: Vec<String> = created.iter().map(|p| quote(p)).collect();
+    let reset = |script: &mut String| {
+        if !existing.is_empty() {
+            let _ = writeln!(
+                script,
+                "git checkout {} -- {}",
+                quote(base_commit),
+                existing.join(" ")
+            );
+        }
+        if !created.is_empty() {
+            let _ = writeln!(script, "rm -f -- {}", created.join(" "));
+        }
+    };
+    let mut script = String::from("#!/bin/bash\nset -uxo pipefail\nset +u\n");
+    let _ = writeln!(script, "cd {WORKDIR}");
+    reset(&mut script);
+    let delimiter = heredoc_delimiter(test_patch);
+    let _ = writeln!(script, "git apply --verbose --binary - <<'{delimiter}'");
+    script.push_str(test_patch);
+    if !test_patch.ends_with('\n') {
+        script.push('\n');
+    }
+    let _ = writeln!(script, "{delimiter}");
+    for command in rebuild_commands {
+        let _ = writeln!(script, "{command}");
+    }
+    let _ = writeln!(script, ": '{START_TEST_OUTPUT}'");
+    let _ = writeln!(script, "{}", test_command.trim_end());
+    let _ = writeln!(script, ": '{END_TEST_OUTPUT}'");
+    reset(&mut script);
+    script
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEST_PATCH: &str = "\
+diff --git a/tests/test_calc.py b/tests/test_calc.py
+--- a/tests/test_calc.py
++++ b/tests/test_calc.py
+@@ -1 +1,2 @@
+ x = 1
++y = 2
+diff --git a/tests/test_new.py b/tests/test_new.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_new.py
+@@ -0,0 +1 @@
++z = 3
+";
+
+    fn map(pairs: &[(&str, &str)]) -> HarnessStatuses {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_script_has_the_harness_shape() {
+        let script = eval_script("abc123", TEST_PATCH, &["make".into()], "pytest -rA tests");
+        let lines: Vec<&str> = script.lines().collect();
+        assert_eq!(&lines[..2], &["#!/bin/bash", "set -uxo pipefail"]);
+        let end = lines
+            .iter()
+            .position(|l| l.contains(END_TEST_OUTPUT))
+            .expect("end marker");
+        // The harness inserts `SWEBENCH_TEST_EXIT_CODE=$?` before the end marker.
+        assert_eq!(lines[end - 1], "pytest -rA tests");
+        assert_eq!(lines[end - 2], format!(": '{START_TEST_OUTPUT}'"));
+        assert_eq!(lines[end - 3], "make");
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| **l == "git checkout 'abc123' -- 'tests/test_calc.py'")
+                .count(),
+            2
+        );
+        assert_eq!(lines.last(), Some(&"rm -f -- 'tests/test_new.py'"));
+    }
+
+    #[test]
+    fn the_heredoc_carries_the_patch_verbatim() {
+        let script = eval_script("abc", TEST_PATCH, &[], "true");
+        let delimiter = heredoc_delimiter(TEST_PATCH);
+        // Only the heredoc, run by bash, with `cat` standing in for `git apply`.
+        let start = script.find("git apply").expect("apply line");
+        let end =
+            script.find(&format!("\n{delimiter}\n")).expect("delimiter") + delimiter.len() + 2;
+        let heredoc = script[start..end].replace("git apply --verbose --binary -", "cat");
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(heredoc)
+            .output()
+            .expect("bash");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), TEST_PATCH);
+    }
+
+    #[test]
+    fn a_delimiter_never_occurs_in_the_patch() {
+        let first = heredoc_delimiter("x");
+        let patch = format!("+{first}\n");
+        assert!(!patch.contains(&heredoc_delimiter(&patch)));
+    }
+
+    #[test]
+    fn the_parser_must_grade_both_sides_as_kiln_did() {
+        let f2p = vec!["t.py::test_div[1 / 2]".to_string()];
+        let p2p = vec!["t.py::test_add".to_string()];
+        let after_maps = vec![
+            (
+                "parse_log_pytest_v2",
+                map(&[
+                    ("t.py::test_div[1 / 2]", "PASSED"),
+                    ("t.py::test_add", "PASSED"),
+                ]),
+            ),
+            (
+                "parse_log_pytest",
+                map(&[("t.py::test_div[1", "PASSED"), ("t.py::test_add", "PASSED")]),
+            ),
+        ];
+        let before_maps = vec![
+            (
+                "parse_log_pytest_v2",
+                map(&[
+                    ("t.py::test_div[1 / 2]", "FAILED"),
+                    ("t.py::test_add", "PASSED"),
+                ]),
+            ),
+            (
+                "parse_log_pytest",
+                map(&[("t.py::test_div[1", "FAILED"), ("t.py::test_add", "PASSED")]),
+            ),
+        ];
+        let runs = [
+            HarnessRun {
+                side: Side::Before,
+                exit_code: 1,
+                maps: &before_maps,
+            },
+            HarnessRun {
+                side: Side::After,
+                exit_code: 0,
+                maps: &after_maps,
+            },
+        ];
+        assert_eq!(
+            choose_log_parser("pytest", &runs, &f2p, &p2p),
+            Ok("parse_log_pytest_v2")
+        );
+        // A parser that cuts the id with spaces: no parser agrees, and the reason names the id.
+        let cut_after = vec![(
+            "parse_log_pytest_v2",
+            map(&[("t.py::test_div[1", "PASSED"), ("t.py::test_add", "PASSED")]),
+        )];
+        let runs = [HarnessRun {
+            side: Side::After,
+            exit_code: 0,
+            maps: &cut_after,
+        }];
+        let reason = choose_log_parser("pytest", &runs, &f2p, &p2p).expect_err("no parser");
+        assert!(
+            reason.contains("parse_log_pytest_v2: FAIL_TO_PASS `t.py::test_div[1 / 2]`"),
+            "{reason}"
+        );
+        // A gold run that exits 1 with no failure read is an invalid run to the harness.
+        let runs = [HarnessRun {
+            side: Side::After,
+            exit_code: 1,
+            maps: &after_maps,
+        }];
+        let reason = choose_log_parser("pytest", &runs, &f2p, &p2p).expect_err("invalid");
+        assert!(reason.contains("invalid run"), "{reason}");
+        assert!(choose_log_parser("ctest", &runs, &f2p, &p2p).is_err());
+    }
+}
