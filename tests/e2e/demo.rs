@@ -147,6 +147,40 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         assert!(printed.contains(line), "{line}: {}", text(&check));
     }
 
+    // An export never replaces a release with fewer rows unless told to: a run that lost
+    // instances to an outage must not shrink what users downloaded.
+    let mut more = rows.clone();
+    more.push(ReleaseInstance {
+        instance_id: "kiln-demo__earlier-9".into(),
+        ..rows[0].clone()
+    });
+    kiln_store::write_release(&tag, "test", &more, 10_000).unwrap_or_else(|e| panic!("{e}"));
+    let export = |extra: &[&str]| {
+        run(kiln()
+            .arg("--config")
+            .arg(dir.join("pipeline.toml"))
+            .args(["stage", "export"])
+            .args(extra))
+    };
+    let refused = export(&[]);
+    assert_eq!(refused.status.code(), Some(6), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("it holds 3 rows and this export has 2; an export never replaces"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        kiln_store::release_split_rows(&tag, "test").ok(),
+        Some(Some(3))
+    );
+    let allowed = export(&["--allow-fewer-rows"]);
+    assert!(allowed.status.success(), "{}", text(&allowed));
+    assert_eq!(
+        kiln_store::release_split_rows(&tag, "test").ok(),
+        Some(Some(2))
+    );
+
     // History hygiene: from inside the environment image, no commit after the base commit
     // (the fix, the merge, the later release) can be reached, every tag names an ancestor, and no
     // remote exists.

@@ -73,6 +73,9 @@ enum Command {
         /// Items built or validated at once (overrides the config).
         #[arg(long)]
         concurrency: Option<usize>,
+        /// Let the export replace a release with fewer rows than it holds (refused otherwise).
+        #[arg(long)]
+        allow_fewer_rows: bool,
     },
     /// Run one stage of the latest run (or --run), reading its inputs from disk.
     Stage {
@@ -90,6 +93,9 @@ enum Command {
         /// Items processed at once (overrides the config).
         #[arg(long)]
         concurrency: Option<usize>,
+        /// Let an export replace a release with fewer rows than it holds (refused otherwise).
+        #[arg(long)]
+        allow_fewer_rows: bool,
     },
     /// Show the stages of the latest run (or --run): status, rows, outcomes.
     Status {
@@ -187,7 +193,8 @@ impl From<PipelineError> for Failure {
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
-            | PipelineError::NoRun(_) => exit::INPUT,
+            | PipelineError::NoRun(_)
+            | PipelineError::ReleaseShrinks { .. } => exit::INPUT,
         };
         let mut message = format!("failed to {e}");
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
@@ -278,6 +285,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             new,
             run,
             concurrency,
+            allow_fewer_rows,
         } => {
             let pipeline = load(&cli.config)?;
             check_environment(&pipeline, None)?;
@@ -289,6 +297,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let engine = connect_if_needed(&pipeline, None).await?;
             let options = RunOptions {
                 concurrency,
+                allow_fewer_rows,
                 ..RunOptions::default()
             };
             let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
@@ -309,6 +318,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             force,
             run,
             concurrency,
+            allow_fewer_rows,
         } => {
             let pipeline = load(&cli.config)?;
             check_environment(&pipeline, Some(&name))?;
@@ -318,6 +328,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 only: (!only.is_empty()).then(|| only.into_iter().collect::<BTreeSet<_>>()),
                 force,
                 concurrency,
+                allow_fewer_rows,
                 ..RunOptions::default()
             };
             let lm = kiln_pipeline::language_model(&pipeline, Some(&name), &options.secrets)?;

@@ -81,6 +81,21 @@ pub enum PipelineError {
     /// The run's LM answers or spending could not be read or written.
     #[error(transparent)]
     Answers(#[from] kiln_lm::Error),
+    /// An export would replace a release with fewer rows than it holds.
+    #[error(
+        "replace the release {dir} (split `{split}`): it holds {old} rows and this export has {new}; \
+         an export never replaces a release with fewer rows unless told to (`--allow-fewer-rows`)"
+    )]
+    ReleaseShrinks {
+        /// The release directory.
+        dir: String,
+        /// The split.
+        split: String,
+        /// Rows it holds.
+        old: usize,
+        /// Rows the export has.
+        new: usize,
+    },
     /// The LM client could not be set up.
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
@@ -111,6 +126,9 @@ pub struct RunOptions {
     pub force: bool,
     /// Override the concurrency of launch and validate.
     pub concurrency: Option<usize>,
+    /// Let an export replace a release with fewer rows than it holds (by default it refuses:
+    /// a run that lost instances to an outage must not shrink a published release).
+    pub allow_fewer_rows: bool,
     /// Values for the environment variables a config names (`token_env`), used before the
     /// process environment: a program embedding kiln (or the demo) hands tokens over without
     /// putting them in the environment.

@@ -461,3 +461,14 @@ pub fn read_parquet<R: Row>(path: &Path) -> Result<Vec<R>, StoreError> {
         source,
     })
 }
+
+/// Number of rows of a Parquet file, from its footer.
+pub(crate) fn parquet_rows(path: &Path) -> Result<usize, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io("open", path, e))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| StoreError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
+}

@@ -42,6 +42,6 @@ pub use convert::{
 };
 pub use error::{ConvertError, StoreError};
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
-pub use release::{shard_name, write_dataset_card, write_release};
+pub use release::{release_split_rows, shard_name, write_dataset_card, write_release};
 pub use run::{RUN_FILE, RunInfo, RunStore, latest, run_ids, runs_dir, time_id};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

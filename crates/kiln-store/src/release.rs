@@ -87,6 +87,29 @@ pub fn write_release<R: Row>(
     Ok(written)
 }
 
+/// Rows of `split` in the release at `release_dir`, summed over its shards' Parquet footers (no
+/// row is read, and shards of any schema version count); `None` when the split has no shard.
+pub fn release_split_rows(release_dir: &Path, split: &str) -> Result<Option<usize>, StoreError> {
+    let data = release_dir.join("data");
+    let entries = match fs::read_dir(&data) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("list", &data, e)),
+    };
+    let mut total: Option<usize> = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", &data, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if is_shard_of(&name, split) {
+            let rows = crate::convert::parquet_rows(&entry.path())?;
+            total = Some(total.unwrap_or(0) + rows);
+        }
+    }
+    Ok(total)
+}
+
 /// Quotes a string for YAML (JSON strings are valid YAML double-quoted scalars).
 fn yaml_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()

@@ -111,6 +111,17 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         .join(&cx.pipeline.dataset.name)
         .join("releases")
         .join(&tag);
+    if let Some(old) = kiln_store::release_split_rows(&release_dir, &settings.split)?
+        && rows.len() < old
+        && !cx.options.allow_fewer_rows
+    {
+        return Err(PipelineError::ReleaseShrinks {
+            dir: release_dir.display().to_string(),
+            split: settings.split.clone(),
+            old,
+            new: rows.len(),
+        });
+    }
     let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
     kiln_store::write_release(&release_dir, &settings.split, &rows, per_shard)?;
     let mut card = format!(
