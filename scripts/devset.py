@@ -6,11 +6,13 @@
     scripts/devset.py table RUN_DIR [--markdown]
 
 `run` writes a pipeline config beside the work directory (an ingest source over TASKS, clone
-URLs into the mirrors laid out as DIR/<owner>/<name>, launch and validate), runs it with a fresh
-run, and prints the table of that run. `table` prints the table of an existing run.
+URLs into the mirrors laid out as DIR/<owner>/<name>, launch, validate and export), runs it with
+a fresh run, and prints the table of that run; `scripts/swebench-check.sh` then checks the
+release under <work>/datasets/<dataset>/releases/ with the SWE-bench harness. `table` prints the table of an existing run.
 
 One row per instance: language, built, validated, FAIL_TO_PASS count, agreement with the
-published FAIL_TO_PASS (as strings / by meaning), the failure class, the repairs launch used,
+published FAIL_TO_PASS (as strings / by meaning), the SWE-bench harness parser that reads the
+runs as kiln did (`none` when no parser does), the failure class, the repairs launch used,
 and the launch and validation wall times; then the rates. Agreement comes from kiln's own
 validation columns; for runs of a kiln that did not record them yet, the script compares the
 lists itself (marked with *), by the same rules.
@@ -99,7 +101,7 @@ def table(run_dir, markdown=False):
     candidates = {r["instance_id"]: r for r in read_table(stages["tasks"])} if "tasks" in stages else {}
     launches = {r["instance_id"]: r for r in read_table(stages["launch"])} if "launch" in stages else {}
     validations = {r["instance_id"]: r for r in read_table(stages["validate"])} if "validate" in stages else {}
-    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "failure", "repairs", "launch s", "validate s"]
+    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "harness parser", "failure", "repairs", "launch s", "validate s"]
     lines = []
     totals = {"n": 0, "built": 0, "validated": 0, "compared": 0, "exact": 0, "meaning": 0}
     for iid in sorted(candidates):
@@ -139,6 +141,7 @@ def table(run_dir, markdown=False):
             str(len(ours)) if val else "-",
             str(len(given)),
             f"{agree[0]}/{agree[1]}{mark}" if agree else "-",
+            (val.get("log_parser") or "none") if validated else "-",
             failure,
             repairs,
             f"{env.get('total_seconds', 0):.0f}" if env else "-",
@@ -198,6 +201,10 @@ inputs = ["tasks", "launch"]
 repeats = {args.repeats}
 concurrency = {args.concurrency}
 test_timeout = "{args.timeout}"
+
+[stages.export]
+kind = "export"
+inputs = ["tasks", "launch", "validate"]
 """
     path = work / "pipeline.toml"
     path.write_text(config)

@@ -6,6 +6,7 @@ mod config;
 mod crawl;
 mod demo;
 mod ecosystems;
+mod faults;
 mod hostile;
 mod leftovers;
 mod lm;

@@ -11,7 +11,7 @@ use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 /// Writes the demo fixtures (crawled from the demo's fake GitHub, which lives as long as the
 /// returned demo) with a config of their own dataset name, so this test's images and containers
 /// never mix with another test's.
-fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
+pub(crate) fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
     let demo = kiln_pipeline::demo::prepare(dir, ca_bundle().as_deref(), 1)
         .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(&demo.config_path).unwrap_or_default();
@@ -22,14 +22,14 @@ fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
 }
 
 /// `kiln` with the demo's GitHub token in its environment.
-fn kiln_with_token(demo: &kiln_pipeline::demo::Demo) -> std::process::Command {
+pub(crate) fn kiln_with_token(demo: &kiln_pipeline::demo::Demo) -> std::process::Command {
     let mut command = kiln();
     command.env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
     command
 }
 
 /// The only run directory of a dataset.
-fn only_run(dir: &Path, dataset: &str) -> PathBuf {
+pub(crate) fn only_run(dir: &Path, dataset: &str) -> PathBuf {
     let runs = dir.join("datasets").join(dataset).join("runs");
     let entries: Vec<PathBuf> = std::fs::read_dir(&runs)
         .map(|d| {
@@ -48,7 +48,7 @@ fn only_run(dir: &Path, dataset: &str) -> PathBuf {
     entries.into_iter().next().unwrap_or_default()
 }
 
-fn manifest_rows(stage_dir: &Path) -> u64 {
+pub(crate) fn manifest_rows(stage_dir: &Path) -> u64 {
     std::fs::read_to_string(stage_dir.join("manifest.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -56,11 +56,11 @@ fn manifest_rows(stage_dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn rows<R: Row>(stage_dir: &Path) -> Vec<R> {
+pub(crate) fn rows<R: Row>(stage_dir: &Path) -> Vec<R> {
     kiln_store::read_rows::<R>(stage_dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn assert_unique<R: Row>(rows: &[R]) {
+pub(crate) fn assert_unique<R: Row>(rows: &[R]) {
     let mut keys: Vec<&str> = rows.iter().map(Row::key).collect();
     keys.sort_unstable();
     let before = keys.len();

@@ -16,7 +16,8 @@ pub const ENGINE: u8 = 4;
 /// The run store or the disk failed: disk full, read-only, permissions, a corrupt manifest, or
 /// a dataset locked by another live kiln process.
 pub const STORE: u8 = 5;
-/// Input is missing or unreadable: the task file, or a stage's input stage has not run.
+/// Input is missing or unreadable: the task file, or a stage's input stage has not run; or an
+/// export would replace a release with fewer rows.
 pub const INPUT: u8 = 6;
 /// `kiln demo` ran, but an instance did not end as its fixture says it must.
 pub const DEMO_MISMATCH: u8 = 7;
@@ -33,6 +34,7 @@ Exit codes:
   4    no Docker engine reachable, or the engine failed (re-run to resume)
   5    run store or disk error (full, read-only, permissions, corrupt manifest, dataset
        locked by another kiln)
-  6    missing or unreadable input (task file, or an input stage that has not run)
+  6    missing or unreadable input (task file, or an input stage that has not run), or an
+       export that would replace a release with fewer rows (see --allow-fewer-rows)
   7    demo: an instance did not end as its fixture expects
   130  interrupted by Ctrl-C (containers removed; re-run to resume)";
