@@ -22,9 +22,11 @@ static XDIST_LINE: Re = Re::new(
 static VERBOSE_LINE: Re = Re::new(
     r"^(\S.*?::.+?)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?:\s+\(.*\))?(?:\s+\[\s*\d+%\])?\s*$",
 );
-/// Final totals, decorated (`=== 1 failed, 2 passed in 0.1s ===`) or bare under `-q`.
-static TOTALS_LINE: Re =
-    Re::new(r"^=*\s*((?:\d+ [a-z]+)(?:, \d+ [a-z]+)*)\s+in\s+[\d.]+s(?:\s+\([^)]*\))?\s*=*\s*$");
+/// Final totals, decorated (`=== 1 failed, 2 passed in 0.1s ===`) or bare under `-q`; pytest
+/// before 5.1 wrote `in 0.10 seconds`.
+static TOTALS_LINE: Re = Re::new(
+    r"^=*\s*((?:\d+ [a-z]+)(?:, \d+ [a-z]+)*)\s+in\s+[\d.]+(?:s| seconds)(?:\s+\([^)]*\))?\s*=*\s*$",
+);
 static TOTALS_PART: Re = Re::new(r"^(\d+) ([a-z]+)$");
 
 fn status_of(word: &str) -> Option<TestStatus> {

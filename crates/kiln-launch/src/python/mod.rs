@@ -583,10 +583,16 @@ pub fn install_commands(project: &PythonProject, cutoff: Option<&str>) -> Vec<St
 /// `--continue-on-collection-errors`: a test patch often adds a module that cannot be imported
 /// before the fix; without the flag pytest stops the whole session at collection, every other
 /// test is absent, and validation would take them all for new (n2p) tests.
+///
+/// `-o console_output_style=classic`: verbose lines end with their status (`id PASSED`, no
+/// `[ 50%]`), which the SWE-bench harness's `parse_log_pytest_v2` reads; pytest before 5 prints
+/// no `PASSED` lines in the `-rA` summary, so without it no harness parser could read a passing
+/// test of such a project (seen on sympy with pytest 3.5). pytest before 3.3 has no such
+/// setting, and `-o` keeps it unread.
 #[must_use]
 pub fn test_command() -> String {
     format!(
-        "{VENV}/bin/python -m pytest -rA -v --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
+        "{VENV}/bin/python -m pytest -rA -v -o console_output_style=classic --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
     )
 }
 

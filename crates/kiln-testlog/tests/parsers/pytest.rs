@@ -183,3 +183,39 @@ fn with_verbose_lines_skips_get_their_test_ids() {
     );
     assert_summary(&parsed, [4, 1, 2, 1]);
 }
+
+/// pytest before 5.1 wrote its totals `in 1.95 seconds`, and with `-o console_output_style=classic`
+/// (what kiln's test command asks for, so that the SWE-bench harness's `parse_log_pytest_v2` reads
+/// the verbose lines) no `[ 50%]` follows the status. The shape of pytest 3.5.1 on a real project.
+#[test]
+fn old_pytest_classic_verbose_lines_and_totals_in_seconds() {
+    let log = "\
+============================= test session starts ==============================
+platform linux -- Python 3.9.2, pytest-3.5.1, py-1.7.0, pluggy-0.6.0 -- /opt/kiln/venv/bin/python
+rootdir: /testbed, inifile: pytest.ini
+collecting ... collected 3 items
+
+pkg/tests/test_misc.py::test_min PASSED
+pkg/tests/test_misc.py::test_max FAILED
+pkg/tests/test_misc.py::test_slow SKIPPED
+
+=================================== FAILURES ===================================
+___________________________________ test_max ___________________________________
+E   assert 1 == 2
+================ 1 failed, 1 passed, 1 skipped in 1.95 seconds =================
+";
+    let parsed = check(
+        "pytest",
+        log,
+        "pass pkg/tests/test_misc.py::test_min
+         fail pkg/tests/test_misc.py::test_max
+         skip pkg/tests/test_misc.py::test_slow",
+    );
+    assert_summary(&parsed, [1, 1, 1, 0]);
+    let map = kiln_testlog::swebench::harness_parse("parse_log_pytest_v2", log).unwrap_or_default();
+    assert_eq!(
+        map.get("pkg/tests/test_misc.py::test_min")
+            .map(String::as_str),
+        Some("PASSED")
+    );
+}
