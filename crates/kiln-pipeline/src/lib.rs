@@ -83,9 +83,7 @@ pub enum PipelineError {
     Answers(#[from] kiln_lm::Error),
     /// An export would replace a release with fewer rows than it holds.
     #[error(
-        "replace the release {dir} (split `{split}`): it holds {old} rows and this export has {new}; \
-         an export never replaces a release with fewer rows unless told to: give the export \
-         another `tag`, or pass `--allow-fewer-rows` to replace it anyway"
+        "replace the release {dir} (split `{split}`): it holds {old} rows and this export has {new}; an export never replaces a release with fewer rows unless told to: give the export another `tag`, or pass `--allow-fewer-rows` to replace it anyway"
     )]
     ReleaseShrinks {
         /// The release directory.
