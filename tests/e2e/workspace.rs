@@ -190,6 +190,7 @@ const ERROR_VERBS: &[&str] = &[
     "reach",
     "read",
     "rebuild",
+    "replace",
     "run",
     "serialise",
     "serialize",
