@@ -125,12 +125,7 @@ fn outcome(dir: &Path, dataset: &str, docker_host: Option<&str>) -> Outcome {
         &format!("label=kiln.run={dataset}/{run_id}"),
     );
     assert!(containers.is_empty(), "containers left: {containers:?}");
-    let label = format!(
-        "label=kiln.dataset={}",
-        std::path::absolute(dir.join("datasets").join(dataset))
-            .unwrap_or_default()
-            .display()
-    );
+    let label = dataset_filter(dir, dataset);
     let mut images = docker(
         docker_host,
         &["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter"],
@@ -149,13 +144,28 @@ fn outcome(dir: &Path, dataset: &str, docker_host: Option<&str>) -> Outcome {
     Outcome { stages, release }
 }
 
-/// Lines printed by `docker [-H host] <args> <last>`.
-fn docker(host: Option<&str>, args: &[&str], last: &str) -> Vec<String> {
+/// The `docker` CLI, talking to the engine at `host` (`None`: the default one).
+fn docker_cli(host: Option<&str>) -> Command {
     let mut command = Command::new("docker");
     if let Some(host) = host {
         command.args(["-H", host]);
     }
-    let output = run(command.args(args).arg(last));
+    command
+}
+
+/// The `docker` filter for the images of a dataset (their `kiln.dataset` label).
+fn dataset_filter(dir: &Path, dataset: &str) -> String {
+    format!(
+        "label=kiln.dataset={}",
+        std::path::absolute(dir.join("datasets").join(dataset))
+            .unwrap_or_default()
+            .display()
+    )
+}
+
+/// Lines printed by `docker [-H host] <args> <last>`.
+fn docker(host: Option<&str>, args: &[&str], last: &str) -> Vec<String> {
+    let output = run(docker_cli(host).args(args).arg(last));
     assert!(output.status.success(), "{}", text(&output));
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -171,32 +181,35 @@ fn undisturbed() -> &'static Outcome {
         let tmp = tempdir();
         let dir = tmp.path().join("fixtures");
         let (demo, config) = prepare(&dir, "fault-base");
-        let output = run(kiln_with_token(&demo)
-            .args(["run", "--config"])
-            .arg(&config));
-        assert!(output.status.success(), "{}", text(&output));
-        let outcome = outcome(&dir, "fault-base", None);
-        remove_images(None, &dir, "fault-base");
-        outcome
+        resume(&demo, &config, None);
+        finish(&dir, "fault-base", None)
     })
 }
 
 /// Removes the environment images of a dataset (each test's dataset is its own).
 fn remove_images(host: Option<&str>, dir: &Path, dataset: &str) {
-    let label = format!(
-        "label=kiln.dataset={}",
-        std::path::absolute(dir.join("datasets").join(dataset))
-            .unwrap_or_default()
-            .display()
-    );
+    let label = dataset_filter(dir, dataset);
     let images = docker(host, &["images", "-q", "--filter"], &label);
     if !images.is_empty() {
-        let mut command = Command::new("docker");
-        if let Some(host) = host {
-            command.args(["-H", host]);
-        }
-        let _ = run(command.args(["rmi", "-f"]).args(&images));
+        let _ = run(docker_cli(host).args(["rmi", "-f"]).args(&images));
     }
+}
+
+/// `kiln run` to the end (on the engine at `host`), which must succeed.
+fn resume(demo: &kiln_pipeline::demo::Demo, config: &Path, host: Option<&str>) {
+    let mut command = kiln_with_token(demo);
+    if let Some(host) = host {
+        command.env("DOCKER_HOST", host);
+    }
+    let output = run(command.args(["run", "--config"]).arg(config));
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+/// The [`outcome`] of the finished run, after which the dataset's images are removed.
+fn finish(dir: &Path, dataset: &str, host: Option<&str>) -> Outcome {
+    let outcome = outcome(dir, dataset, host);
+    remove_images(host, dir, dataset);
+    outcome
 }
 
 /// A small deterministic generator (splitmix64) for the kill points.
@@ -339,13 +352,9 @@ fn kill_9_at_seeded_points_of_every_stage_then_a_resume_gives_the_undisturbed_re
     // The resume (unless the last kill came after the run finished: another `kiln run` would
     // then start a new run of the month, which finds no new pull request).
     if stage_in_progress(&runs).is_some() {
-        let output = run(kiln_with_token(&demo)
-            .args(["run", "--config"])
-            .arg(&config));
-        assert!(output.status.success(), "{}", text(&output));
+        resume(&demo, &config, None);
     }
-    let after = outcome(&dir, dataset, None);
-    remove_images(None, &dir, dataset);
+    let after = finish(&dir, dataset, None);
     eprintln!(
         "fault tally: kill -9, {} kills: {}",
         tally.len(),
@@ -561,13 +570,8 @@ fn the_engine_stopped_mid_launch_and_mid_validate_stops_the_stage_and_a_resume_f
         ));
         daemon.start();
     }
-    let output = run(kiln_with_token(&demo)
-        .env("DOCKER_HOST", &daemon.host)
-        .args(["run", "--config"])
-        .arg(&config));
-    assert!(output.status.success(), "{}", text(&output));
-    let host = daemon.host.clone();
-    let after = outcome(&dir, dataset, Some(&host));
+    resume(&demo, &config, Some(&daemon.host));
+    let after = finish(&dir, dataset, Some(&daemon.host));
     eprintln!("fault tally: engine stopped twice: {}", tally.join("; "));
     assert_eq!(
         &after, baseline,
@@ -581,8 +585,13 @@ fn sh(command: &str) {
     assert!(output.status.success(), "{command}: {}", text(&output));
 }
 
-/// Starts `kiln run` and kills it once launch has written a row: a run in the middle.
-fn interrupted_run(demo: &kiln_pipeline::demo::Demo, config: &Path, runs: &Path, log: &Path) {
+/// Starts `kiln run` and returns it once launch has written a row.
+fn run_until_a_launch_row(
+    demo: &kiln_pipeline::demo::Demo,
+    config: &Path,
+    runs: &Path,
+    log: &Path,
+) -> Child {
     let mut command = kiln_with_token(demo);
     command
         .args(["run", "--concurrency", "1", "--config"])
@@ -598,6 +607,12 @@ fn interrupted_run(demo: &kiln_pipeline::demo::Demo, config: &Path, runs: &Path,
         assert!(Instant::now() < deadline, "launch wrote no row");
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
+}
+
+/// Starts `kiln run` and kills it once launch has written a row: a run in the middle.
+fn interrupted_run(demo: &kiln_pipeline::demo::Demo, config: &Path, runs: &Path, log: &Path) {
+    let mut child = run_until_a_launch_row(demo, config, runs, log);
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -632,12 +647,8 @@ fn a_read_only_run_directory_is_a_store_error_and_a_resume_finishes() {
     );
     assert_eq!(manifest_rows(&run_dir.join("launch")), launch_rows);
 
-    let output = run(kiln_with_token(&demo)
-        .args(["run", "--config"])
-        .arg(&config));
-    assert!(output.status.success(), "{}", text(&output));
-    let after = outcome(&dir, dataset, None);
-    remove_images(None, &dir, dataset);
+    resume(&demo, &config, None);
+    let after = finish(&dir, dataset, None);
     eprintln!(
         "fault tally: read-only run directory: kiln exited 5 ({} launch rows kept), the resume finished",
         launch_rows
@@ -674,20 +685,7 @@ fn a_full_disk_stops_the_run_and_a_resume_after_freeing_space_finishes() {
     let runs = mount.join(dataset).join("runs");
     let log = tmp.path().join("kiln.log");
 
-    let mut command = kiln_with_token(&demo);
-    command
-        .args(["run", "--concurrency", "1", "--config"])
-        .arg(&config);
-    let mut child = spawn(command, &log);
-    let deadline = Instant::now() + Duration::from_secs(900);
-    while !stage_in_progress(&runs).is_some_and(|(s, rows)| s == "launch" && rows >= 1) {
-        assert!(
-            child.try_wait().ok().flatten().is_none(),
-            "kiln exited early"
-        );
-        assert!(Instant::now() < deadline, "launch wrote no row");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = run_until_a_launch_row(&demo, &config, &runs, &log);
     // Fill every free block: large writes first, then, once ext4 has settled its delayed
     // allocations, the last blocks with small ones (a single `dd` leaves megabytes free).
     let mnt = mount.display();
@@ -716,12 +714,8 @@ fn a_full_disk_stops_the_run_and_a_resume_after_freeing_space_finishes() {
         "rm -f '{mnt}/filler' '{mnt}/filler2' '{mnt}/filler3'"
     ));
 
-    let output = run(kiln_with_token(&demo)
-        .args(["run", "--config"])
-        .arg(&config));
-    assert!(output.status.success(), "{}", text(&output));
-    let after = outcome(&dir, dataset, None);
-    remove_images(None, &dir, dataset);
+    resume(&demo, &config, None);
+    let after = finish(&dir, dataset, None);
     eprintln!(
         "fault tally: full disk: kiln exited {code:?} with {} launch rows kept, the resume after freeing space finished",
         environments.len()

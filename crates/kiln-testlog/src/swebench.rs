@@ -116,57 +116,56 @@ fn pytest_v2(log: &str) -> HarnessStatuses {
     map
 }
 
+/// The shape of the harness's regex parsers: each stripped line that `line` matches gives a test
+/// (capture group `name`) and a status read from its capture groups (`None`: not recorded).
+fn by_line(
+    log: &str,
+    line: &Regex,
+    name: usize,
+    status: impl Fn(&regex::Captures<'_>) -> Option<&'static str>,
+) -> HarnessStatuses {
+    let mut map = HarnessStatuses::new();
+    for text in log.split('\n') {
+        if let Some(m) = line.captures(text.trim())
+            && let Some(status) = status(&m)
+        {
+            map.insert(m[name].to_string(), status.to_string());
+        }
+    }
+    map
+}
+
 /// `parse_log_cargo`.
 fn cargo(log: &str) -> HarnessStatuses {
     static LINE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^test\s+(\S+)\s+\.\.\.\s+(\w+)$").expect("regex"));
-    let mut map = HarnessStatuses::new();
-    for line in log.split('\n') {
-        let Some(m) = LINE.captures(line.trim()) else {
-            continue;
-        };
-        let status = match &m[2] {
-            "ok" => "PASSED",
-            "FAILED" => "FAILED",
-            _ => continue,
-        };
-        map.insert(m[1].to_string(), status.to_string());
-    }
-    map
+    by_line(log, &LINE, 1, |m| match &m[2] {
+        "ok" => Some("PASSED"),
+        "FAILED" => Some("FAILED"),
+        _ => None,
+    })
 }
 
 /// `parse_log_gotest`.
 fn gotest(log: &str) -> HarnessStatuses {
     static LINE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$").expect("regex"));
-    let mut map = HarnessStatuses::new();
-    for line in log.split('\n') {
-        let Some(m) = LINE.captures(line.trim()) else {
-            continue;
-        };
-        let status = match &m[1] {
+    by_line(log, &LINE, 2, |m| {
+        Some(match &m[1] {
             "PASS" => "PASSED",
             "FAIL" => "FAILED",
             _ => "SKIPPED",
-        };
-        map.insert(m[2].to_string(), status.to_string());
-    }
-    map
+        })
+    })
 }
 
 /// `parse_log_tap`.
 fn tap(log: &str) -> HarnessStatuses {
     static LINE: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^(ok|not ok) (\d+) (.+)$").expect("regex"));
-    let mut map = HarnessStatuses::new();
-    for line in log.split('\n') {
-        let Some(m) = LINE.captures(line.trim()) else {
-            continue;
-        };
-        let status = if &m[1] == "ok" { "PASSED" } else { "FAILED" };
-        map.insert(m[3].to_string(), status.to_string());
-    }
-    map
+    by_line(log, &LINE, 3, |m| {
+        Some(if &m[1] == "ok" { "PASSED" } else { "FAILED" })
+    })
 }
 
 /// The harness's `_resolve_case`: the status-map key for `case`, exact or, for an id cut inside
