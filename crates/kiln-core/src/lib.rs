@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod diff;
 pub mod lm;
 pub mod reporter;
 pub mod runtime;

@@ -139,26 +139,12 @@ pub(crate) fn apt_install<S: AsRef<str>>(packages: &[S]) -> Option<String> {
 #[must_use]
 pub fn patch_files(patch: &str) -> Vec<String> {
     let mut files: Vec<String> = Vec::new();
-    let mut current: Option<String> = None;
-    for line in patch.lines() {
-        if line.starts_with("deleted file mode") {
-            if let Some(path) = current.take() {
-                files.retain(|f| *f != path);
-            }
-            continue;
-        }
-        let Some(rest) = line.strip_prefix("diff --git ") else {
-            continue;
-        };
-        // `a/<path> b/<path>`: the paths are equal unless renamed; the new name is the one
-        // after the last " b/".
-        current = None;
-        if let Some(index) = rest.rfind(" b/") {
-            let path = rest[index + 3..].trim_matches('"').to_string();
-            if !files.contains(&path) {
-                files.push(path.clone());
-                current = Some(path);
-            }
+    for path in kiln_core::diff::changed_files(patch)
+        .into_iter()
+        .filter_map(|f| f.new)
+    {
+        if !files.contains(&path) {
+            files.push(path);
         }
     }
     files

@@ -138,26 +138,20 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// Paths a unified diff changes, split into files it modifies or deletes (they exist at the
-/// base commit) and files it creates.
+/// Paths a unified diff changes, split into files that exist at the base commit (it modifies,
+/// renames or deletes them) and files it creates.
 fn patch_files(patch: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut existing = BTreeSet::new();
     let mut created = BTreeSet::new();
-    let mut source: Option<String> = None;
-    for line in patch.lines() {
-        if let Some(rest) = line.strip_prefix("--- ") {
-            source = Some(rest.trim_end_matches('\t').to_string());
-        } else if let Some(rest) = line.strip_prefix("+++ ")
-            && let Some(from) = source.take()
-        {
-            let unquote = |s: &str| s.trim_matches('"').to_string();
-            if from == "/dev/null" {
-                if let Some(path) = unquote(rest).strip_prefix("b/") {
-                    created.insert(path.to_string());
-                }
-            } else if let Some(path) = unquote(&from).strip_prefix("a/") {
-                existing.insert(path.to_string());
+    for file in kiln_core::diff::changed_files(patch) {
+        match (file.old, file.new) {
+            (Some(old), _) => {
+                existing.insert(old);
             }
+            (None, Some(new)) => {
+                created.insert(new);
+            }
+            (None, None) => {}
         }
     }
     (existing, created)
