@@ -65,8 +65,39 @@ pub struct Column {
     /// Logical type.
     #[serde(rename = "type")]
     pub ty: ColumnType,
-    /// What the column holds.
+    /// What the column holds: the field's doc comment as written, one line per doc line.
     pub doc: &'static str,
+}
+
+impl Column {
+    /// The doc comment as one paragraph (lines trimmed and joined by spaces).
+    #[must_use]
+    pub fn description(&self) -> String {
+        self.doc
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl ColumnType {
+    /// The type as Arrow (and Hugging Face `datasets`) reads it: `string`, `list<string>`, ...
+    #[must_use]
+    pub fn arrow_name(self) -> &'static str {
+        match self {
+            Self::Str => "string",
+            Self::OptStr => "string (nullable)",
+            Self::Int => "int64",
+            Self::OptInt => "int64 (nullable)",
+            Self::Float => "float64",
+            Self::OptFloat => "float64 (nullable)",
+            Self::Bool => "bool",
+            Self::StrList => "list<string>",
+            Self::Json => "string (JSON)",
+        }
+    }
 }
 
 /// Maps a Rust field type to the column type it is stored as.
@@ -115,7 +146,7 @@ macro_rules! table {
     (
         $(#[doc = $tdoc:literal])*
         pub struct $name:ident in $table:literal {
-            $( #[doc = $doc:literal] $(#[$attr:meta])* pub $field:ident : $ty:ty, )*
+            $( $(#[doc = $doc:literal])+ pub $field:ident : $ty:ty, )*
         }
     ) => {
         $(#[doc = $tdoc])*
@@ -123,7 +154,7 @@ macro_rules! table {
         #[serde(deny_unknown_fields)]
         #[allow(non_snake_case)]
         pub struct $name {
-            $( #[doc = $doc] $(#[$attr])* pub $field: $ty, )*
+            $( $(#[doc = $doc])+ pub $field: $ty, )*
         }
 
         impl $crate::Row for $name {
@@ -133,7 +164,7 @@ macro_rules! table {
                 vec![$($crate::Column {
                     name: stringify!($field),
                     ty: <$ty as $crate::ColumnKind>::TYPE,
-                    doc: $doc.trim_ascii(),
+                    doc: concat!($($doc, "\n"),+),
                 }),*]
             }
             fn key(&self) -> &str {
@@ -277,7 +308,7 @@ pub fn json_schema(table: &str, doc: &str, columns: &[Column]) -> serde_json::Va
         };
         let mut ty = ty;
         if let Some(object) = ty.as_object_mut() {
-            object.insert("description".into(), json!(column.doc));
+            object.insert("description".into(), json!(column.description()));
             if column.ty == ColumnType::Json {
                 object.insert("x-kiln-storage".into(), json!("json-string"));
             }
