@@ -27,6 +27,7 @@
 //! at any instant without losing a row whose [`StageTable::append`] returned, and without storing
 //! a row twice. One process writes a run at a time, enforced by [`RunLock`].
 
+pub mod analytics;
 mod atomic;
 mod convert;
 mod error;
@@ -42,6 +43,9 @@ pub use convert::{
 };
 pub use error::{ConvertError, StoreError};
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
-pub use release::{release_split_rows, shard_name, write_dataset_card, write_release};
+pub use release::{
+    CardMeta, release_split_rows, remove_other_splits, shard_name, write_dataset_card,
+    write_release,
+};
 pub use run::{RUN_FILE, RunInfo, RunStore, latest, run_ids, runs_dir, time_id};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

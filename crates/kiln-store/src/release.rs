@@ -25,7 +25,7 @@ fn check_split(dir: &Path, split: &str) -> Result<(), StoreError> {
 }
 
 /// Whether `name` is a shard file of `split`: `<split>-NNNNN-of-NNNNN.parquet`.
-fn is_shard_of(name: &str, split: &str) -> bool {
+pub(crate) fn is_shard_of(name: &str, split: &str) -> bool {
     let Some(rest) = name
         .strip_prefix(split)
         .and_then(|r| r.strip_prefix('-'))
@@ -115,12 +115,23 @@ fn yaml_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
-/// Writes `README.md` of a release: YAML front matter declaring one `default` config with a
-/// `data/<split>-*` pattern per split, a title, a statistics table of rows per split, then
-/// `extra_markdown`. Returns the path written.
+/// What a dataset card declares in its YAML front matter besides its splits.
+#[derive(Debug, Clone, Default)]
+pub struct CardMeta<'a> {
+    /// `pretty_name`.
+    pub name: &'a str,
+    /// `license` (a Hugging Face licence id); empty leaves it out.
+    pub license: &'a str,
+    /// `task_categories`, `tags` and the like: extra `key: [values]` lines.
+    pub lists: &'a [(&'a str, Vec<String>)],
+}
+
+/// Writes `README.md` of a release: YAML front matter (`pretty_name`, `license`, extra lists,
+/// one `default` config with a `data/<split>-*` pattern per split), a title, a table of rows
+/// per split, then `extra_markdown`. Returns the path written.
 pub fn write_dataset_card(
     release_dir: &Path,
-    name: &str,
+    meta: &CardMeta<'_>,
     splits: &[(String, usize)],
     extra_markdown: &str,
 ) -> Result<PathBuf, StoreError> {
@@ -130,20 +141,26 @@ pub fn write_dataset_card(
     }
     let mut card = String::new();
     card.push_str("---\n");
-    let _ = writeln!(card, "pretty_name: {}", yaml_str(name));
+    let _ = writeln!(card, "pretty_name: {}", yaml_str(meta.name));
+    if !meta.license.is_empty() {
+        let _ = writeln!(card, "license: {}", yaml_str(meta.license));
+    }
+    for (key, values) in meta.lists {
+        let _ = writeln!(card, "{key}:");
+        for value in values {
+            let _ = writeln!(card, "- {}", yaml_str(value));
+        }
+    }
     card.push_str("configs:\n- config_name: default\n  data_files:\n");
     for (split, _) in splits {
         let _ = writeln!(card, "  - split: {split}\n    path: data/{split}-*");
     }
     card.push_str("---\n\n");
-    let _ = writeln!(card, "# {name}\n");
-    card.push_str("## Statistics\n\n| split | rows |\n|---|---:|\n");
-    let mut total = 0usize;
+    let _ = writeln!(card, "# {}\n", meta.name);
+    card.push_str("## Splits\n\n| split | rows |\n|---|---:|\n");
     for (split, rows) in splits {
         let _ = writeln!(card, "| {split} | {rows} |");
-        total += rows;
     }
-    let _ = writeln!(card, "| **total** | {total} |");
     if !extra_markdown.trim().is_empty() {
         card.push('\n');
         card.push_str(extra_markdown.trim_end());
@@ -153,6 +170,33 @@ pub fn write_dataset_card(
         .map_err(|e| StoreError::io("create directory", release_dir, e))?;
     write_atomic(&path, card.as_bytes())?;
     Ok(path)
+}
+
+/// Removes the shards of splits other than `keep` from the release at `release_dir` (a split
+/// an earlier export of the same tag wrote and this one does not).
+pub fn remove_other_splits(release_dir: &Path, keep: &[&str]) -> Result<(), StoreError> {
+    let data = release_dir.join("data");
+    let entries = match fs::read_dir(&data) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::io("list", &data, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", &data, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let is_shard = name
+            .strip_suffix(".parquet")
+            .and_then(|stem| stem.rsplit_once("-of-"))
+            .and_then(|(head, _)| head.rsplit_once('-'))
+            .is_some_and(|(split, _)| !keep.contains(&split) && is_shard_of(&name, split));
+        if is_shard {
+            let path = entry.path();
+            fs::remove_file(&path).map_err(|e| StoreError::io("remove old shard", &path, e))?;
+        }
+    }
+    sync_dir(&data)
 }
 
 #[cfg(test)]

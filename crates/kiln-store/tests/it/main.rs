@@ -7,6 +7,7 @@
     missing_docs
 )]
 
+mod analytics;
 mod convert;
 mod crash;
 mod release;

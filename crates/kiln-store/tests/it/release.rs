@@ -68,18 +68,22 @@ fn shards_are_named_like_hugging_face() {
 #[test]
 fn dataset_card_has_configs_and_statistics() {
     let tmp = tempfile::tempdir().unwrap();
+    let meta = kiln_store::CardMeta {
+        name: "kiln-py \"2025-01\"",
+        license: "mit",
+        lists: &[("tags", vec!["swe-bench".to_string()])],
+    };
     let path = write_dataset_card(
         tmp.path(),
-        "kiln-py \"2025-01\"",
+        &meta,
         &[("train".to_string(), 7), ("test".to_string(), 1)],
         "## Notes\n\nBuilt by kiln.\n",
     )
     .unwrap();
     let card = fs::read_to_string(path).unwrap();
-    let expected_front = "---\npretty_name: \"kiln-py \\\"2025-01\\\"\"\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n  - split: test\n    path: data/test-*\n---\n";
+    let expected_front = "---\npretty_name: \"kiln-py \\\"2025-01\\\"\"\nlicense: \"mit\"\ntags:\n- \"swe-bench\"\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n  - split: test\n    path: data/test-*\n---\n";
     assert!(card.starts_with(expected_front), "{card}");
     assert!(card.contains("| train | 7 |"), "{card}");
-    assert!(card.contains("| **total** | 8 |"), "{card}");
     assert!(card.ends_with("Built by kiln.\n"), "{card}");
 }
 
@@ -127,4 +131,24 @@ print(n)
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "4");
+}
+
+#[test]
+fn splits_an_export_no_longer_writes_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_release(dir, "test", &rows(3), 2).unwrap();
+    write_release(dir, "lite", &rows(1), 2).unwrap();
+    write_release(dir, "lite_x", &rows(1), 2).unwrap();
+    fs::write(dir.join("data/notes.txt"), "kept").unwrap();
+    kiln_store::remove_other_splits(dir, &["test", "lite_x"]).unwrap();
+    assert_eq!(
+        data_files(dir),
+        [
+            "lite_x-00000-of-00001.parquet",
+            "notes.txt",
+            "test-00000-of-00002.parquet",
+            "test-00001-of-00002.parquet"
+        ]
+    );
 }
