@@ -276,6 +276,16 @@ pub trait ContainerRuntime: Send + Sync {
         image: &str,
         on_output: OutputSink<'_>,
     ) -> Result<bool, RuntimeError>;
+    /// Gives image `source` the further name `target` (`repo:tag`), as `docker tag` does.
+    async fn tag_image(&self, source: &str, target: &str) -> Result<(), RuntimeError>;
+    /// Pushes `image` (`registry/repo:tag`) to its registry, as `docker push` does, with the
+    /// registry's progress lines to `on_output`; returns the digest the registry reports.
+    /// Credentials are the engine's (`docker login` on the host is not read).
+    async fn push_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<Option<String>, RuntimeError>;
     /// Imports the root file system in the tar file `rootfs` (on the host) as image `tag`
     /// (`docker import`), with Dockerfile instructions such as `CMD ["bash"]` applied.
     async fn import_image(

@@ -881,6 +881,52 @@ impl ContainerRuntime for DockerRuntime {
         self.image_exists(image).await
     }
 
+    async fn tag_image(&self, source: &str, target: &str) -> Result<(), RuntimeError> {
+        let (repo, tag) = split_tag(target);
+        let options = bollard::query_parameters::TagImageOptionsBuilder::new()
+            .repo(repo)
+            .tag(tag)
+            .build();
+        match self.docker.tag_image(source, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if status(&e) == Some(404) => {
+                Err(RuntimeError::ImageNotFound(source.to_string()))
+            }
+            Err(e) => Err(self.fail(format!("tag image {source} as {target}"), &e)),
+        }
+    }
+
+    async fn push_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<Option<String>, RuntimeError> {
+        let (repo, tag) = split_tag(image);
+        let options = bollard::query_parameters::PushImageOptionsBuilder::new()
+            .tag(tag)
+            .build();
+        let mut stream = self.docker.push_image(repo, Some(options), None);
+        let mut digest = None;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(status) = info.status {
+                        // The last status line names the digest: "<tag>: digest: sha256:... size: N".
+                        if let Some(rest) = status.split("digest: ").nth(1) {
+                            digest = rest.split_whitespace().next().map(str::to_string);
+                        }
+                        on_output(format!("{status}\n").as_bytes());
+                    }
+                }
+                Err(e) if status(&e) == Some(404) => {
+                    return Err(RuntimeError::ImageNotFound(image.to_string()));
+                }
+                Err(e) => return Err(self.fail(format!("push image {image}"), &e)),
+            }
+        }
+        Ok(digest)
+    }
+
     async fn import_image(
         &self,
         tag: &str,

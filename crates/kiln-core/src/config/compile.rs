@@ -668,7 +668,16 @@ impl Compiler<'_> {
             ),
             NodeKind::Export => (
                 self.export(&mut keys),
-                &["kind", "inputs", "split", "tag", "rows_per_shard"],
+                &[
+                    "kind",
+                    "inputs",
+                    "split",
+                    "tag",
+                    "rows_per_shard",
+                    "license",
+                    "image_registry",
+                    "frozen",
+                ],
             ),
         };
         if kind.is_source()

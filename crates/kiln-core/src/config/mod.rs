@@ -21,7 +21,10 @@ use toml::de::DeTable;
 use compile::{Compiler, config_dir};
 pub use lm::{LmSettings, Price};
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
-pub use stages::{ExportSettings, FilterSettings, LaunchSettings, SplitSettings, ValidateSettings};
+pub use stages::{
+    ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings, SplitSettings,
+    ValidateSettings,
+};
 
 /// One config error, located in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +239,17 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether this node needs a container engine: launch and validate run containers, and an
+    /// export with an `image_registry` tags the environment images with the names it publishes.
+    #[must_use]
+    pub fn uses_engine(&self) -> bool {
+        match &self.settings {
+            NodeSettings::Launch(_) | NodeSettings::Validate(_) => true,
+            NodeSettings::Export(e) => !e.image_registry.is_empty(),
+            _ => false,
+        }
+    }
+
     /// Whether this node asks the `[lm]` endpoint (a filter or split whose judge is `lm`).
     #[must_use]
     pub fn uses_lm(&self) -> bool {
@@ -412,6 +426,44 @@ impl Pipeline {
             .iter()
             .filter_map(|i| self.node(i))
             .find(|n| n.kind.is_source())
+    }
+
+    /// The pipeline as `kiln refresh --month` runs it: every crawl source's merge window set
+    /// to `month` (`YYYY-MM`) and every export without a `tag` tagged with it. The hash covers
+    /// the month, so each month's run is resumed by a refresh of the same month only, and the
+    /// text kept in the run says what was changed.
+    ///
+    /// # Errors
+    /// When `month` is not a month, or the pipeline has no crawl source to refresh.
+    pub fn for_month(&self, month: &str) -> Result<Self, String> {
+        let mut out = self.clone();
+        let mut crawls = 0;
+        for node in &mut out.nodes {
+            match &mut node.settings {
+                NodeSettings::Crawl(crawl) => {
+                    crawl.set_month(month)?;
+                    crawls += 1;
+                }
+                NodeSettings::Export(export) if export.tag.is_empty() => {
+                    export.tag = month.to_string();
+                }
+                _ => {}
+            }
+        }
+        if crawls == 0 {
+            return Err(format!(
+                "{} has no crawl source: a refresh crawls the month's merged pull requests; \
+                 add a `kind = \"crawl\"` source (see pipeline.toml)",
+                self.path.display()
+            ));
+        }
+        out.text = format!(
+            "{}\n# kiln refresh --month {month}: every crawl source's window is {month}, and \
+             the release is tagged {month}.\n",
+            self.text.trim_end()
+        );
+        out.hash = hex_sha256(format!("{}\nrefresh-month={month}", self.hash).as_bytes());
+        Ok(out)
     }
 
     /// The node named `name`.
@@ -770,6 +822,58 @@ kind = "transmogrify"
             assert!(message.contains(line), "missing {line:?} in:\n{message}");
         }
         assert_eq!(message.lines().count(), 5, "{message}");
+    }
+
+    #[test]
+    fn export_settings_frozen_splits_licence_and_registry() {
+        let text = format!(
+            "{GOOD}license = \"mit\"\nimage_registry = \"registry.example.com:5000/team\"\n\
+             [stages.export.frozen.lite]\nsample = 50\nseed = 7\n\
+             [stages.export.frozen.verified]\nids = \"verified.txt\"\n"
+        );
+        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let Some(NodeSettings::Export(export)) = pipeline.node("export").map(|n| &n.settings)
+        else {
+            panic!("no export");
+        };
+        assert_eq!(export.license, "mit");
+        assert_eq!(export.image_registry, "registry.example.com:5000/team");
+        assert_eq!(
+            export.frozen,
+            [
+                FrozenSplit {
+                    name: "lite".into(),
+                    choice: FrozenChoice::Sample { size: 50, seed: 7 },
+                },
+                FrozenSplit {
+                    name: "verified".into(),
+                    choice: FrozenChoice::Ids {
+                        path: PathBuf::from("/cfg/verified.txt"),
+                    },
+                },
+            ]
+        );
+        assert!(pipeline.node("export").is_some_and(Node::uses_engine));
+
+        let bad = format!(
+            "{GOOD}split = \"te-st\"\nimage_registry = \"https://r.example.com/\"\n\
+             [stages.export.frozen.lite]\nsample = 0\n\
+             [stages.export.frozen.both]\nsample = 5\nids = \"x.txt\"\n\
+             [stages.export.frozen.none]\nseed = 5\n\
+             [stages.export.frozen.\"bad-name\"]\nsample = 5\nsize = 3\n"
+        );
+        let message = errors(&bad);
+        for line in [
+            "stages.export.split: \"te-st\" is not a split name",
+            "stages.export.image_registry: \"https://r.example.com/\" is not a registry reference",
+            "stages.export.frozen.lite.sample: 0 is out of range 1..=1000000",
+            "stages.export.frozen.both: give either `sample` (with `seed`) or `ids`, not both",
+            "stages.export.frozen.none: say how the split is chosen",
+            "stages.export.frozen.bad-name: \"bad-name\" is not a split name",
+        ] {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), 6, "{message}");
     }
 
     #[test]

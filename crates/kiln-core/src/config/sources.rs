@@ -115,8 +115,30 @@ fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
         })
 }
 
+impl CrawlSettings {
+    /// `YYYY-MM` when the merge window is exactly one calendar month (as `month` gives).
+    #[must_use]
+    pub fn month(&self) -> Option<String> {
+        let month = self.since.get(..7)?;
+        let (start, end) = month_window(month).ok()?;
+        let until = self.until.as_deref()?;
+        (self.since == format_time(&start) && until == format_time(&end)).then(|| month.to_string())
+    }
+
+    /// Sets the merge window to the calendar month `month` (`YYYY-MM`).
+    ///
+    /// # Errors
+    /// When `month` is not a month.
+    pub fn set_month(&mut self, month: &str) -> Result<(), String> {
+        let (start, end) = month_window(month)?;
+        self.since = format_time(&start);
+        self.until = Some(format_time(&end));
+        Ok(())
+    }
+}
+
 /// The window of a `YYYY-MM` month: its first instant and the first instant of the next month.
-fn month_window(text: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
+pub(super) fn month_window(text: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
     let bad = || {
         format!(
             "\"{}\" is not a month; use YYYY-MM such as 2024-09",

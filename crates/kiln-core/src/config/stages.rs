@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::NodeSettings;
-use super::compile::{Compiler, Keys};
+use super::compile::{Compiler, Keys, Value};
 use super::lm::LmSettings;
 
 /// Settings of a `filter` stage.
@@ -90,6 +90,43 @@ pub struct ExportSettings {
     pub tag: String,
     /// Rows per Parquet shard.
     pub rows_per_shard: i64,
+    /// The card's `license` (a Hugging Face licence id such as `mit` or `cc-by-4.0`); empty
+    /// leaves it out.
+    pub license: String,
+    /// Registry (and namespace) the environment images are pushed to, such as
+    /// `registry.example.com/team`; rows then name `<registry>/<local image>`. Empty: rows name
+    /// the local image.
+    pub image_registry: String,
+    /// Splits that keep the same rows in every release, by name.
+    pub frozen: Vec<FrozenSplit>,
+}
+
+/// A split whose rows, once chosen, are the same in every later release of the dataset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrozenSplit {
+    /// Split name (`lite`, `verified`).
+    pub name: String,
+    /// How its instances are chosen.
+    pub choice: FrozenChoice,
+}
+
+/// How a frozen split's instances are chosen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrozenChoice {
+    /// `size` instances of the first release that has any, drawn with `seed`, then kept.
+    Sample {
+        /// Instances drawn.
+        size: i64,
+        /// Seed of the draw.
+        seed: i64,
+    },
+    /// The instances listed in a file the user keeps (one id per line, `#` comments), each
+    /// with the row of the release that first published it.
+    Ids {
+        /// The list file.
+        path: std::path::PathBuf,
+    },
 }
 
 impl Compiler<'_> {
@@ -263,13 +300,127 @@ impl Compiler<'_> {
     }
 
     pub(super) fn export(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+        let split_at = keys.get("split").map_or(keys.at, |v| v.span().start);
         let split = self.string_or(keys, "split", "test");
+        if let Ok(name) = &split {
+            self.split_name(split_at, &keys.path("split"), name);
+        }
         let tag = self.string_or(keys, "tag", "");
         let rows = self.int(keys, "rows_per_shard", 10_000, 1, 10_000_000);
+        let license = self.string_or(keys, "license", "");
+        let image_registry = self.string_or(keys, "image_registry", "");
+        if let Ok(registry) = &image_registry
+            && (registry.contains("://") || registry.ends_with('/') || registry.contains(' '))
+        {
+            let at = keys
+                .get("image_registry")
+                .map_or(keys.at, |v| v.span().start);
+            let path = keys.path("image_registry");
+            self.error_at(
+                at,
+                &path,
+                format!(
+                    "\"{}\" is not a registry reference; write host[:port][/namespace], such as registry.example.com/team",
+                    super::cut(registry)
+                ),
+            );
+        }
+        let frozen = match keys.get("frozen") {
+            None => Ok(Vec::new()),
+            Some(value) => self.frozen(value, &keys.path("frozen")),
+        };
+        if let (Ok(split), Ok(frozen)) = (&split, &frozen)
+            && let Some(same) = frozen.iter().find(|f| &f.name == split)
+        {
+            let path = keys.path("frozen");
+            self.error_at(
+                keys.at,
+                &format!("{path}.{}", same.name),
+                format!("`{split}` is the release's own split; name the frozen split otherwise"),
+            );
+        }
         Ok(NodeSettings::Export(ExportSettings {
             split: split?,
             tag: tag?,
             rows_per_shard: rows?,
+            license: license?,
+            image_registry: image_registry?,
+            frozen: frozen?,
         }))
+    }
+
+    /// Reports a split name Hugging Face would refuse (it requires `\w+`).
+    fn split_name(&mut self, at: usize, path: &str, name: &str) -> bool {
+        let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            self.error_at(
+                at,
+                path,
+                format!(
+                    "\"{}\" is not a split name: use ASCII letters, digits and _",
+                    super::cut(name)
+                ),
+            );
+        }
+        ok
+    }
+
+    /// `[stages.<export>.frozen.<split>]` tables: `sample` and `seed`, or `ids`.
+    fn frozen(&mut self, value: &Value<'_>, key: &str) -> Result<Vec<FrozenSplit>, ()> {
+        let table = self.table(value, key).ok_or(())?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (name, split) in table {
+            let name = name.get_ref().to_string();
+            let path = format!("{key}.{name}");
+            if !self.split_name(split.span().start, &path, &name) {
+                ok = false;
+                continue;
+            }
+            let Some(inner) = self.table(split, &path) else {
+                ok = false;
+                continue;
+            };
+            let mut keys = Keys::new(inner, &path, split.span().start);
+            let sample = keys.get("sample").is_some();
+            let choice = if let Some(ids) = self.string(&mut keys, "ids") {
+                if sample {
+                    self.error_at(
+                        split.span().start,
+                        &path,
+                        "give either `sample` (with `seed`) or `ids`, not both".into(),
+                    );
+                }
+                match ids {
+                    Some(file) if !sample => Ok(FrozenChoice::Ids {
+                        path: self.path_value(&file),
+                    }),
+                    _ => Err(()),
+                }
+            } else if sample {
+                let size = self.int(&mut keys, "sample", 0, 1, 1_000_000);
+                let seed = self.int(&mut keys, "seed", 0, 0, i64::MAX);
+                match (size, seed) {
+                    (Ok(size), Ok(seed)) => Ok(FrozenChoice::Sample { size, seed }),
+                    _ => Err(()),
+                }
+            } else {
+                // `seed` alone is not a second mistake: the missing `sample` is the one.
+                keys.get("seed");
+                self.error_at(
+                    split.span().start,
+                    &path,
+                    "say how the split is chosen: `sample = N` (with `seed`) or `ids = \"FILE\"`"
+                        .into(),
+                );
+                Err(())
+            };
+            keys.finish(self, &["sample", "seed", "ids"]);
+            match choice {
+                Ok(choice) => out.push(FrozenSplit { name, choice }),
+                Err(()) => ok = false,
+            }
+        }
+        if ok { Ok(out) } else { Err(()) }
     }
 }

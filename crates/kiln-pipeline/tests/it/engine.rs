@@ -93,6 +93,12 @@ impl ContainerRuntime for BrokenEngine {
     async fn pull_image(&self, _: &str, _: OutputSink<'_>) -> Result<bool, RuntimeError> {
         Err(self.fail("pull_image"))
     }
+    async fn tag_image(&self, _: &str, _: &str) -> Result<(), RuntimeError> {
+        Err(self.fail("tag_image"))
+    }
+    async fn push_image(&self, _: &str, _: OutputSink<'_>) -> Result<Option<String>, RuntimeError> {
+        Err(self.fail("push_image"))
+    }
     async fn import_image(
         &self,
         _: &str,
