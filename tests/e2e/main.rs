@@ -10,6 +10,7 @@ mod faults;
 mod hostile;
 mod leftovers;
 mod lm;
+mod refresh;
 mod resume;
 mod tools;
 mod validation;

@@ -34,7 +34,6 @@ Exit codes:
   4    no Docker engine reachable, or the engine failed (re-run to resume)
   5    run store or disk error (full, read-only, permissions, corrupt manifest, dataset
        locked by another kiln)
-  6    missing or unreadable input (task file, or an input stage that has not run), or an
-       export that would replace a release with fewer rows (see --allow-fewer-rows)
+  6    missing or unreadable input (task file, release, or an input stage that has not run)
   7    demo: an instance did not end as its fixture expects
   130  interrupted by Ctrl-C (containers removed; re-run to resume)";

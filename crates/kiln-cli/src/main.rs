@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use kiln_core::config::{NodeKind, Pipeline};
+use kiln_core::config::Pipeline;
 use kiln_core::runtime::LABEL_RUN;
 use kiln_core::{ContainerRuntime, Reporter, RuntimeError};
 use kiln_pipeline::{PipelineError, RunOptions, RunSelection, Runner};
@@ -73,9 +73,23 @@ enum Command {
         /// Items built or validated at once (overrides the config).
         #[arg(long)]
         concurrency: Option<usize>,
-        /// Let the export replace a release with fewer rows than it holds (refused otherwise).
+        /// Let the export replace its release with this run's rows alone (by default the release
+        /// keeps the rows of earlier runs that this run did not make).
         #[arg(long)]
         allow_fewer_rows: bool,
+    },
+    /// The monthly refresh: crawl the merged pull requests of one month, build and validate
+    /// them, and publish the release tagged with the month, without the instances earlier
+    /// releases hold. The config needs a crawl source; its window and the export's tag are set
+    /// to the month. Safe to re-run: an interrupted refresh of the month resumes, a finished one
+    /// adds only what is new to the month's release.
+    Refresh {
+        /// The month, YYYY-MM.
+        #[arg(long, value_parser = parse_month)]
+        month: String,
+        /// Items built or validated at once (overrides the config).
+        #[arg(long)]
+        concurrency: Option<usize>,
     },
     /// Run one stage of the latest run (or --run), reading its inputs from disk.
     Stage {
@@ -93,7 +107,8 @@ enum Command {
         /// Items processed at once (overrides the config).
         #[arg(long)]
         concurrency: Option<usize>,
-        /// Let an export replace a release with fewer rows than it holds (refused otherwise).
+        /// Let an export replace its release with this run's rows alone (by default the release
+        /// keeps the rows of earlier runs that this run did not make).
         #[arg(long)]
         allow_fewer_rows: bool,
     },
@@ -193,8 +208,7 @@ impl From<PipelineError> for Failure {
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
-            | PipelineError::NoRun(_)
-            | PipelineError::ReleaseShrinks { .. } => exit::INPUT,
+            | PipelineError::NoRun(_) => exit::INPUT,
         };
         let mut message = format!("failed to {e}");
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
@@ -288,27 +302,30 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             allow_fewer_rows,
         } => {
             let pipeline = load(&cli.config)?;
-            check_environment(&pipeline, None)?;
             let selection = match (new, run) {
                 (_, Some(id)) => RunSelection::Id(id),
                 (true, None) => RunSelection::New,
                 (false, None) => RunSelection::ResumeOrNew,
             };
-            let engine = connect_if_needed(&pipeline, None).await?;
             let options = RunOptions {
                 concurrency,
                 allow_fewer_rows,
                 ..RunOptions::default()
             };
-            let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
-            let mut runner = with_lm(
-                Runner::open(pipeline, &selection, reporter, engine.clone())?,
-                lm,
-            );
-            run_interruptibly(&mut runner, engine.as_ref(), |r| {
-                Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
-            })
-            .await?;
+            let runner = run_all(pipeline, &selection, options, reporter).await?;
+            print_summary(&runner, cli.json)?;
+            Ok(exit::OK)
+        }
+        Command::Refresh { month, concurrency } => {
+            let pipeline = load(&cli.config)?;
+            let pipeline = pipeline
+                .for_month(&month)
+                .map_err(|e| Failure::new(exit::CONFIG, format!("failed to refresh: {e}")))?;
+            let options = RunOptions {
+                concurrency,
+                ..RunOptions::default()
+            };
+            let runner = run_all(pipeline, &RunSelection::ResumeOrNew, options, reporter).await?;
             print_summary(&runner, cli.json)?;
             Ok(exit::OK)
         }
@@ -380,6 +397,44 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             demo(args, reporter, cli.json).await
         }
+    }
+}
+
+/// Opens the run `selection` names and runs every stage of it, stopping cleanly on Ctrl-C.
+async fn run_all(
+    pipeline: Pipeline,
+    selection: &RunSelection,
+    options: RunOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<Runner, Failure> {
+    check_environment(&pipeline, None)?;
+    let engine = connect_if_needed(&pipeline, None).await?;
+    let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
+    let mut runner = with_lm(
+        Runner::open(pipeline, selection, reporter, engine.clone())?,
+        lm,
+    );
+    run_interruptibly(&mut runner, engine.as_ref(), |r| {
+        Box::pin(async move { r.run_all(&options).await.map(|_| ()) })
+    })
+    .await?;
+    Ok(runner)
+}
+
+/// `--month`: a calendar month, YYYY-MM.
+fn parse_month(text: &str) -> Result<String, String> {
+    let ok = text.len() == 7
+        && text.as_bytes()[4] == b'-'
+        && text[..4].bytes().all(|b| b.is_ascii_digit())
+        && text[5..]
+            .parse::<u32>()
+            .is_ok_and(|m| (1..=12).contains(&m));
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "\"{text}\" is not a month; write YYYY-MM, such as 2024-09"
+        ))
     }
 }
 
@@ -648,7 +703,7 @@ async fn connect_if_needed(
         .nodes
         .iter()
         .filter(|n| stage.is_none_or(|s| n.name == s))
-        .any(|n| matches!(n.kind, NodeKind::Launch | NodeKind::Validate));
+        .any(kiln_core::config::Node::uses_engine);
     if !needs {
         return Ok(None);
     }
@@ -833,6 +888,32 @@ fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
         }
     }
     print_lm_lines(runner, lm.as_ref());
+    let run = kiln_store::RunStore::open_dir(&runner.run_dir())
+        .map_err(|e| Failure::from(PipelineError::from(e)))?;
+    for dir in kiln_pipeline::release::run_releases(runner.pipeline(), &run) {
+        let Ok(release) = kiln_pipeline::release::ReleaseManifest::read(&dir) else {
+            continue;
+        };
+        let splits: Vec<String> = release
+            .splits
+            .iter()
+            .map(|(name, split)| format!("{name} {}", split.rows))
+            .collect();
+        let left_out = if release.duplicates.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} left out as already published",
+                release.duplicates.len()
+            )
+        };
+        println!(
+            "release {} in {}: {}{left_out}",
+            release.tag,
+            dir.display(),
+            splits.join(", ")
+        );
+    }
     Ok(())
 }
 

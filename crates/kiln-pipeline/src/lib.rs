@@ -7,6 +7,7 @@
 
 pub mod demo;
 pub mod evaluate;
+pub mod release;
 mod stages;
 pub mod summary;
 
@@ -81,20 +82,6 @@ pub enum PipelineError {
     /// The run's LM answers or spending could not be read or written.
     #[error(transparent)]
     Answers(#[from] kiln_lm::Error),
-    /// An export would replace a release with fewer rows than it holds.
-    #[error(
-        "replace the release {dir} (split `{split}`): it holds {old} rows and this export has {new}; an export never replaces a release with fewer rows unless told to: give the export another `tag`, or pass `--allow-fewer-rows` to replace it anyway"
-    )]
-    ReleaseShrinks {
-        /// The release directory.
-        dir: String,
-        /// The split.
-        split: String,
-        /// Rows it holds.
-        old: usize,
-        /// Rows the export has.
-        new: usize,
-    },
     /// The LM client could not be set up.
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
@@ -125,8 +112,10 @@ pub struct RunOptions {
     pub force: bool,
     /// Override the concurrency of launch and validate.
     pub concurrency: Option<usize>,
-    /// Let an export replace a release with fewer rows than it holds (by default it refuses:
-    /// a run that lost instances to an outage must not shrink a published release).
+    /// Let an export replace a release of its tag with this run's rows alone. By default the
+    /// release keeps the rows of earlier runs that this run did not make: a run that lost
+    /// instances to an outage must not shrink a published release, and a second refresh of a
+    /// month adds to its release.
     pub allow_fewer_rows: bool,
     /// Values for the environment variables a config names (`token_env`), used before the
     /// process environment: a program embedding kiln (or the demo) hands tokens over without
@@ -367,7 +356,7 @@ impl Runner {
             NodeKind::Split => stages::split(&cx).await?,
             NodeKind::Launch => stages::launch(&cx).await?,
             NodeKind::Validate => stages::validate(&cx).await?,
-            NodeKind::Export => stages::export(&cx)?,
+            NodeKind::Export => stages::export(&cx).await?,
         };
         self.reporter.report(Event::StageFinished {
             stage: name.to_string(),

@@ -154,3 +154,64 @@ pub fn instance_summaries(
     }
     Ok(out)
 }
+
+/// How many instances of a run reached each stage, and how the others ended: the funnel the
+/// dataset card and the run report show.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Funnel {
+    /// Pull requests the source gave (a crawl's dropped ones included).
+    pub pull_requests: u64,
+    /// Task candidates (pull requests the crawl did not drop; task file lines that read).
+    pub candidates: u64,
+    /// Candidates the filter kept.
+    pub kept: u64,
+    /// Kept candidates for a platform the run builds (Linux).
+    pub platform: u64,
+    /// Environments built.
+    pub built: u64,
+    /// Instances validated.
+    pub validated: u64,
+    /// Pull requests the crawl dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Candidates that stopped, by where (`filtered`, `invalid-input`, `other-platform`,
+    /// `launch-failed`, `rejected`, `validate-failed`, `pending`) and then by failure class.
+    pub failures: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// The funnel of a run, read from its stage tables.
+///
+/// # Errors
+/// When a stage table cannot be read.
+pub fn funnel(pipeline: &Pipeline, run: &RunStore) -> Result<Funnel, PipelineError> {
+    let candidates = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?;
+    let mut funnel = Funnel {
+        pull_requests: candidates.len() as u64,
+        ..Funnel::default()
+    };
+    for dropped in candidates.iter().filter(|c| c.status == "dropped") {
+        let reason = dropped.drop_reason.clone().unwrap_or_else(|| "-".into());
+        *funnel.dropped.entry(reason).or_default() += 1;
+    }
+    for summary in instance_summaries(pipeline, run)? {
+        funnel.candidates += 1;
+        let state = summary.state.as_str();
+        let kept = !matches!(state, "filtered" | "invalid-input");
+        let platform = kept && state != "other-platform";
+        let built = matches!(state, "validated" | "rejected" | "validate-failed")
+            || (state == "pending" && summary.launch_seconds.is_some());
+        funnel.kept += u64::from(kept);
+        funnel.platform += u64::from(platform);
+        funnel.built += u64::from(built);
+        funnel.validated += u64::from(state == "validated");
+        if state != "validated" {
+            let class = summary.failure_class.unwrap_or_else(|| "-".into());
+            *funnel
+                .failures
+                .entry(summary.state.clone())
+                .or_default()
+                .entry(class)
+                .or_default() += 1;
+        }
+    }
+    Ok(funnel)
+}

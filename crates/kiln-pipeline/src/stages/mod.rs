@@ -10,7 +10,7 @@ mod split;
 mod validate;
 
 pub(crate) use crawl::crawl;
-pub(crate) use export::export;
+pub(crate) use export::{RELEASE_DIR_STATE, export};
 pub(crate) use filter::filter;
 pub(crate) use ingest::ingest;
 pub(crate) use launch::launch;

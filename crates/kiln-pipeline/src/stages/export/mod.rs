@@ -1,16 +1,27 @@
-//! `export`: the Parquet release and its dataset card.
+//! `export`: the Parquet release, its dataset card and `release.json`.
+//!
+//! A release's main split holds the validated instances no earlier release published (polars
+//! joins against the keys of every earlier release); its frozen splits hold the same rows in
+//! every release ([`frozen`]); the card describes all of it ([`card`]).
+
+mod card;
+mod frozen;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kiln_core::Event;
 use kiln_core::config::{NodeKind, NodeSettings};
 use kiln_schema::{
     Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, ValidationRecord, Verdict,
 };
+use kiln_store::CardMeta;
+use kiln_store::analytics::Published;
 
 use super::{StageContext, StageOutcome, finish, started};
 use crate::PipelineError;
+use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest, ReleaseSplit};
 
-pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
+pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
     let NodeSettings::Export(settings) = &cx.node.settings else {
         return Err(PipelineError::Internal(
             "wrong settings for an export node".into(),
@@ -98,57 +109,197 @@ pub(crate) fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
             run_id: cx.run.run_id().to_string(),
         });
     }
+    let tag = release_tag(cx, &settings.tag);
+    let dataset_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name);
+    let releases_dir = dataset_dir.join("releases");
+    let release_dir = releases_dir.join(&tag);
+    // A release of this tag written by an earlier run keeps the rows this run does not have
+    // (a second refresh of a month adds to its release); this run's rows replace theirs.
+    // Told to, the export replaces the release with this run's rows alone.
+    if !cx.options.allow_fewer_rows {
+        let fresh: BTreeSet<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
+        let mut kept = 0;
+        for shard in kiln_store::analytics::split_shards(&release_dir, &settings.split)? {
+            for row in kiln_store::read_parquet::<ReleaseInstance>(&shard)? {
+                if !fresh.contains(&row.instance_id) {
+                    rows.push(row);
+                    kept += 1;
+                }
+            }
+        }
+        if kept > 0 {
+            cx.reporter.report(Event::Note {
+                message: format!(
+                    "export: release {tag} keeps {kept} row(s) of earlier runs that this run did not make \
+                     (--allow-fewer-rows replaces the release with this run's rows alone)"
+                ),
+            });
+        }
+    }
     rows.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let tag = if settings.tag.is_empty() {
-        release_month(cx.run.run_id())
-    } else {
-        settings.tag.clone()
-    };
-    let release_dir = cx
-        .pipeline
-        .dataset
-        .root
-        .join(&cx.pipeline.dataset.name)
-        .join("releases")
-        .join(&tag);
-    if let Some(old) = kiln_store::release_split_rows(&release_dir, &settings.split)?
-        && rows.len() < old
-        && !cx.options.allow_fewer_rows
-    {
-        return Err(PipelineError::ReleaseShrinks {
-            dir: release_dir.display().to_string(),
-            split: settings.split.clone(),
-            old,
-            new: rows.len(),
+    // Rows an earlier release published (by id, or by repository and pull request) stay out.
+    let published = Published::before(&releases_dir, &tag, &settings.split)?;
+    let deduped = kiln_store::analytics::dedupe(&rows, &published, &tag)?;
+    let mut keep = deduped.keep.iter().peekable();
+    let rows: Vec<ReleaseInstance> = rows
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, row)| keep.next_if(|k| **k == i).map(|_| row))
+        .collect();
+    if !deduped.duplicates.is_empty() {
+        cx.reporter.report(Event::Note {
+            message: format!(
+                "export: {} validated instance(s) left out as already published (see {}/{RELEASE_FILE})",
+                deduped.duplicates.len(),
+                release_dir.display()
+            ),
         });
     }
+    let rows = publish_images(cx, &settings.image_registry, rows).await?;
     let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
-    kiln_store::write_release(&release_dir, &settings.split, &rows, per_shard)?;
-    let mut card = format!(
-        "Task instances built and validated by kiln (run `{}`): each row is a repository at a base commit, \
-         a gold patch, a test patch, and the tests that go from failing to passing (`FAIL_TO_PASS`) or stay \
-         passing (`PASS_TO_PASS`) in the environment image named in `image`.\n",
-        cx.run.run_id()
+    let mut split_rows: Vec<(String, Vec<ReleaseInstance>)> = Vec::new();
+    let mut frozen_records = BTreeMap::new();
+    for split in &settings.frozen {
+        let place = frozen::Place {
+            dataset_dir: &dataset_dir,
+            tag: &tag,
+            main_split: &settings.split,
+            fresh: &rows,
+        };
+        let (frozen_rows, record) = frozen::frozen_split(split, &place)?;
+        frozen_records.insert(split.name.clone(), record);
+        split_rows.push((split.name.clone(), frozen_rows));
+    }
+    split_rows.insert(0, (settings.split.clone(), rows));
+    let mut splits = BTreeMap::new();
+    for (name, rows) in &split_rows {
+        let written = kiln_store::write_release(&release_dir, name, rows, per_shard)?;
+        let files = written
+            .iter()
+            .map(|path| {
+                let relative = path.strip_prefix(&release_dir).unwrap_or(path);
+                ReleaseFile::read(&release_dir, &relative.to_string_lossy())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        splits.insert(
+            name.clone(),
+            ReleaseSplit {
+                rows: rows.len(),
+                files,
+                stats: kiln_store::analytics::split_stats(&release_dir, name)?,
+            },
+        );
+    }
+    let names: Vec<&str> = split_rows.iter().map(|(n, _)| n.as_str()).collect();
+    kiln_store::remove_other_splits(&release_dir, &names)?;
+    let main_rows = &split_rows[0].1;
+    let mut images: Vec<String> = split_rows
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|r| r.image.clone()))
+        .filter(|i| !i.is_empty())
+        .collect();
+    images.sort();
+    images.dedup();
+    let mut manifest = ReleaseManifest {
+        dataset: cx.pipeline.dataset.name.clone(),
+        tag: tag.clone(),
+        kiln_version: env!("CARGO_PKG_VERSION").to_string(),
+        schema_version: kiln_schema::SCHEMA_VERSION,
+        run_id: cx.run.run_id().to_string(),
+        config_hash: cx.run.info().config_hash.clone(),
+        exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        main_split: settings.split.clone(),
+        splits,
+        frozen: frozen_records,
+        duplicates: deduped.duplicates,
+        images,
+        image_registry: (!settings.image_registry.is_empty())
+            .then(|| settings.image_registry.clone()),
+        funnel: crate::summary::funnel(cx.pipeline, cx.run)?,
+        files: Vec::new(),
+    };
+    let intro = format!(
+        "Task instances built and validated by kiln: each row is a repository at a base commit, a gold patch, \
+         a test patch, and the tests that go from failing to passing (`FAIL_TO_PASS`) or stay passing \
+         (`PASS_TO_PASS`) in the environment image named in `image`. `{}` holds the instances this release \
+         publishes first; an instance is never in the `{}` split of two releases.\n",
+        settings.split, settings.split
     );
-    card.push_str(&harness_paragraph(&rows, &settings.split));
-    card.push_str(&write_lm_answers(cx, &release_dir, &rows)?);
+    let mut extra = harness_paragraph(main_rows, &settings.split);
+    extra.push_str(&write_lm_answers(cx, &release_dir, main_rows)?);
+    let counts: Vec<(String, usize)> = split_rows
+        .iter()
+        .map(|(n, rows)| (n.clone(), rows.len()))
+        .collect();
+    let meta = CardMeta {
+        name: &cx.pipeline.dataset.name,
+        license: &settings.license,
+        lists: &[(
+            "tags",
+            vec![
+                "code".to_string(),
+                "swe-bench".to_string(),
+                "kiln".to_string(),
+            ],
+        )],
+    };
     kiln_store::write_dataset_card(
         &release_dir,
-        &cx.pipeline.dataset.name,
-        &[(settings.split.clone(), rows.len())],
-        &card,
+        &meta,
+        &counts,
+        &card::body(&manifest, &intro, &extra),
     )?;
+    for extra_file in ["README.md", LM_ANSWERS] {
+        if release_dir.join(extra_file).exists() {
+            manifest
+                .files
+                .push(ReleaseFile::read(&release_dir, extra_file)?);
+        }
+    }
+    // Written last: a release whose manifest is there is whole.
+    let text = serde_json::to_string_pretty(&manifest)
+        .map_err(|e| PipelineError::Internal(format!("the release manifest: {e}")))?;
+    kiln_store::write_atomic(&release_dir.join(RELEASE_FILE), text.as_bytes())?;
     let mut table = cx.table::<ReleaseInstance>()?;
     table.reset()?;
-    if !rows.is_empty() {
-        table.append(&rows)?;
-    }
-    let items: BTreeSet<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
-    let mut outcome = finish(cx, &mut table, &items, rows.len() as u64, 0, |r| {
+    // The release's place, for summaries (`kiln run` and `kiln refresh` print it).
+    let state = BTreeMap::from([(
+        RELEASE_DIR_STATE.to_string(),
+        serde_json::Value::String(release_dir.to_string_lossy().into_owned()),
+    )]);
+    table.append_with_state(main_rows, state)?;
+    let items: BTreeSet<String> = main_rows.iter().map(|r| r.instance_id.clone()).collect();
+    let mut outcome = finish(cx, &mut table, &items, main_rows.len() as u64, 0, |r| {
         r.language.clone()
     })?;
     outcome.release_dir = Some(release_dir);
     Ok(outcome)
+}
+
+/// With an image registry: names every row's image `<registry>/<local image>` and gives the
+/// local image that name too, so the release evaluates on this machine before `kiln push`
+/// publishes the images.
+async fn publish_images(
+    cx: &StageContext<'_>,
+    registry: &str,
+    mut rows: Vec<ReleaseInstance>,
+) -> Result<Vec<ReleaseInstance>, PipelineError> {
+    if registry.is_empty() {
+        return Ok(rows);
+    }
+    let Some(runtime) = &cx.runtime else {
+        return Err(PipelineError::NoEngine(cx.node.name.clone()));
+    };
+    for row in &mut rows {
+        if row.image.is_empty() || row.image.starts_with(&format!("{registry}/")) {
+            continue;
+        }
+        let published = format!("{registry}/{}", row.image);
+        runtime.tag_image(&row.image, &published).await?;
+        row.image.clone_from(&published);
+        row.docker_image = published;
+    }
+    Ok(rows)
 }
 
 /// The card's paragraph on the SWE-bench harness: how many rows it evaluates unchanged, how to
@@ -173,6 +324,9 @@ fn harness_paragraph(rows: &[ReleaseInstance], split: &str) -> String {
     }
     text
 }
+
+/// The export stage's state entry naming the release directory it wrote.
+pub const RELEASE_DIR_STATE: &str = "release_dir";
 
 /// File of a release that holds the LM answers behind its rows.
 const LM_ANSWERS: &str = "lm-answers.jsonl";
@@ -233,6 +387,20 @@ fn write_lm_answers(
          `{LM_ANSWERS}`, one per line with the request as sent and the response as received.\n",
         answers.len()
     ))
+}
+
+/// The release tag: the configured one, else the month of the crawl window when the source
+/// crawls one calendar month (a monthly run publishes that month), else the run's month.
+fn release_tag(cx: &StageContext<'_>, configured: &str) -> String {
+    if !configured.is_empty() {
+        return configured.to_string();
+    }
+    if let Some(NodeSettings::Crawl(crawl)) = cx.pipeline.source_of(cx.node).map(|n| &n.settings)
+        && let Some(month) = crawl.month()
+    {
+        return month;
+    }
+    release_month(cx.run.run_id())
 }
 
 /// `YYYY-MM` of a run id (`YYYYMMDD-HHMMSS`).

@@ -1,0 +1,211 @@
+//! `kiln refresh --month` over the fake GitHub, month after month: two consecutive refreshes
+//! give two releases with no instance in both, the frozen splits keep the same rows, every
+//! card's counts match its data, and running a finished month again changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::Duration;
+use kiln_schema::ReleaseInstance;
+use kiln_testkit::github::FakeGitHub;
+
+use crate::{ca_bundle, kiln, run, tempdir, text};
+
+const TOKEN_ENV: &str = "KILN_E2E_REFRESH_TOKEN";
+const TOKEN: &str = "e2e-refresh-token";
+
+/// Every row of split `split` of a release, by instance id.
+fn split_rows(release: &Path, split: &str) -> BTreeMap<String, ReleaseInstance> {
+    kiln_store::analytics::split_shards(release, split)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .flat_map(|shard| {
+            kiln_store::read_parquet::<ReleaseInstance>(shard).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .map(|r| (r.instance_id.clone(), r))
+        .collect()
+}
+
+/// `(split, rows)` of the card's split table, and the splits its YAML `configs` declare.
+fn card_counts(release: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
+    let card = std::fs::read_to_string(release.join("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    let table = card
+        .split("## Splits\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no split table in {card}"));
+    let counts = table
+        .lines()
+        .skip(3)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            Some((cells.first()?.to_string(), cells.get(1)?.parse().ok()?))
+        })
+        .collect();
+    let front = card.split("---\n").nth(1).unwrap_or_default();
+    let declared = front
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- split: ").map(str::to_string))
+        .collect();
+    (counts, declared)
+}
+
+fn refresh(config: &Path, month: &str) -> std::process::Output {
+    run(kiln()
+        .env(TOKEN_ENV, TOKEN)
+        .arg("--config")
+        .arg(config)
+        .args(["refresh", "--month", month]))
+}
+
+#[test]
+fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    let layout = kiln_testkit::write_demo(dir).unwrap_or_else(|e| panic!("{e}"));
+    // Two of the four fixture pull requests were merged a month later: September's crawl
+    // finds calc (validates) and badgold (rejected), October's textwrap2 (validates) and
+    // broken (fails to launch).
+    let mut repos = kiln_testkit::github::fake_repos(&layout).unwrap_or_else(|e| panic!("{e}"));
+    for repo in &mut repos {
+        if ["kiln-demo/textwrap2", "kiln-demo/broken"].contains(&repo.full_name.as_str()) {
+            for pull in &mut repo.pulls {
+                pull.merged_at = pull.merged_at.map(|t| t + Duration::days(30));
+            }
+        }
+    }
+    let github = FakeGitHub::start(repos, &[TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = layout.instances.iter().map(|i| i.repo.clone()).collect();
+    let verified = dir.join("verified.txt");
+    std::fs::write(
+        &verified,
+        "# reviewed by hand\nkiln-demo__textwrap2-3\nkiln-demo__calc-2\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config_text = kiln_pipeline::demo::crawl_config_text(
+        "monthly",
+        &github.url(),
+        &names,
+        ca_bundle().as_deref(),
+        1,
+    )
+    .replace(
+        "token_env = [\"KILN_DEMO_GITHUB_TOKEN\"]",
+        &format!("token_env = [\"{TOKEN_ENV}\"]"),
+    ) + "license = \"mit\"\n\n[stages.export.frozen.lite]\nsample = 1\nseed = 11\n\n\
+         [stages.export.frozen.verified]\nids = \"verified.txt\"\n";
+    let config = dir.join("pipeline.toml");
+    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    let releases = dir.join("datasets/monthly/releases");
+    let release = |month: &str| -> PathBuf { releases.join(month) };
+
+    let september = refresh(&config, "2024-09");
+    assert!(september.status.success(), "{}", text(&september));
+    assert!(
+        String::from_utf8_lossy(&september.stdout).contains("release 2024-09 in "),
+        "{}",
+        text(&september)
+    );
+    let sept = release("2024-09");
+    let sept_test = split_rows(&sept, "test");
+    assert_eq!(
+        sept_test.keys().collect::<Vec<_>>(),
+        ["kiln-demo__calc-2"],
+        "{}",
+        text(&september)
+    );
+    let sept_lite = split_rows(&sept, "lite");
+    assert_eq!(sept_lite.keys().collect::<Vec<_>>(), ["kiln-demo__calc-2"]);
+    assert_eq!(
+        sept_lite["kiln-demo__calc-2"],
+        sept_test["kiln-demo__calc-2"]
+    );
+    // The verified list names an instance no release has yet: it waits for it.
+    let sept_verified = split_rows(&sept, "verified");
+    assert_eq!(
+        sept_verified.keys().collect::<Vec<_>>(),
+        ["kiln-demo__calc-2"]
+    );
+    let manifest =
+        kiln_pipeline::release::ReleaseManifest::read(&sept).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        manifest.frozen["verified"].not_published,
+        ["kiln-demo__textwrap2-3"]
+    );
+    assert_eq!(manifest.funnel.candidates, 2, "{manifest:#?}");
+    assert_eq!(manifest.funnel.validated, 1, "{manifest:#?}");
+
+    let october = refresh(&config, "2024-10");
+    assert!(october.status.success(), "{}", text(&october));
+    let oct = release("2024-10");
+    let oct_test = split_rows(&oct, "test");
+    assert_eq!(
+        oct_test.keys().collect::<Vec<_>>(),
+        ["kiln-demo__textwrap2-3"],
+        "{}",
+        text(&october)
+    );
+    // The frozen splits keep their rows, as first published.
+    assert_eq!(split_rows(&oct, "lite"), sept_lite);
+    let oct_verified = split_rows(&oct, "verified");
+    assert_eq!(
+        oct_verified.keys().collect::<Vec<_>>(),
+        ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"]
+    );
+    assert_eq!(
+        oct_verified["kiln-demo__calc-2"],
+        sept_test["kiln-demo__calc-2"]
+    );
+    assert_eq!(
+        oct_verified["kiln-demo__textwrap2-3"],
+        oct_test["kiln-demo__textwrap2-3"]
+    );
+    // No instance is published twice.
+    assert!(
+        sept_test.keys().all(|id| !oct_test.contains_key(id)),
+        "{sept_test:?} {oct_test:?}"
+    );
+
+    // Every card's counts and declared splits match the data; the card says what is frozen.
+    for (dir, rows) in [(&sept, [1, 1, 1]), (&oct, [1, 1, 2])] {
+        let (counts, declared) = card_counts(dir);
+        assert_eq!(declared, ["test", "lite", "verified"], "{}", dir.display());
+        for (split, expected) in ["test", "lite", "verified"].iter().zip(rows) {
+            assert_eq!(counts[*split], expected, "{split} of {}", dir.display());
+            assert_eq!(split_rows(dir, split).len(), expected);
+        }
+        let card = std::fs::read_to_string(dir.join("README.md")).unwrap_or_default();
+        assert!(card.contains("license: \"mit\""), "{card}");
+        assert!(
+            card.contains("`lite` is frozen: a sample of 1 drawn with seed 11 in release 2024-09"),
+            "{card}"
+        );
+    }
+
+    // A finished month refreshed again finds nothing new and leaves its release as it was.
+    let before = std::fs::read(oct.join("data/test-00000-of-00001.parquet"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let again = refresh(&config, "2024-10");
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(split_rows(&oct, "test"), oct_test, "{}", text(&again));
+    let after = std::fs::read(oct.join("data/test-00000-of-00001.parquet"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(before, after, "the re-export rewrote the shard differently");
+
+    // A config without a crawl source cannot be refreshed: the message says why.
+    let ingest = dir.join("ingest.toml");
+    std::fs::write(
+        &ingest,
+        kiln_pipeline::demo::config_text("ingested", None, 1, false),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let refused = refresh(&ingest, "2024-10");
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("has no crawl source"),
+        "{}",
+        text(&refused)
+    );
+    let bad_month = refresh(&config, "2024-13");
+    assert_eq!(bad_month.status.code(), Some(2), "{}", text(&bad_month));
+}
