@@ -6,16 +6,9 @@
 #
 #   scripts/swebench-check.sh RELEASE_DIR [--work DIR] [--timeout SECONDS]
 #
-# The virtualenv is made once at $KILN_SWEBENCH_VENV (default /var/cache/kiln-ci/swebench-venv).
+# The virtualenv is scripts/python-env.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=${KILN_SWEBENCH_VENV:-/var/cache/kiln-ci/swebench-venv}
-PACKAGES=(swebench==5.0.2 datasets==5.2.0 pandas==3.1.1)
-if ! "$VENV/bin/python" -c 'import swebench, datasets, pandas' 2>/dev/null; then
-    echo "swebench-check: installing ${PACKAGES[*]} into $VENV" >&2
-    python3 -m venv --clear "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet "${PACKAGES[@]}"
-fi
-exec "$VENV/bin/python" scripts/swebench-check.py "$@"
+PYTHON=$(bash scripts/python-env.sh)
+exec "$PYTHON" scripts/swebench-check.py "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs kiln's whole test suite, on a fresh Debian machine as root or on a developer's machine:
 # starts a Docker engine if none answers (and stops it again at the end), makes sure the Debian
-# base image exists, installs the host tools some tests call, then runs `cargo test`.
+# base image exists, installs the host tools some tests call (git, python3, docker-registry,
+# chromium, the Python clients' virtualenv), then runs `cargo test`.
 #
 #   scripts/test.sh [extra cargo test arguments]
 set -euo pipefail
@@ -13,8 +14,12 @@ log() { echo "test.sh: $*" >&2; }
 # fixtures' expectations are re-checked with a real pytest on the host), pyarrow (release
 # shards must be readable and filterable by pyarrow, as Hugging Face `datasets` reads them),
 # the official openai client (the fake LM endpoint must answer what real clients expect).
+# Debian's docker-registry (images are pushed to a registry on loopback) and chromium (the run
+# report is rendered headless).
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
+command -v docker-registry >/dev/null || need_apt+=(docker-registry)
+command -v chromium >/dev/null || need_apt+=(chromium)
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
@@ -33,6 +38,10 @@ if ! python3 -c 'import openai' 2>/dev/null; then
     python3 -m pip install --quiet openai 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages openai
 fi
+
+# The official Python clients the release checks run (swebench, datasets, huggingface_hub,
+# pandas), in one virtualenv made before the tests so that they do not race to make it.
+bash scripts/python-env.sh >/dev/null
 
 # GitHub's own published artifacts (its GraphQL schema, its OpenAPI description, octokit's
 # recorded exchanges) from the npm registry: the fake GitHub and kiln's crawl are checked

@@ -342,6 +342,19 @@ fn demo_judged_through_an_lm_endpoint() {
         card.contains("The 2 LM answers behind the filter and split"),
         "{card}"
     );
+
+    // The run report draws every figure in Chromium, the LM's tokens included.
+    let data = crate::report::check_report(&dir.join("pipeline.toml"), tmp.path());
+    let funnel: Vec<u64> = data["funnel"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f[1].as_u64())
+        .collect();
+    assert_eq!(funnel, [4, 4, 4, 4, 3, 2, 2], "{data:#}");
+    assert_eq!(data["lm_requests"], 4, "{data:#}");
+    assert_eq!(data["tokens"][0]["stage"], "filter", "{data:#}");
+    assert_eq!(data["instances"].as_array().map(Vec::len), Some(4));
 }
 
 /// The commented `[lm]` example of the checked-in pipeline.toml, uncommented, with both

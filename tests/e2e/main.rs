@@ -11,6 +11,7 @@ mod hostile;
 mod leftovers;
 mod lm;
 mod refresh;
+mod report;
 mod resume;
 mod tools;
 mod validation;

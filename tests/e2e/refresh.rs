@@ -1,6 +1,8 @@
 //! `kiln refresh --month` over the fake GitHub, month after month: two consecutive refreshes
 //! give two releases with no instance in both, the frozen splits keep the same rows, every
-//! card's counts match its data, and running a finished month again changes nothing.
+//! card's counts match its data, and running a finished month again changes nothing. Then
+//! `kiln push` publishes both to the fake Hugging Face Hub (one commit each, nothing sent
+//! twice) and their images to a real registry, and `datasets` loads them back from the Hub.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,8 @@ use chrono::Duration;
 use kiln_schema::ReleaseInstance;
 use kiln_testkit::github::FakeGitHub;
 
-use crate::{ca_bundle, kiln, run, tempdir, text};
+use crate::{ca_bundle, kiln, run, tempdir, text, workspace_root};
+use kiln_testkit::hub::FakeHub;
 
 const TOKEN_ENV: &str = "KILN_E2E_REFRESH_TOKEN";
 const TOKEN: &str = "e2e-refresh-token";
@@ -50,6 +53,80 @@ fn card_counts(release: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
     (counts, declared)
 }
 
+/// A Docker registry (Debian's `docker-registry`, which scripts/test.sh installs) on a free
+/// loopback port, stopped when dropped.
+struct Registry {
+    child: std::process::Child,
+    address: String,
+}
+
+impl Registry {
+    fn start(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let address = format!("127.0.0.1:{port}");
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+                dir.join("registry").display()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let child = std::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start docker-registry ({e}); scripts/test.sh installs Debian's docker-registry")
+            });
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(&address).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Self { child, address }
+    }
+
+    /// The tags the registry holds for `repository`.
+    fn tags(&self, repository: &str) -> Vec<String> {
+        let output = run(std::process::Command::new("python3").arg("-c").arg(format!(
+            "import json, urllib.request; print('\\n'.join(json.load(urllib.request.urlopen('http://{}/v2/{repository}/tags/list'))['tags'] or []))",
+            self.address
+        )));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn push(release: &Path, hub: &FakeHub, extra: &[&str]) -> std::process::Output {
+    run(kiln()
+        .env("HF_ENDPOINT", hub.url())
+        .env("HF_TOKEN", HF_TOKEN)
+        .arg("push")
+        .arg("--release")
+        .arg(release)
+        .args(["--repo", "kiln-e2e/monthly"])
+        .args(extra))
+}
+
+const HF_TOKEN: &str = "hf_e2e_token";
+
 fn refresh(config: &Path, month: &str) -> std::process::Output {
     run(kiln()
         .env(TOKEN_ENV, TOKEN)
@@ -75,6 +152,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         }
     }
     let github = FakeGitHub::start(repos, &[TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let registry = Registry::start(dir);
     let names: Vec<String> = layout.instances.iter().map(|i| i.repo.clone()).collect();
     let verified = dir.join("verified.txt");
     std::fs::write(
@@ -92,8 +170,11 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     .replace(
         "token_env = [\"KILN_DEMO_GITHUB_TOKEN\"]",
         &format!("token_env = [\"{TOKEN_ENV}\"]"),
-    ) + "license = \"mit\"\n\n[stages.export.frozen.lite]\nsample = 1\nseed = 11\n\n\
-         [stages.export.frozen.verified]\nids = \"verified.txt\"\n";
+    ) + &format!(
+        "license = \"mit\"\nimage_registry = \"{}/kiln\"\n\n[stages.export.frozen.lite]\nsample = 1\nseed = 11\n\n\
+         [stages.export.frozen.verified]\nids = \"verified.txt\"\n",
+        registry.address
+    );
     let config = dir.join("pipeline.toml");
     std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
     let releases = dir.join("datasets/monthly/releases");
@@ -208,4 +289,154 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     );
     let bad_month = refresh(&config, "2024-13");
     assert_eq!(bad_month.status.code(), Some(2), "{}", text(&bad_month));
+
+    // The rows name the images in the registry, and the local images carry that name too.
+    for row in sept_test.values().chain(oct_test.values()) {
+        assert!(
+            row.image
+                .starts_with(&format!("{}/kiln/kiln-env/monthly:", registry.address)),
+            "{}",
+            row.image
+        );
+        assert_eq!(row.docker_image, row.image);
+    }
+
+    // Publishing: a dry run reaches no server and lists the commit's files.
+    let hub = FakeHub::start(&[HF_TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let dry = push(&sept, &hub, &["--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry));
+    let printed = String::from_utf8_lossy(&dry.stdout).to_string();
+    for line in [
+        "would push release 2024-09",
+        "releases/2024-09/data/test-00000-of-00001.parquet",
+        "releases/2024-09/release.json",
+        "README.md (",
+    ] {
+        assert!(printed.contains(line), "{line}: {}", text(&dry));
+    }
+    assert!(hub.requests().is_empty(), "{:?}", hub.requests());
+    // Without a token nothing is tried.
+    let anonymous = run(kiln()
+        .env("HF_ENDPOINT", hub.url())
+        .env_remove("HF_TOKEN")
+        .env_remove("HUGGING_FACE_HUB_TOKEN")
+        .args(["push", "--repo", "kiln-e2e/monthly", "--release"])
+        .arg(&sept));
+    assert_eq!(anonymous.status.code(), Some(2), "{}", text(&anonymous));
+
+    // September, then October: one commit each, every protocol step, every byte as on disk.
+    for (release, month) in [(&sept, "2024-09"), (&oct, "2024-10")] {
+        let pushed = push(release, &hub, &[]);
+        assert!(pushed.status.success(), "{}", text(&pushed));
+        assert!(
+            String::from_utf8_lossy(&pushed.stdout).contains(&format!("pushed release {month}")),
+            "{}",
+            text(&pushed)
+        );
+    }
+    assert!(hub.problems().is_empty(), "{:#?}", hub.problems());
+    let commits = hub.commits("kiln-e2e/monthly");
+    let summaries: Vec<&str> = commits.iter().map(|c| c.summary.as_str()).collect();
+    assert_eq!(
+        summaries,
+        [
+            "initial commit",
+            "kiln release 2024-09",
+            "kiln release 2024-10"
+        ]
+    );
+    let on_hub = hub.files("kiln-e2e/monthly");
+    for (release, month) in [(&sept, "2024-09"), (&oct, "2024-10")] {
+        let manifest = kiln_pipeline::release::ReleaseManifest::read(release)
+            .unwrap_or_else(|e| panic!("{e}"));
+        for file in manifest.all_files() {
+            let local = std::fs::read(release.join(&file.path)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                on_hub.get(&format!("releases/{month}/{}", file.path)),
+                Some(&local),
+                "{month}/{}",
+                file.path
+            );
+        }
+    }
+    let steps: Vec<String> = hub
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    for step in [
+        "POST /api/validate-yaml",
+        "POST /api/repos/create",
+        "GET /api/datasets/kiln-e2e/monthly/tree/main/releases",
+        "POST /api/datasets/kiln-e2e/monthly/preupload/main",
+        "POST /datasets/kiln-e2e/monthly.git/info/lfs/objects/batch",
+        "PUT /lfs-store/kiln-e2e/monthly/",
+        "POST /datasets/kiln-e2e/monthly.git/info/lfs/objects/verify",
+        "POST /api/datasets/kiln-e2e/monthly/commit/main",
+    ] {
+        assert!(
+            steps.iter().any(|s| s.starts_with(step)),
+            "no {step} in {steps:#?}"
+        );
+    }
+    // The same release again: nothing sent, no commit.
+    let requests_before = hub.requests().len();
+    let again = push(&oct, &hub, &[]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("no commit made"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(hub.commits("kiln-e2e/monthly").len(), 3);
+    assert!(
+        hub.requests()[requests_before..]
+            .iter()
+            .all(|r| !r.path.starts_with("/lfs-store/")),
+        "bytes were sent again"
+    );
+    // The images went to the registry under the names the rows give.
+    let tags = registry.tags("kiln/kiln-env/monthly");
+    for row in sept_test.values().chain(oct_test.values()) {
+        let tag = row.image.rsplit(':').next().unwrap_or_default();
+        assert!(tags.iter().any(|t| t == tag), "{tag} not in {tags:?}");
+    }
+
+    // `datasets` and pandas read the releases back from the Hub: the default config joins
+    // every month's test split and the latest frozen splits; a month's config holds that month.
+    let python = run(std::process::Command::new("bash")
+        .arg(workspace_root().join("scripts/python-env.sh"))
+        .current_dir(workspace_root()));
+    assert!(python.status.success(), "{}", text(&python));
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let check = run(std::process::Command::new(python)
+        .arg(workspace_root().join("scripts/hub-check.py"))
+        .args([
+            "load",
+            "kiln-e2e/monthly",
+            "default:test=2",
+            "default:lite=1",
+            "default:verified=2",
+            "2024-09:test=1",
+            "2024-10:test=1",
+            "2024-10:verified=2",
+        ])
+        .env("HF_ENDPOINT", hub.url())
+        .env("HF_TOKEN", HF_TOKEN)
+        .env("HF_HUB_DISABLE_XET", "1")
+        .env("HF_HOME", dir.join("hf-home"))
+        .env("HF_HUB_DISABLE_TELEMETRY", "1"));
+    assert!(check.status.success(), "{}", text(&check));
+
+    // The images this test made, under both names.
+    let images = run(std::process::Command::new("docker").args([
+        "images",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+    ]));
+    for image in String::from_utf8_lossy(&images.stdout).lines() {
+        if image.contains("kiln-env/monthly:") {
+            let _ = run(std::process::Command::new("docker").args(["rmi", "-f", image]));
+        }
+    }
 }

@@ -16,11 +16,14 @@ pub const ENGINE: u8 = 4;
 /// The run store or the disk failed: disk full, read-only, permissions, a corrupt manifest, or
 /// a dataset locked by another live kiln process.
 pub const STORE: u8 = 5;
-/// Input is missing or unreadable: the task file, or a stage's input stage has not run; or an
-/// export would replace a release with fewer rows.
+/// Input is missing or unreadable: the task file, a release, or a stage's input stage has not
+/// run.
 pub const INPUT: u8 = 6;
 /// `kiln demo` ran, but an instance did not end as its fixture says it must.
 pub const DEMO_MISMATCH: u8 = 7;
+/// A push failed: the Hugging Face Hub or the image registry refused it or could not be
+/// reached (what was sent is kept; a re-run sends the rest).
+pub const PUBLISH: u8 = 8;
 /// Interrupted by Ctrl-C (after removing this run's containers); re-run to resume.
 pub const INTERRUPTED: u8 = 130;
 
@@ -36,4 +39,6 @@ Exit codes:
        locked by another kiln)
   6    missing or unreadable input (task file, release, or an input stage that has not run)
   7    demo: an instance did not end as its fixture expects
+  8    push: the Hugging Face Hub or the image registry refused or could not be reached
+       (what was sent is kept; re-run to send the rest)
   130  interrupted by Ctrl-C (containers removed; re-run to resume)";

@@ -90,6 +90,29 @@ enum Command {
         /// Items built or validated at once (overrides the config).
         #[arg(long)]
         concurrency: Option<usize>,
+        /// Then push the month's release to this Hugging Face dataset repository (see `kiln
+        /// push`).
+        #[arg(long, value_name = "NAMESPACE/NAME")]
+        push: Option<String>,
+    },
+    /// Push a release to a Hugging Face Hub dataset repository in one commit (under
+    /// `releases/<tag>/`, with a root card whose default config joins every release), and its
+    /// environment images to the registry the release names. The token is read from HF_TOKEN
+    /// (or HUGGING_FACE_HUB_TOKEN), the Hub's address from HF_ENDPOINT. Pushing a release again
+    /// sends only what the Hub does not hold.
+    Push {
+        /// The release directory (`datasets/<name>/releases/<tag>`).
+        #[arg(long)]
+        release: PathBuf,
+        /// The dataset repository, `namespace/name`.
+        #[arg(long, value_name = "NAMESPACE/NAME")]
+        repo: String,
+        /// Create the repository private (when it does not exist yet).
+        #[arg(long)]
+        private: bool,
+        /// Show what would be pushed; send nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run one stage of the latest run (or --run), reading its inputs from disk.
     Stage {
@@ -117,6 +140,17 @@ enum Command {
         /// Run id (default: the latest run).
         #[arg(long)]
         run: Option<String>,
+    },
+    /// Write one HTML page about a run (default: the latest), with no external assets: the
+    /// funnel through the stages, outcome by language, failure classes, time per instance and
+    /// per stage, LM tokens and cost.
+    Report {
+        /// Run id (default: the latest run).
+        #[arg(long)]
+        run: Option<String>,
+        /// Where to write the page (default: report.html in the run directory).
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
     /// Validate the pipeline config and report every problem at once.
     Check,
@@ -204,6 +238,7 @@ impl From<PipelineError> for Failure {
             PipelineError::Engine(_) | PipelineError::NoEngine(_) => exit::ENGINE,
             PipelineError::Answers(_) => exit::STORE,
             PipelineError::Internal(_) | PipelineError::NoLanguageModel(_) => exit::INTERNAL,
+            PipelineError::Publish(_) => exit::PUBLISH,
             PipelineError::LmSetup(_)
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
@@ -290,6 +325,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             list_repairs(cli.json)?;
             Ok(exit::OK)
         }
+        Command::Report { run, output } => {
+            let pipeline = load(&cli.config)?;
+            let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
+            write_report(&pipeline, &selection, output, cli.json)
+        }
         Command::Status { run } => {
             let pipeline = load(&cli.config)?;
             let selection = run.map_or(RunSelection::Latest, RunSelection::Id);
@@ -316,7 +356,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             print_summary(&runner, cli.json)?;
             Ok(exit::OK)
         }
-        Command::Refresh { month, concurrency } => {
+        Command::Refresh {
+            month,
+            concurrency,
+            push,
+        } => {
             let pipeline = load(&cli.config)?;
             let pipeline = pipeline
                 .for_month(&month)
@@ -325,8 +369,30 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 concurrency,
                 ..RunOptions::default()
             };
-            let runner = run_all(pipeline, &RunSelection::ResumeOrNew, options, reporter).await?;
+            let runner = run_all(
+                pipeline,
+                &RunSelection::ResumeOrNew,
+                options,
+                reporter.clone(),
+            )
+            .await?;
             print_summary(&runner, cli.json)?;
+            if let Some(repo) = push {
+                let run = kiln_store::RunStore::open_dir(&runner.run_dir())
+                    .map_err(|e| Failure::from(PipelineError::from(e)))?;
+                for release in kiln_pipeline::release::run_releases(runner.pipeline(), &run) {
+                    push_release(&release, &repo, false, false, &reporter, cli.json).await?;
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Push {
+            release,
+            repo,
+            private,
+            dry_run,
+        } => {
+            push_release(&release, &repo, private, dry_run, &reporter, cli.json).await?;
             Ok(exit::OK)
         }
         Command::Stage {
@@ -419,6 +485,75 @@ async fn run_all(
     })
     .await?;
     Ok(runner)
+}
+
+/// `kiln push`: the release at `release` to the Hub repository `repo`, its images to their
+/// registry; prints what was sent.
+async fn push_release(
+    release: &Path,
+    repo: &str,
+    private: bool,
+    dry_run: bool,
+    reporter: &Arc<dyn Reporter>,
+    json: bool,
+) -> Result<(), Failure> {
+    let options = kiln_pipeline::publish::PushOptions {
+        repo: repo.to_string(),
+        endpoint: kiln_hub::endpoint_from_env(),
+        token: kiln_hub::token_from_env(),
+        private,
+        dry_run,
+    };
+    if !dry_run && options.token.is_none() {
+        return Err(Failure::new(
+            exit::USAGE,
+            "failed to push: no token; set HF_TOKEN to a Hugging Face token with write access",
+        ));
+    }
+    let manifest = kiln_pipeline::release::ReleaseManifest::read(release)?;
+    let engine = if !dry_run && manifest.image_registry.is_some() {
+        Some(connect().await?)
+    } else {
+        None
+    };
+    let report = kiln_pipeline::publish::push(release, &options, engine, reporter).await?;
+    if json {
+        return print_json(&serde_json::to_value(&report).unwrap_or_default());
+    }
+    let verb = if dry_run { "would push" } else { "pushed" };
+    for (image, digest) in &report.images {
+        println!(
+            "{verb} image {image}{}",
+            digest
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+    }
+    let bytes: u64 = report.files.iter().map(|(_, b)| b).sum();
+    println!(
+        "{verb} release {} to {}/datasets/{repo}: {} files, {bytes} bytes",
+        report.tag,
+        options.endpoint,
+        report.files.len()
+    );
+    if dry_run {
+        for (path, size) in &report.files {
+            println!("  {path} ({size} bytes)");
+        }
+        return Ok(());
+    }
+    match (&report.commit, &report.commit_url) {
+        (Some(commit), url) => println!(
+            "  commit {commit}{}: {} sent, {} already on the Hub, {} unchanged",
+            url.as_ref().map(|u| format!(" ({u})")).unwrap_or_default(),
+            report.sent.len(),
+            report.already_stored.len(),
+            report.unchanged.len()
+        ),
+        (None, _) => println!("  the Hub holds this release already: no commit made"),
+    }
+    Ok(())
 }
 
 /// `--month`: a calendar month, YYYY-MM.
@@ -779,17 +914,45 @@ fn print_json(value: &serde_json::Value) -> Result<(), Failure> {
     Ok(())
 }
 
-fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8, Failure> {
-    let root = pipeline.dataset.root.clone();
-    let name = pipeline.dataset.name.clone();
+/// The run `selection` names (the latest unless an id is given), opened for reading.
+fn open_run(
+    pipeline: &Pipeline,
+    selection: &RunSelection,
+) -> Result<kiln_store::RunStore, Failure> {
+    let root = &pipeline.dataset.root;
+    let name = &pipeline.dataset.name;
     let run_id = match selection {
         RunSelection::Id(id) => id.clone(),
-        _ => kiln_store::latest(&root, &name)
+        _ => kiln_store::latest(root, name)
             .map_err(|e| Failure::from(PipelineError::from(e)))?
             .ok_or_else(|| Failure::from(PipelineError::NoRun(name.clone())))?,
     };
-    let run = kiln_store::RunStore::open(&root, &name, &run_id)
+    kiln_store::RunStore::open(root, name, &run_id)
+        .map_err(|e| Failure::from(PipelineError::from(e)))
+}
+
+fn write_report(
+    pipeline: &Pipeline,
+    selection: &RunSelection,
+    output: Option<PathBuf>,
+    json: bool,
+) -> Result<u8, Failure> {
+    let run = open_run(pipeline, selection)?;
+    let page = kiln_pipeline::report::render(pipeline, &run)?;
+    let path = output.unwrap_or_else(|| run.dir().join("report.html"));
+    kiln_store::write_atomic(&path, page.as_bytes())
         .map_err(|e| Failure::from(PipelineError::from(e)))?;
+    if json {
+        print_json(&serde_json::json!({"run_id": run.run_id(), "report": path}))?;
+    } else {
+        println!("{}", path.display());
+    }
+    Ok(exit::OK)
+}
+
+fn status(pipeline: Pipeline, selection: &RunSelection, json: bool) -> Result<u8, Failure> {
+    let run = open_run(&pipeline, selection)?;
+    let run_id = run.run_id().to_string();
     let stages = kiln_pipeline::stage_manifests(&pipeline, &run);
     if json {
         let stages: Vec<serde_json::Value> = stages

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod config;
 pub mod diff;
 pub mod lm;
+pub mod net;
 pub mod reporter;
 pub mod runtime;
 pub mod session;

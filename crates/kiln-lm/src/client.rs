@@ -116,7 +116,10 @@ impl OpenAiClient {
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(30)))
             .user_agent(concat!("kiln/", env!("CARGO_PKG_VERSION")))
-            .tls_backend_preconfigured(tls_config(endpoint.starts_with("https://"))?)
+            .tls_backend_preconfigured(
+                kiln_core::net::client_tls_config(endpoint.starts_with("https://"))
+                    .map_err(LmError::Setup)?,
+            )
             .build()
             .map_err(|e| LmError::Setup(format!("build the HTTP client: {e}")))?;
         Ok(Self {
@@ -155,7 +158,7 @@ impl OpenAiClient {
         }
         let unreachable = |e: reqwest::Error| LmError::Unreachable {
             endpoint: self.endpoint.clone(),
-            message: self.redact(&error_chain(&e)),
+            message: self.redact(&kiln_core::net::error_chain(&e)),
             attempts: 1,
         };
         let response = request.send().await.map_err(unreachable)?;
@@ -273,7 +276,7 @@ impl LanguageModel for OpenAiClient {
                     } else {
                         LmError::Unreachable {
                             endpoint: self.endpoint.clone(),
-                            message: self.redact(&error_chain(&e)),
+                            message: self.redact(&kiln_core::net::error_chain(&e)),
                             attempts,
                         }
                     });
@@ -479,48 +482,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let wait = date.signed_duration_since(chrono::Utc::now());
     Some(wait.to_std().unwrap_or(Duration::ZERO))
-}
-
-/// The TLS setup: rustls on ring, with the system's roots (`need_roots`: the endpoint is
-/// `https`, so a system store without any root is an error now rather than at the first
-/// request).
-fn tls_config(need_roots: bool) -> Result<rustls::ClientConfig, LmError> {
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    for cert in found.certs {
-        // One unreadable certificate in the system store must not cost the others.
-        let _ = roots.add(cert);
-    }
-    if need_roots && roots.is_empty() {
-        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-        return Err(LmError::Setup(format!(
-            "find trusted root certificates in the system store (install ca-certificates, or set SSL_CERT_FILE): {}",
-            errors.join("; ")
-        )));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| LmError::Setup(format!("configure TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    // reqwest is built without HTTP/2 here; offering only HTTP/1.1 keeps servers from
-    // choosing a protocol the client cannot speak.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-/// An error with its sources, as one line (reqwest's own message says only "error sending
-/// request").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn first_chars(text: &str, n: usize) -> String {

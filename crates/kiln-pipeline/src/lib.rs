@@ -7,7 +7,9 @@
 
 pub mod demo;
 pub mod evaluate;
+pub mod publish;
 pub mod release;
+pub mod report;
 mod stages;
 pub mod summary;
 
@@ -82,6 +84,9 @@ pub enum PipelineError {
     /// The run's LM answers or spending could not be read or written.
     #[error(transparent)]
     Answers(#[from] kiln_lm::Error),
+    /// A push to the Hugging Face Hub or an image registry failed.
+    #[error("{0}")]
+    Publish(String),
     /// The LM client could not be set up.
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
@@ -348,6 +353,7 @@ impl Runner {
             lm: self.lm.clone(),
             options,
             run_label: self.run_label(),
+            started,
         };
         let outcome = match node.kind {
             NodeKind::Ingest => stages::ingest(&cx)?,

@@ -131,6 +131,8 @@ pub struct ReleaseManifest {
     pub images: Vec<String>,
     /// Registry the images are published to, when the config names one.
     pub image_registry: Option<String>,
+    /// The card's licence id (empty: none given).
+    pub license: String,
     /// The run's funnel.
     pub funnel: Funnel,
     /// Other files of the release (card, LM answers), with hashes.

@@ -22,6 +22,7 @@ pub mod github;
 mod hostile;
 pub use hostile::write_hostile_cases;
 pub mod http;
+pub mod hub;
 
 pub use ecosystems::write_ecosystems;
 mod validation_cases;

@@ -197,7 +197,18 @@ pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
         .unwrap_or(0.0);
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let total_written = written + earlier_written as u64;
-    table.set_stats(stats(&counters, total_written, &rows))?;
+    let earlier_wall = table
+        .manifest()
+        .stats
+        .get(super::WALL_SECONDS)
+        .copied()
+        .unwrap_or(0.0);
+    let mut figures = stats(&counters, total_written, &rows);
+    figures.insert(
+        super::WALL_SECONDS.to_string(),
+        earlier_wall + cx.started.elapsed().as_secs_f64(),
+    );
+    table.set_stats(figures)?;
     let outcome = outcome(cx, &table, &rows, written, complete);
     table.set_complete(complete, outcome.counts.clone())?;
     if complete {

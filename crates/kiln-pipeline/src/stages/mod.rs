@@ -63,7 +63,13 @@ pub(crate) struct StageContext<'a> {
     pub lm: Option<Arc<dyn LanguageModel>>,
     pub options: &'a RunOptions,
     pub run_label: String,
+    /// When this invocation of the stage started (its wall time goes into the manifest).
+    pub started: Instant,
 }
+
+/// The manifest figure holding a stage's wall seconds, summed over the invocations that worked
+/// on it (a resumed stage adds to it).
+pub(crate) const WALL_SECONDS: &str = "wall_seconds";
 
 impl StageContext<'_> {
     fn input(&self, kind: NodeKind) -> Option<&Node> {
@@ -311,6 +317,9 @@ fn finish<R: Row>(
     skipped: u64,
     count: impl Fn(&R) -> String,
 ) -> Result<StageOutcome, PipelineError> {
+    let mut stats = table.manifest().stats.clone();
+    *stats.entry(WALL_SECONDS.to_string()).or_default() += cx.started.elapsed().as_secs_f64();
+    table.set_stats(stats)?;
     let rows = table.rows()?;
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for row in &rows {

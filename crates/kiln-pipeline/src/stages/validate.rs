@@ -102,7 +102,11 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
     wait_for_removals(cx, &removals).await;
     let processed = processed?;
     let items: BTreeSet<String> = items.into_iter().collect();
-    table.set_stats(agreement_stats(&table.rows()?))?;
+    let mut stats = agreement_stats(&table.rows()?);
+    if let Some(wall) = table.manifest().stats.get(super::WALL_SECONDS) {
+        stats.insert(super::WALL_SECONDS.to_string(), *wall);
+    }
+    table.set_stats(stats)?;
     finish(
         cx,
         &mut table,

@@ -6,6 +6,7 @@
 
 mod ecosystems;
 mod fake_lm;
+mod hub;
 mod validation_cases;
 
 use std::collections::{BTreeMap, BTreeSet};

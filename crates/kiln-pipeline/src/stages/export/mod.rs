@@ -215,6 +215,7 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         images,
         image_registry: (!settings.image_registry.is_empty())
             .then(|| settings.image_registry.clone()),
+        license: settings.license.clone(),
         funnel: crate::summary::funnel(cx.pipeline, cx.run)?,
         files: Vec::new(),
     };

@@ -1,0 +1,201 @@
+//! kiln's Hub client against the fake Hub of kiln-testkit, which checks every protocol step
+//! (tokens, media types, hashes, parts) as the Hub does.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use kiln_hub::{Content, Hub, HubError, Upload};
+use kiln_testkit::hub::FakeHub;
+
+const TOKEN: &str = "hf_kiln_test_token";
+const REPO: &str = "kiln-test/release";
+
+fn hub(fake: &FakeHub, token: &str) -> Hub {
+    Hub::new(&fake.url(), Some(token.to_string()))
+        .unwrap()
+        .with_backoff(Duration::from_millis(10))
+}
+
+fn uploads(dir: &std::path::Path, big: &[u8]) -> Vec<Upload> {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/test-00000-of-00001.parquet"), big).unwrap();
+    vec![
+        Upload {
+            path_in_repo: "releases/2024-09/data/test-00000-of-00001.parquet".into(),
+            content: Content::File(dir.join("data/test-00000-of-00001.parquet")),
+        },
+        Upload {
+            path_in_repo: "README.md".into(),
+            content: Content::Bytes(
+                b"---\nconfigs:\n- config_name: default\n  data_files: x\n---\n# r\n".to_vec(),
+            ),
+        },
+    ]
+}
+
+fn big_file() -> Vec<u8> {
+    (0..2_500_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+fn quiet(_: &str) {}
+
+#[tokio::test]
+async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    fake.set_part_size(1_000_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let big = big_file();
+    let client = hub(&fake, TOKEN);
+    assert!(client.create_dataset_repo(REPO, false).await.unwrap());
+    assert!(!client.create_dataset_repo(REPO, false).await.unwrap());
+    let outcome = client
+        .upload(
+            REPO,
+            "main",
+            uploads(tmp.path(), &big),
+            "kiln release 2024-09",
+            "one",
+            &quiet,
+        )
+        .await
+        .unwrap();
+    assert!(outcome.commit.is_some());
+    assert_eq!(
+        outcome.sent,
+        ["releases/2024-09/data/test-00000-of-00001.parquet"]
+    );
+    assert_eq!(outcome.inline, ["README.md"]);
+    assert!(fake.problems().is_empty(), "{:#?}", fake.problems());
+    let files = fake.files(REPO);
+    assert_eq!(
+        files["releases/2024-09/data/test-00000-of-00001.parquet"],
+        big
+    );
+    assert!(files["README.md"].starts_with(b"---\nconfigs:"));
+    // Three parts of at most 1 MB, then the completion, then verify.
+    let parts = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/part/"))
+        .count();
+    assert_eq!(parts, 3);
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.path.ends_with("/complete"))
+    );
+    // The token went to the Hub's API and never to the storage addresses.
+    for request in fake.requests() {
+        assert_eq!(
+            request.authorized,
+            !request.path.starts_with("/lfs-store/"),
+            "{request:?}"
+        );
+    }
+    // The same files again: nothing sent, no commit.
+    let again = client
+        .upload(REPO, "main", uploads(tmp.path(), &big), "again", "", &quiet)
+        .await
+        .unwrap();
+    assert_eq!(again.commit, None);
+    assert_eq!(again.unchanged.len(), 2);
+    assert_eq!(fake.commits(REPO).len(), 2);
+    let listed = client
+        .list_tree(REPO, "main", "releases", false)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].kind.as_str(), listed[0].path.as_str()),
+        ("directory", "releases/2024-09")
+    );
+    assert!(
+        client
+            .list_tree(REPO, "main", "nothing", false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_push_cut_off_before_its_commit_resumes_without_sending_again() {
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let big = big_file();
+    let client = hub(&fake, TOKEN);
+    client.create_dataset_repo(REPO, false).await.unwrap();
+    // The commit endpoint fails more often than the client retries.
+    fake.fail("/commit/", 503, 10);
+    let error = client
+        .upload(REPO, "main", uploads(tmp.path(), &big), "first", "", &quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, HubError::Status { status: 503, .. }),
+        "{error}"
+    );
+    assert_eq!(fake.commits(REPO).len(), 1);
+    fake.clear_faults();
+    let resumed = client
+        .upload(REPO, "main", uploads(tmp.path(), &big), "first", "", &quiet)
+        .await
+        .unwrap();
+    assert!(resumed.commit.is_some());
+    assert!(resumed.sent.is_empty(), "{resumed:?}");
+    assert_eq!(resumed.already_stored.len(), 1);
+    let puts = fake.requests().iter().filter(|r| r.method == "PUT").count();
+    assert_eq!(puts, 1, "the object was sent once");
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_refusals_are_explained_without_the_token() {
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let client = hub(&fake, TOKEN);
+    client.create_dataset_repo(REPO, false).await.unwrap();
+    fake.fail("/lfs-store/", 500, 2);
+    fake.fail("/preupload/", 429, 1);
+    let outcome = client
+        .upload(
+            REPO,
+            "main",
+            uploads(tmp.path(), &big_file()),
+            "retried",
+            "",
+            &quiet,
+        )
+        .await
+        .unwrap();
+    assert!(outcome.commit.is_some());
+    assert!(fake.problems().is_empty(), "{:#?}", fake.problems());
+
+    let intruder = hub(&fake, "hf_wrong_token_value");
+    let refused = intruder
+        .create_dataset_repo("kiln-test/other", false)
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("the Hub answered 401"), "{message}");
+    assert!(!message.contains("hf_wrong_token_value"), "{message}");
+
+    let card = "---\nconfigs:\n- data_files: x\n---\n";
+    let invalid = client.validate_card(card).await.unwrap_err().to_string();
+    assert!(invalid.contains("config_name"), "{invalid}");
+    client
+        .validate_card("---\nconfigs:\n- config_name: default\n  data_files: x\n---\n")
+        .await
+        .unwrap();
+    assert!(Hub::new(&fake.url(), None).is_ok());
+    let unreachable = Hub::new("http://127.0.0.1:9", Some(TOKEN.into()))
+        .unwrap()
+        .with_backoff(Duration::from_millis(1))
+        .create_dataset_repo(REPO, false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(unreachable, HubError::Transport { .. }),
+        "{unreachable}"
+    );
+}

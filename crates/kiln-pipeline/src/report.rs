@@ -1,0 +1,176 @@
+//! `kiln report`: one HTML page about a run, with no external assets. The figures are drawn by
+//! the page's own script (SVG) from the run's data, which the page carries as JSON
+//! (`<script type="application/json" id="kiln-data">`), so the same numbers are there for
+//! machines. Each figure marks itself `data-drawn` with the bars it drew, and the body says
+//! how many figures were drawn (`data-plots`), or the script's error (`data-error`).
+
+use std::collections::BTreeMap;
+
+use kiln_core::config::{NodeKind, Pipeline};
+use kiln_schema::{Candidate, EnvironmentRecord};
+use kiln_store::RunStore;
+use serde_json::{Value, json};
+
+use crate::PipelineError;
+use crate::release::{ReleaseManifest, run_releases};
+use crate::stages::WALL_SECONDS;
+use crate::summary::{funnel, instance_summaries, rows};
+
+/// The page, with `{{TITLE}}` and `{{DATA}}` to fill in.
+const TEMPLATE: &str = include_str!("report.html");
+
+/// Instances shown in the time figure (the slowest).
+const MAX_INSTANCES: usize = 60;
+
+/// Escapes text for HTML.
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The figures' data, read from the run.
+///
+/// # Errors
+/// When a stage table cannot be read.
+pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, PipelineError> {
+    let funnel = funnel(pipeline, run)?;
+    let released: usize = run_releases(pipeline, run)
+        .iter()
+        .filter_map(|dir| ReleaseManifest::read(dir).ok())
+        .filter_map(|m| m.splits.get(&m.main_split).map(|s| s.rows))
+        .sum();
+    let language_of: BTreeMap<String, String> = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?
+        .into_iter()
+        .filter_map(|c| Some((c.instance_id, c.language?.to_lowercase())))
+        .chain(
+            rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
+                .into_iter()
+                .filter(|e| !e.language.is_empty())
+                .map(|e| (e.instance_id, e.language)),
+        )
+        .collect();
+    let summaries = instance_summaries(pipeline, run)?;
+    let mut languages: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut instances = Vec::new();
+    for s in &summaries {
+        let language = language_of
+            .get(&s.instance_id)
+            .cloned()
+            .unwrap_or_else(|| "unknown".into());
+        *languages
+            .entry(language)
+            .or_default()
+            .entry(s.state.clone())
+            .or_default() += 1;
+        let (launch, validate) = (
+            s.launch_seconds.unwrap_or(0.0),
+            s.validate_seconds.unwrap_or(0.0),
+        );
+        if launch + validate > 0.0 {
+            instances.push(
+                json!({"id": s.instance_id, "launch": round(launch), "validate": round(validate)}),
+            );
+        }
+    }
+    instances.sort_by(|a, b| {
+        let total =
+            |v: &Value| v["launch"].as_f64().unwrap_or(0.0) + v["validate"].as_f64().unwrap_or(0.0);
+        total(b).total_cmp(&total(a))
+    });
+    instances.truncate(MAX_INSTANCES);
+    let mut failures: Vec<(String, u64)> = funnel
+        .failures
+        .iter()
+        .flat_map(|(state, classes)| {
+            classes
+                .iter()
+                .map(move |(class, n)| (format!("{state}: {class}"), *n))
+        })
+        .collect();
+    failures.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut stages = Vec::new();
+    let mut tokens = Vec::new();
+    for (stage, manifest) in crate::stage_manifests(pipeline, run) {
+        let Some(manifest) = manifest else { continue };
+        if let Some(wall) = manifest.stats.get(WALL_SECONDS) {
+            stages.push(json!([stage, round(*wall)]));
+        }
+        let prompt = manifest
+            .stats
+            .get("lm.prompt_tokens")
+            .copied()
+            .unwrap_or(0.0);
+        let completion = manifest
+            .stats
+            .get("lm.completion_tokens")
+            .copied()
+            .unwrap_or(0.0);
+        if prompt + completion > 0.0 {
+            tokens.push(json!({"stage": stage, "prompt": prompt, "completion": completion}));
+        }
+    }
+    let spent = crate::lm_spent(run.dir())?;
+    let info = run.info();
+    Ok(json!({
+        "dataset": pipeline.dataset.name,
+        "run_id": info.run_id,
+        "status": format!("{:?}", info.status).to_lowercase(),
+        "started_at": info.started_at,
+        "config_hash": info.config_hash,
+        "funnel": [
+            ["pull requests", funnel.pull_requests],
+            ["candidates", funnel.candidates],
+            ["kept by the filter", funnel.kept],
+            ["for Linux", funnel.platform],
+            ["environment built", funnel.built],
+            ["validated", funnel.validated],
+            ["released", released],
+        ],
+        "languages": languages.into_iter().map(|(language, states)| json!({
+            "language": language,
+            "states": states.into_iter().map(|(s, n)| json!([s, n])).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "failures": failures.into_iter().map(|(l, n)| json!([l, n])).collect::<Vec<_>>(),
+        "instances": instances,
+        "stages": stages,
+        "tokens": tokens,
+        "lm_requests": spent.as_ref().map_or(0, |s| s.requests),
+        "cost_usd": spent.as_ref().map_or(0.0, |s| s.cost_usd),
+    }))
+}
+
+fn round(seconds: f64) -> f64 {
+    (seconds * 10.0).round() / 10.0
+}
+
+/// The report page of a run.
+///
+/// # Errors
+/// When a stage table cannot be read.
+pub fn render(pipeline: &Pipeline, run: &RunStore) -> Result<String, PipelineError> {
+    let data = report_data(pipeline, run)?;
+    // Inside <script>, "</" would end the element early.
+    let json = data.to_string().replace("</", "<\\/");
+    let title = format!("kiln run {} of {}", run.run_id(), pipeline.dataset.name);
+    Ok(TEMPLATE
+        .replace("{{TITLE}}", &escape_html(&title))
+        .replace("{{DATA}}", &json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_has_no_external_asset_and_escapes_its_data() {
+        for needle in ["src=\"http", "href=\"http", "@import", "url(http"] {
+            assert!(!TEMPLATE.contains(needle), "{needle}");
+        }
+        assert_eq!(escape_html("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+        let data = json!({"x": "</script><script>alert(1)</script>"});
+        let text = data.to_string().replace("</", "<\\/");
+        assert!(!text.contains("</script"));
+    }
+}
