@@ -370,7 +370,13 @@ fn the_documented_lm_keys_compile() {
         in_lm = in_lm || bare.starts_with("[lm]");
         let line = if in_lm && line.starts_with("# ") {
             bare
-        } else if line.starts_with("# votes") || line.starts_with("# models") {
+        } else if line.starts_with("# votes")
+            || line.starts_with("# models")
+            || line.starts_with("# [stages.export.frozen")
+            || ["# sample =", "# seed =", "# ids ="]
+                .iter()
+                .any(|key| line.starts_with(key))
+        {
             line.trim_start_matches("# ")
         } else {
             line
@@ -386,8 +392,14 @@ fn the_documented_lm_keys_compile() {
         out.push('\n');
     }
     assert!(out.contains("\n[lm]\nbase_url = "), "{out}");
+    assert!(
+        out.contains("\n[stages.export.frozen.lite]\nsample = "),
+        "{out}"
+    );
     let tmp = tempdir();
     let config = tmp.path().join("pipeline.toml");
+    // The frozen split's id list must exist for `kiln check`.
+    std::fs::write(tmp.path().join("verified.txt"), "o__r-1\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(&config, &out).unwrap_or_else(|e| panic!("{e}"));
     let output = run(kiln().args(["--json", "check", "--config"]).arg(&config));
     assert!(output.status.success(), "{}\n{out}", text(&output));

@@ -392,9 +392,14 @@ impl Compiler<'_> {
                     );
                 }
                 match ids {
-                    Some(file) if !sample => Ok(FrozenChoice::Ids {
-                        path: self.path_value(&file),
-                    }),
+                    Some(file) if !sample => {
+                        let path = self.path_value(&file);
+                        let at = keys
+                            .get("ids")
+                            .map_or(split.span().start, |v| v.span().start);
+                        self.require(at, &keys.path("ids"), super::Need::File(path.clone()));
+                        Ok(FrozenChoice::Ids { path })
+                    }
                     _ => Err(()),
                 }
             } else if sample {
