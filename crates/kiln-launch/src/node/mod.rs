@@ -51,6 +51,9 @@ pub enum Runner {
     NodeTest,
     /// ava with its TAP reporter.
     Ava,
+    /// Jasmine (3 and later), with kiln's TAP reporter ([`JASMINE_REPORTER`]): its own
+    /// reporter prints a dot per spec and names only the failures.
+    Jasmine,
     /// Whatever `npm test` runs, read as TAP (tape, node-tap and many small harnesses print it).
     Script,
 }
@@ -212,6 +215,7 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> (Runner, Vec<String>, 
         ("react-scripts", Runner::ReactScripts),
         ("mocha", Runner::Mocha),
         ("ava", Runner::Ava),
+        ("jasmine", Runner::Jasmine),
     ];
     // The runner of each command of the script, with its arguments and environment.
     let mut found: Vec<(Runner, Vec<String>, Vec<String>)> = Vec::new();
@@ -255,6 +259,7 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> (Runner, Vec<String>, 
         ("react-scripts", Runner::ReactScripts),
         ("mocha", Runner::Mocha),
         ("ava", Runner::Ava),
+        ("jasmine", Runner::Jasmine),
     ]
     .iter()
     .find(|(dep, _)| has(dep))
@@ -496,6 +501,45 @@ fn exec_prefix(manager: &PackageManager) -> &'static str {
     }
 }
 
+/// Where the image keeps kiln's jasmine reporter.
+const JASMINE_REPORTER_PATH: &str = "/opt/kiln/jasmine-tap.cjs";
+
+/// kiln's reporter for jasmine 3 and later (`--reporter=<module>`): TAP, one line per spec with
+/// its full name (suite and spec descriptions, as jasmine joins them), pending and excluded
+/// specs as skips, and a failing suite or top level as a failure of its own, so that a
+/// non-zero exit always has a failing test to show.
+pub const JASMINE_REPORTER: &str = r#"'use strict';
+// Written by kiln: jasmine's results as TAP, one line per spec named by its full name.
+function KilnTapReporter() {
+  let count = 0;
+  const name = (text) => String(text).replace(/\s+/g, ' ').replace(/#/g, '\\#').trim();
+  const print = (text) => process.stdout.write(text + '\n');
+  const failed = (result) => result.status === 'failed' || (result.failedExpectations || []).length > 0;
+  this.jasmineStarted = () => print('TAP version 13');
+  this.specDone = (result) => {
+    count += 1;
+    if (result.status === 'passed') print(`ok ${count} - ${name(result.fullName)}`);
+    else if (result.status === 'failed') print(`not ok ${count} - ${name(result.fullName)}`);
+    else print(`ok ${count} - ${name(result.fullName)} # SKIP ${result.status}`);
+  };
+  this.suiteDone = (result) => {
+    if (failed(result)) { count += 1; print(`not ok ${count} - ${name(result.fullName)} (suite)`); }
+  };
+  this.jasmineDone = (result) => {
+    if ((result.failedExpectations || []).length > 0) { count += 1; print(`not ok ${count} - (top level)`); }
+    print(`1..${count}`);
+  };
+}
+module.exports = KilnTapReporter;
+"#;
+
+/// The setup command that writes [`JASMINE_REPORTER`] into the image.
+fn jasmine_reporter_setup() -> String {
+    format!(
+        "mkdir -p /opt/kiln && cat > {JASMINE_REPORTER_PATH} <<'KILN_REPORTER_EOF'\n{JASMINE_REPORTER}KILN_REPORTER_EOF"
+    )
+}
+
 /// The test command and its parser.
 fn test_command(project: &NodeProject) -> (String, &'static str) {
     let exec = exec_prefix(&project.manager);
@@ -545,6 +589,10 @@ fn test_command(project: &NodeProject) -> (String, &'static str) {
         ),
         Runner::NodeTest => (format!("{env}node --test{args} 2>&1"), "node-test"),
         Runner::Ava => (format!("{env}{exec} ava{args} --tap 2>&1"), "tap"),
+        Runner::Jasmine => (
+            format!("{env}{exec} jasmine{args} --reporter={JASMINE_REPORTER_PATH} 2>&1"),
+            "tap",
+        ),
         Runner::Script => {
             let run = match project.manager {
                 PackageManager::Yarn { .. } => "yarn test",
@@ -576,6 +624,9 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         rebuild.push(build.to_string());
         optional.push(build.to_string());
     }
+    if project.runner == Runner::Jasmine {
+        setup.push(jasmine_reporter_setup());
+    }
     let (test, parser) = test_command(&project);
     let manager = match project.manager {
         PackageManager::NpmLocked | PackageManager::NpmUnlocked => "npm",
@@ -588,6 +639,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         Runner::Mocha => "mocha",
         Runner::NodeTest => "node-test",
         Runner::Ava => "ava",
+        Runner::Jasmine => "jasmine",
         Runner::Script => "script",
     };
     let mut version_reason = project.node_reason.clone();
@@ -634,6 +686,46 @@ mod tests {
 
     fn node_plan(files: &[(&str, &str)], cutoff: Option<&str>) -> Plan {
         plan_of(plan, files, cutoff).unwrap_or_else(|| panic!("no plan"))
+    }
+
+    #[test]
+    fn jasmine_runs_with_kilns_tap_reporter_written_by_setup() {
+        let plan = node_plan(
+            &[
+                (
+                    "package.json",
+                    r#"{"scripts":{"test":"jasmine --config=jasmine.json --reporter=jasmine-spec-reporter"},"devDependencies":{"jasmine":"^3.6.3"}}"#,
+                ),
+                ("package-lock.json", "{}"),
+            ],
+            Some("2020-11-01T00:00:00Z"),
+        );
+        assert_eq!(plan.name, "node-npm-jasmine");
+        assert_eq!(plan.parser, "tap");
+        assert!(
+            plan.test.contains(
+                "npx --no-install jasmine --config=jasmine.json --reporter=/opt/kiln/jasmine-tap.cjs 2>&1"
+            ),
+            "{}",
+            plan.test
+        );
+        // The reporter is written by a setup command (so the image and its Dockerfile have it),
+        // byte for byte as kiln holds it.
+        let writer = plan
+            .setup
+            .iter()
+            .find(|c| c.contains(JASMINE_REPORTER_PATH))
+            .unwrap_or_else(|| panic!("no reporter in {:?}", plan.setup));
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let target = tmp.path().join("kiln");
+        let command = writer.replace("/opt/kiln", &target.to_string_lossy());
+        let status = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .status()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(status.success());
+        let written = std::fs::read_to_string(target.join("jasmine-tap.cjs")).unwrap_or_default();
+        assert_eq!(written, JASMINE_REPORTER);
     }
 
     #[test]

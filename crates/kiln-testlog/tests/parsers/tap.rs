@@ -90,3 +90,20 @@ fn directive_after_a_wide_character_is_read() {
          pass \u{0179}# literal",
     );
 }
+
+/// jasmine 3.6.3 under kiln's reporter (`kiln_launch::node::JASMINE_REPORTER`): full spec
+/// names, a `#` escaped, a pending spec, and a failing `afterAll` reported as its suite.
+#[test]
+fn jasmine_through_kilns_reporter() {
+    let parsed = check(
+        "tap",
+        include_str!("../data/tap/jasmine_kiln_reporter.log"),
+        "pass Broken suite passes
+         fail Broken suite (suite)
+         skip New pending one
+         pass New nested deep spec
+         pass New list_tasks_non_gfm should pass
+         fail New unicode # punctuation should pass",
+    );
+    assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+}
