@@ -62,9 +62,18 @@ def extends(long, short):
     return before or after
 
 
+def canonical(name):
+    for separator in ["::", " \u203a ", " > ", ".", "/", "#", "$"]:
+        name = name.replace(separator, " ")
+    return " ".join(name.split())
+
+
 def same_by_meaning(published, ours):
     p, o = without_line(published.strip()), without_line(ours.strip())
     if p == o or extends(o, p) or extends(p, o):
+        return True
+    cp, co = canonical(p), canonical(o)
+    if cp and (cp == co or extends(co, cp) or extends(cp, co)):
         return True
     i = p.rfind("[")
     return i >= 0 and "]" not in p[i:] and o.startswith(p)
