@@ -616,6 +616,15 @@ pub static RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "node-native-addon-without-scripts",
+        scope: Scope::Language("node"),
+        phase: Phase::Setup,
+        command: Some(" install"),
+        signature: r"gyp ERR!|node-pre-gyp ERR!|prebuild-install (?:warn|WARN|ERR)|Failed at the \S+ install script|command failed\s*\n.*node-gyp",
+        description: "a native addon's install script failed (its prebuilt binary is downloaded from a host the build cannot reach, or node-gyp cannot build it): the dependencies are installed again without install scripts, so the tests that do not load the addon run",
+        repair: |f, _, _| without_install_scripts(f.command).map(Repair::Replace),
+    },
+    Rule {
         name: "python-missing-test-module",
         scope: Scope::Language("python"),
         phase: Phase::Tests,
@@ -725,6 +734,23 @@ pub fn describe(rule: &Rule, repair: &Repair, matched: &str) -> String {
     };
     let matched: String = matched.chars().take(200).collect();
     format!("{}: {what} (after: {matched})", rule.name)
+}
+
+/// The install command with every `npm ci`, `npm install`, `yarn install` and `pnpm install`
+/// told to run no install scripts; `None` when it holds none of them or already says so.
+fn without_install_scripts(command: &str) -> Option<String> {
+    if command.contains("--ignore-scripts") {
+        return None;
+    }
+    let mut out = command.to_string();
+    let mut changed = false;
+    for install in ["npm ci", "npm install", "yarn install", "pnpm install"] {
+        if out.contains(install) {
+            out = out.replace(install, &format!("{install} --ignore-scripts"));
+            changed = true;
+        }
+    }
+    changed.then_some(out)
 }
 
 #[cfg(test)]
@@ -967,6 +993,33 @@ mod tests {
         );
         // Without a cut-off there is nothing to drop.
         assert!(found(Phase::Setup, "npm install", log, "node").is_none());
+    }
+
+    #[test]
+    fn a_native_addon_that_cannot_build_is_installed_without_scripts() {
+        // npm 9 on Node 18, re2's install script failing to fetch its prebuilt binary and to
+        // build it (no Node headers: nodejs.org unreachable).
+        let log = "npm ERR! code 1\nnpm ERR! path /testbed/node_modules/re2\nnpm ERR! command failed\nnpm ERR! command sh -c install-from-cache --artifact build/Release/re2.node --host-var RE2_DOWNLOAD_MIRROR --skip-path-var RE2_DOWNLOAD_SKIP_PATH --skip-ver-var RE2_DOWNLOAD_SKIP_VER || node-gyp -j max rebuild\nnpm ERR! gyp ERR! stack Error: 403 response downloading https://nodejs.org/download/release/v18.19.0/node-v18.19.0-headers.tar.gz\n";
+        let (name, repair) =
+            found(Phase::Setup, "npm install", log, "node").unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(
+            (name.as_str(), repair),
+            (
+                "node-native-addon-without-scripts",
+                Repair::Replace("npm install --ignore-scripts".into())
+            )
+        );
+        let locked = "npm ci || { echo '[kiln] lockfile out of date; npm install'; npm install; }";
+        let (_, repair) =
+            found(Phase::Setup, locked, log, "node").unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(
+            repair,
+            Repair::Replace(
+                "npm ci --ignore-scripts || { echo '[kiln] lockfile out of date; npm install --ignore-scripts'; npm install --ignore-scripts; }".into()
+            )
+        );
+        // Tried once: a command that already skips scripts is not repaired again.
+        assert!(found(Phase::Setup, "npm install --ignore-scripts", log, "node").is_none());
     }
 
     #[test]

@@ -212,7 +212,10 @@ mod tests {
             ("test_Min", "tests/test_x.py::test_Minimum"),
             ("tests::same", "tests::same_name"),
             ("test_a", "test_ab"),
-            ("css.should markup url", "test/markup/index.js::scss should markup url"),
+            (
+                "css.should markup url",
+                "test/markup/index.js::scss should markup url",
+            ),
         ] {
             assert!(!same_by_meaning(published, ours), "{published} !~ {ours}");
         }
