@@ -13,7 +13,8 @@ release under <work>/datasets/<dataset>/releases/ with the SWE-bench harness. `t
 One row per instance: language, built, validated, FAIL_TO_PASS count, agreement with the
 published FAIL_TO_PASS (as strings / by meaning), the SWE-bench harness parser that reads the
 runs as kiln did (`none` when no parser does), the failure class, the repairs launch used,
-and the launch and validation wall times; then the rates. Agreement comes from kiln's own
+the launch's wall time and the time of the commands it ran (setup and baseline tests), and the
+validation wall time; then the rates. Agreement comes from kiln's own
 validation columns; for runs of a kiln that did not record them yet, the script compares the
 lists itself (marked with *), by the same rules.
 
@@ -110,7 +111,7 @@ def table(run_dir, markdown=False):
     candidates = {r["instance_id"]: r for r in read_table(stages["tasks"])} if "tasks" in stages else {}
     launches = {r["instance_id"]: r for r in read_table(stages["launch"])} if "launch" in stages else {}
     validations = {r["instance_id"]: r for r in read_table(stages["validate"])} if "validate" in stages else {}
-    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "harness parser", "failure", "repairs", "launch s", "validate s"]
+    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "harness parser", "failure", "repairs", "launch s", "commands s", "validate s"]
     lines = []
     totals = {"n": 0, "built": 0, "validated": 0, "compared": 0, "exact": 0, "meaning": 0}
     for iid in sorted(candidates):
@@ -154,6 +155,9 @@ def table(run_dir, markdown=False):
             failure,
             repairs,
             f"{env.get('total_seconds', 0):.0f}" if env else "-",
+            # What the launch's own commands took (setup and the baseline tests), against
+            # which the launch's wall time shows kiln's overhead.
+            f"{(env.get('setup_seconds') or 0) + (env.get('test_seconds') or 0):.0f}" if env else "-",
             f"{val.get('total_seconds', 0):.0f}" if val else "-",
         ])
     n = max(totals["n"], 1)
