@@ -296,7 +296,20 @@ async fn publish_images(
             continue;
         }
         let published = format!("{registry}/{}", row.image);
-        runtime.tag_image(&row.image, &published).await?;
+        match runtime.tag_image(&row.image, &published).await {
+            Ok(()) => {}
+            Err(kiln_core::RuntimeError::ImageNotFound(image)) => {
+                return Err(PipelineError::Input {
+                    what: format!("the environment image {image} of {}", row.instance_id),
+                    message: format!(
+                        "it is not on this engine, so it cannot be named {published}; build it again \
+                         (`kiln stage launch --only {} --force`) or export without image_registry",
+                        row.instance_id
+                    ),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
         row.image.clone_from(&published);
         row.docker_image = published;
     }
