@@ -6,7 +6,7 @@
 `write`: loads the rows into Python dicts (not timed), resets the process's peak RSS, then times
 pyarrow building tables of PER_SHARD rows with kiln's schema and writing them as
 `OUT_DIR/data/test-NNNNN-of-NNNNN.parquet` with zstd level 1, as kiln writes them. Prints the
-seconds and the peak RSS above the loaded rows, in KiB.
+seconds, the peak RSS above the loaded rows in KiB, and the CPU seconds.
 
 `dedupe`: times pandas reading the key columns of every release's `test` shards and applying
 kiln's three rules to the fresh keys (same instance id; same repository and pull request
@@ -15,6 +15,7 @@ by instance id kept). Prints the seconds and the rows kept.
 """
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,13 +45,14 @@ def write(rows_path, out, per_shard):
     data.mkdir(parents=True, exist_ok=True)
     before = status("VmRSS:")
     Path("/proc/self/clear_refs").write_text("5")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), sum(os.times()[:2])
     shards = (len(rows) + per_shard - 1) // per_shard
     for i in range(shards):
         table = pa.Table.from_pylist(rows[i * per_shard:(i + 1) * per_shard], schema=schema)
         pq.write_table(table, data / f"test-{i:05d}-of-{shards:05d}.parquet", compression="zstd", compression_level=1)
     seconds = time.perf_counter() - started
-    print(seconds, max(status("VmHWM:") - before, 0))
+    cpu = sum(os.times()[:2]) - cpu
+    print(seconds, max(status("VmHWM:") - before, 0), cpu)
 
 
 def dedupe(releases, keys_path):

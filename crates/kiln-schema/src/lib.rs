@@ -100,29 +100,93 @@ impl ColumnType {
     }
 }
 
-/// Maps a Rust field type to the column type it is stored as.
+/// Where a row's values go, one call per column in column order: the column builders of a
+/// storage format. Rows write themselves ([`Row::write_columns`]) without an intermediate
+/// document, so storing a row copies each string once.
+pub trait ColumnSink {
+    /// A string column's value, or null.
+    fn string(&mut self, value: Option<&str>);
+    /// An integer column's value, or null.
+    fn int(&mut self, value: Option<i64>);
+    /// A float column's value, or null.
+    fn float(&mut self, value: Option<f64>);
+    /// A boolean column's value.
+    fn boolean(&mut self, value: bool);
+    /// A list-of-strings column's value.
+    fn strings(&mut self, values: &[String]);
+    /// A nested value as JSON text, or why it could not be written.
+    fn json(&mut self, text: Result<String, String>);
+}
+
+/// Maps a Rust field type to the column type it is stored as, and writes its values.
 pub trait ColumnKind {
     /// The column type for this Rust type.
     const TYPE: ColumnType;
+    /// Hands the value to the sink.
+    fn write_to(&self, sink: &mut dyn ColumnSink);
 }
 
-macro_rules! column_kind {
-    ($($t:ty => $c:ident),* $(,)?) => { $(impl ColumnKind for $t { const TYPE: ColumnType = ColumnType::$c; })* };
+impl ColumnKind for String {
+    const TYPE: ColumnType = ColumnType::Str;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.string(Some(self));
+    }
 }
 
-column_kind! {
-    String => Str,
-    Option<String> => OptStr,
-    i64 => Int,
-    Option<i64> => OptInt,
-    f64 => Float,
-    Option<f64> => OptFloat,
-    bool => Bool,
-    Vec<String> => StrList,
+impl ColumnKind for Option<String> {
+    const TYPE: ColumnType = ColumnType::OptStr;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.string(self.as_deref());
+    }
+}
+
+impl ColumnKind for i64 {
+    const TYPE: ColumnType = ColumnType::Int;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.int(Some(*self));
+    }
+}
+
+impl ColumnKind for Option<i64> {
+    const TYPE: ColumnType = ColumnType::OptInt;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.int(*self);
+    }
+}
+
+impl ColumnKind for f64 {
+    const TYPE: ColumnType = ColumnType::Float;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.float(Some(*self));
+    }
+}
+
+impl ColumnKind for Option<f64> {
+    const TYPE: ColumnType = ColumnType::OptFloat;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.float(*self);
+    }
+}
+
+impl ColumnKind for bool {
+    const TYPE: ColumnType = ColumnType::Bool;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.boolean(*self);
+    }
+}
+
+impl ColumnKind for Vec<String> {
+    const TYPE: ColumnType = ColumnType::StrList;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.strings(self);
+    }
 }
 
 impl<V: Serialize> ColumnKind for BTreeMap<String, V> {
     const TYPE: ColumnType = ColumnType::Json;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.json(serde_json::to_string(self).map_err(|e| e.to_string()));
+    }
 }
 
 /// A row of one table.
@@ -135,6 +199,8 @@ pub trait Row: Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + '
     fn columns() -> Vec<Column>;
     /// The item key of the row: every table is keyed by `instance_id`.
     fn key(&self) -> &str;
+    /// Writes the row's values to `sink`, one call per column in [`Row::columns`] order.
+    fn write_columns(&self, sink: &mut dyn ColumnSink);
 }
 
 /// Declares a table: the row struct, its serde derive and its [`Row`] implementation.
@@ -169,6 +235,9 @@ macro_rules! table {
             }
             fn key(&self) -> &str {
                 &self.instance_id
+            }
+            fn write_columns(&self, sink: &mut dyn $crate::ColumnSink) {
+                $( $crate::ColumnKind::write_to(&self.$field, sink); )*
             }
         }
     };

@@ -14,7 +14,7 @@ use arrow::array::{
     RecordBatch, StringBuilder,
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
-use kiln_schema::{Column, ColumnType, Row, SCHEMA_VERSION};
+use kiln_schema::{Column, ColumnSink, ColumnType, Row, SCHEMA_VERSION};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -117,100 +117,168 @@ impl Builder {
             Self::List(mut b) => Arc::new(b.finish()),
         }
     }
+}
 
-    /// Appends one value; returns a description of the problem if it does not fit.
-    fn push(&mut self, ty: ColumnType, value: Option<&Value>) -> Result<(), String> {
-        let value = value.unwrap_or(&Value::Null);
-        let nullable = arrow_type(ty).1;
-        if value.is_null() && ty != ColumnType::Json {
-            if !nullable {
-                return Err(match ty {
-                    ColumnType::Float => {
-                        "null in a non-null float column (NaN and infinities cannot be stored)"
-                            .to_string()
-                    }
-                    _ => "missing or null value in a non-null column".to_string(),
-                });
-            }
-            match self {
-                Self::Str(b) => b.append_null(),
-                Self::Int(b) => b.append_null(),
-                Self::Float(b) => b.append_null(),
-                Self::Bool(b) => b.append_null(),
-                Self::List(b) => b.append_null(),
-            }
-            return Ok(());
+/// The column builders of one batch, written by rows through [`ColumnSink`]: each call fills
+/// the next column, and the first value that does not fit its column is kept as the error.
+struct BatchSink {
+    columns: Vec<Column>,
+    builders: Vec<Builder>,
+    /// The column the next call fills.
+    next: usize,
+    /// The first problem: the column's index and what was wrong.
+    error: Option<(usize, String)>,
+}
+
+impl BatchSink {
+    fn new(columns: Vec<Column>, rows: usize) -> Self {
+        let builders = columns.iter().map(|c| Builder::new(c.ty, rows)).collect();
+        Self {
+            columns,
+            builders,
+            next: 0,
+            error: None,
         }
-        match (self, ty) {
-            (Self::Str(b), ColumnType::Json) => {
-                let text = serde_json::to_string(value).map_err(|e| e.to_string())?;
-                b.append_value(text);
-            }
-            (Self::Str(b), _) => match value {
-                Value::String(s) => b.append_value(s),
-                other => return Err(format!("expected a string, got {other}")),
-            },
-            (Self::Int(b), _) => match value.as_i64() {
-                Some(v) => b.append_value(v),
-                None => return Err(format!("expected a 64-bit integer, got {value}")),
-            },
-            (Self::Float(b), _) => match value.as_f64() {
-                Some(v) => b.append_value(v),
-                None => return Err(format!("expected a number, got {value}")),
-            },
-            (Self::Bool(b), _) => match value {
-                Value::Bool(v) => b.append_value(*v),
-                other => return Err(format!("expected a boolean, got {other}")),
-            },
-            (Self::List(b), _) => {
-                let Value::Array(items) = value else {
-                    return Err(format!("expected a list of strings, got {value}"));
-                };
-                for item in items {
-                    match item {
-                        Value::String(s) => b.values().append_value(s),
-                        other => {
-                            return Err(format!("expected a list of strings, got item {other}"));
-                        }
-                    }
-                }
-                b.append(true);
-            }
+    }
+
+    /// The builder and type of the next column, or `None` when a row wrote more values than
+    /// there are columns.
+    fn take(&mut self) -> Option<(usize, ColumnType, &mut Builder)> {
+        let at = self.next;
+        self.next += 1;
+        let ty = self.columns.get(at)?.ty;
+        Some((at, ty, self.builders.get_mut(at)?))
+    }
+
+    fn fail(&mut self, column: usize, message: String) {
+        if self.error.is_none() {
+            self.error = Some((column, message));
         }
-        Ok(())
+    }
+
+    fn null(&mut self, column: usize, ty: ColumnType) {
+        if arrow_type(ty).1 {
+            match &mut self.builders[column] {
+                Builder::Str(b) => b.append_null(),
+                Builder::Int(b) => b.append_null(),
+                Builder::Float(b) => b.append_null(),
+                Builder::Bool(b) => b.append_null(),
+                Builder::List(b) => b.append_null(),
+            }
+        } else {
+            self.fail(column, "missing or null value in a non-null column".into());
+        }
+    }
+
+    fn mismatch(&mut self, column: usize, ty: ColumnType, got: &str) {
+        self.fail(column, format!("a {got} value for a column of type {ty:?}"));
     }
 }
 
-/// Converts rows into one record batch with schema [`table_schema::<R>()`](table_schema).
-pub fn rows_to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, ConvertError> {
-    let columns = R::columns();
-    let mut builders: Vec<Builder> = columns
-        .iter()
-        .map(|c| Builder::new(c.ty, rows.len()))
-        .collect();
-    for row in rows {
-        let value = serde_json::to_value(row).map_err(|e| ConvertError::NotAnObject {
-            table: R::TABLE,
-            message: e.to_string(),
-        })?;
-        let Value::Object(object) = value else {
-            return Err(ConvertError::NotAnObject {
-                table: R::TABLE,
-                message: format!("got {value}"),
-            });
+impl ColumnSink for BatchSink {
+    fn string(&mut self, value: Option<&str>) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
         };
-        for (column, builder) in columns.iter().zip(builders.iter_mut()) {
-            builder
-                .push(column.ty, object.get(column.name))
-                .map_err(|message| ConvertError::BadValue {
-                    table: R::TABLE,
-                    key: row.key().to_string(),
-                    column: column.name,
-                    message,
-                })?;
+        match (builder, value) {
+            (Builder::Str(b), Some(v)) if ty != ColumnType::Json => b.append_value(v),
+            (Builder::Str(_), None) if ty != ColumnType::Json => self.null(at, ty),
+            _ => self.mismatch(at, ty, "string"),
         }
     }
-    let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+
+    fn int(&mut self, value: Option<i64>) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
+        };
+        match (builder, value) {
+            (Builder::Int(b), Some(v)) => b.append_value(v),
+            (Builder::Int(_), None) => self.null(at, ty),
+            _ => self.mismatch(at, ty, "integer"),
+        }
+    }
+
+    fn float(&mut self, value: Option<f64>) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
+        };
+        match (builder, value) {
+            (Builder::Float(b), Some(v)) if v.is_finite() => b.append_value(v),
+            // NaN and infinities have no JSON form: a nullable column stores null, as rows
+            // written through JSON always did; a non-null one refuses them.
+            (Builder::Float(_), Some(v)) if ty == ColumnType::Float => self.fail(
+                at,
+                format!("{v} in a non-null float column (NaN and infinities cannot be stored)"),
+            ),
+            (Builder::Float(_), _) => self.null(at, ty),
+            _ => self.mismatch(at, ty, "float"),
+        }
+    }
+
+    fn boolean(&mut self, value: bool) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
+        };
+        match builder {
+            Builder::Bool(b) => b.append_value(value),
+            _ => self.mismatch(at, ty, "boolean"),
+        }
+    }
+
+    fn strings(&mut self, values: &[String]) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
+        };
+        match builder {
+            Builder::List(b) => {
+                for value in values {
+                    b.values().append_value(value);
+                }
+                b.append(true);
+            }
+            _ => self.mismatch(at, ty, "list"),
+        }
+    }
+
+    fn json(&mut self, text: Result<String, String>) {
+        let Some((at, ty, builder)) = self.take() else {
+            return;
+        };
+        match (builder, text) {
+            (Builder::Str(b), Ok(text)) if ty == ColumnType::Json => b.append_value(text),
+            (Builder::Str(_), Err(message)) if ty == ColumnType::Json => self.fail(at, message),
+            _ => self.mismatch(at, ty, "JSON"),
+        }
+    }
+}
+
+/// Converts rows into one record batch with schema [`table_schema::<R>()`](table_schema). Each
+/// row writes its values straight into the column builders ([`Row::write_columns`]).
+pub fn rows_to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, ConvertError> {
+    let mut sink = BatchSink::new(R::columns(), rows.len());
+    for row in rows {
+        sink.next = 0;
+        row.write_columns(&mut sink);
+        let written = sink.next;
+        if let Some((column, message)) = sink.error.take() {
+            return Err(ConvertError::BadValue {
+                table: R::TABLE,
+                key: row.key().to_string(),
+                column: sink.columns[column].name,
+                message,
+            });
+        }
+        if written != sink.columns.len() {
+            return Err(ConvertError::NotAnObject {
+                table: R::TABLE,
+                message: format!(
+                    "a row wrote {written} values for {} columns",
+                    sink.columns.len()
+                ),
+            });
+        }
+    }
+    let arrays: Vec<ArrayRef> = sink.builders.into_iter().map(Builder::finish).collect();
     RecordBatch::try_new(Arc::new(table_schema::<R>()), arrays).map_err(|source| {
         ConvertError::Arrow {
             table: R::TABLE,
@@ -343,16 +411,42 @@ pub fn batch_to_rows<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, ConvertError
     Ok(rows)
 }
 
+/// Average length above which a string column is written without a dictionary: free text
+/// (patches, problem statements, eval scripts) is nearly all distinct, and building a
+/// dictionary for it before falling back to plain pages only costs time.
+const DICTIONARY_MAX_AVERAGE: usize = 256;
+
 /// Writer properties of every file kiln writes: zstd, with the schema version and table name in
-/// the key-value metadata.
-fn writer_properties(table: &str) -> WriterProperties {
-    WriterProperties::builder()
+/// the key-value metadata; string columns of long values (in `batches`) without dictionaries.
+fn writer_properties(table: &str, batches: &[RecordBatch]) -> WriterProperties {
+    let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_key_value_metadata(Some(vec![
             KeyValue::new(META_SCHEMA_VERSION.to_string(), SCHEMA_VERSION.to_string()),
             KeyValue::new(META_TABLE.to_string(), table.to_string()),
-        ]))
-        .build()
+        ]));
+    if let Some(first) = batches.first() {
+        for (index, field) in first.schema().fields().iter().enumerate() {
+            let (mut bytes, mut values) = (0usize, 0usize);
+            for batch in batches {
+                if let Some(strings) = batch
+                    .column(index)
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                {
+                    bytes += strings.value_data().len();
+                    values += strings.len() - strings.null_count();
+                }
+            }
+            if values > 0 && bytes / values > DICTIONARY_MAX_AVERAGE {
+                builder = builder.set_column_dictionary_enabled(
+                    parquet::schema::types::ColumnPath::from(field.name().as_str()),
+                    false,
+                );
+            }
+        }
+    }
+    builder.build()
 }
 
 /// Writes record batches of `table` to `path` atomically (temporary file, fsync, rename, fsync
@@ -368,8 +462,8 @@ pub(crate) fn write_batches(
         path: atomic.temp_path().to_path_buf(),
         source,
     };
-    let mut writer =
-        ArrowWriter::try_new(file, schema, Some(writer_properties(table))).map_err(parquet_err)?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(writer_properties(table, batches)))
+        .map_err(parquet_err)?;
     for batch in batches {
         writer.write(batch).map_err(parquet_err)?;
     }

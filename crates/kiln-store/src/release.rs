@@ -49,7 +49,7 @@ pub fn shard_name(split: &str, i: usize, n: usize) -> String {
 /// Writes the rows of one split of a release as `data/<split>-NNNNN-of-NNNNN.parquet` under
 /// `release_dir`, at most `rows_per_shard` rows per shard (at least one shard, even if empty).
 ///
-/// Each shard is written atomically; afterwards, shards of this split from an earlier write that
+/// Each shard is written atomically, by one worker per core; afterwards, shards of this split from an earlier write that
 /// are not part of the new set are deleted. Returns the paths written, in order.
 pub fn write_release<R: Row>(
     release_dir: &Path,
@@ -62,13 +62,39 @@ pub fn write_release<R: Row>(
     fs::create_dir_all(&data).map_err(|e| StoreError::io("create directory", &data, e))?;
     let per = rows_per_shard.max(1);
     let n = rows.len().div_ceil(per).max(1);
-    let mut written = Vec::with_capacity(n);
-    for i in 0..n {
-        let start = (i * per).min(rows.len());
-        let end = ((i + 1) * per).min(rows.len());
-        let path = data.join(shard_name(split, i, n));
-        write_parquet(&path, &rows[start..end])?;
-        written.push(path);
+    let written: Vec<PathBuf> = (0..n).map(|i| data.join(shard_name(split, i, n))).collect();
+    // Shards are independent files: one worker per core writes them, each taking the next
+    // shard, so memory holds at most one shard's columns per worker.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(n);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Result<(), StoreError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            return Ok(());
+                        }
+                        let start = (i * per).min(rows.len());
+                        let end = ((i + 1) * per).min(rows.len());
+                        write_parquet(&written[i], &rows[start..end])?;
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(StoreError::invalid(&data, "a shard writer panicked")))
+            })
+            .collect()
+    });
+    for result in results {
+        result?;
     }
     let entries = fs::read_dir(&data).map_err(|e| StoreError::io("list", &data, e))?;
     for entry in entries {

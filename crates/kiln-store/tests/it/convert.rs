@@ -248,3 +248,38 @@ fn file_without_kiln_metadata_is_rejected() {
     let err = read_parquet::<kiln_schema::Verdict>(&path).unwrap_err();
     assert!(err.to_string().contains("schema version none"), "{err}");
 }
+
+/// Free text is written without a dictionary (nearly every value differs), short repeated
+/// strings with one; both read back the same.
+#[test]
+fn long_text_columns_skip_the_dictionary() {
+    let rows: Vec<kiln_schema::ReleaseInstance> = (0..50)
+        .map(|i| {
+            let mut r = samples::release(&format!("o__r-{i}"), "o/r");
+            r.patch = format!("{i}:").repeat(400);
+            r
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("release.parquet");
+    write_parquet(&path, &rows).unwrap();
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+    let metadata = parquet::file::reader::FileReader::metadata(&reader);
+    let group = metadata.row_group(0);
+    let dictionary = |name: &str| {
+        group
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+            .dictionary_page_offset()
+            .is_some()
+    };
+    assert!(!dictionary("patch"));
+    assert!(dictionary("repo"));
+    assert_eq!(
+        read_parquet::<kiln_schema::ReleaseInstance>(&path).unwrap(),
+        rows
+    );
+}
