@@ -176,7 +176,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         registry.address
     );
     let config = dir.join("pipeline.toml");
-    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, &config_text).unwrap_or_else(|e| panic!("{e}"));
     let releases = dir.join("datasets/monthly/releases");
     let release = |month: &str| -> PathBuf { releases.join(month) };
 
@@ -367,7 +367,8 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     for step in [
         "POST /api/validate-yaml",
         "POST /api/repos/create",
-        "GET /api/datasets/kiln-e2e/monthly/tree/main/releases",
+        "GET /api/datasets/kiln-e2e/monthly/revision/main",
+        "GET /api/datasets/kiln-e2e/monthly/tree/",
         "POST /api/datasets/kiln-e2e/monthly/preupload/main",
         "POST /datasets/kiln-e2e/monthly.git/info/lfs/objects/batch",
         "PUT /lfs-store/kiln-e2e/monthly/",
@@ -401,6 +402,30 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         let tag = row.image.rsplit(':').next().unwrap_or_default();
         assert!(tags.iter().any(|t| t == tag), "{tag} not in {tags:?}");
     }
+
+    // October exported again with one row a shard: the push deletes the shard the Hub holds
+    // from before, or the default config would read its rows twice.
+    std::fs::write(
+        &config,
+        config_text.replace(
+            "license = \"mit\"\n",
+            "license = \"mit\"\nrows_per_shard = 1\n",
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let smaller = refresh(&config, "2024-10");
+    assert!(smaller.status.success(), "{}", text(&smaller));
+    assert_eq!(split_rows(&oct, "verified").len(), 2);
+    assert!(oct.join("data/verified-00001-of-00002.parquet").exists());
+    let repushed = push(&oct, &hub, &[]);
+    assert!(repushed.status.success(), "{}", text(&repushed));
+    assert!(
+        String::from_utf8_lossy(&repushed.stdout)
+            .contains("deleted releases/2024-10/data/verified-00000-of-00001.parquet"),
+        "{}",
+        text(&repushed)
+    );
+    assert!(hub.problems().is_empty(), "{:#?}", hub.problems());
 
     // `datasets` and pandas read the releases back from the Hub: the default config joins
     // every month's test split and the latest frozen splits; a month's config holds that month.

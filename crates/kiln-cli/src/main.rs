@@ -537,11 +537,17 @@ async fn push_release(
         options.endpoint,
         report.files.len()
     );
+    for image in &report.images_skipped {
+        println!("  image {image} left alone: it is not named in the release's registry");
+    }
     if dry_run {
         for (path, size) in &report.files {
             println!("  {path} ({size} bytes)");
         }
         return Ok(());
+    }
+    for path in &report.deleted {
+        println!("  deleted {path} (an earlier push of the release had it)");
     }
     match (&report.commit, &report.commit_url) {
         (Some(commit), url) => println!(

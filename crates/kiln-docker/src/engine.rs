@@ -398,6 +398,49 @@ fn describe(e: &BollardError) -> String {
     }
 }
 
+/// The registry host of an image name (`registry.example.com:5000/team/x` gives
+/// `registry.example.com:5000`), or `docker.io` when the first part is no host.
+fn registry_host(repo: &str) -> &str {
+    match repo.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
+        _ => "docker.io",
+    }
+}
+
+/// The login `docker login` stored for `host` in the client's config
+/// (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): the engine keeps no
+/// credentials of its own, so a push sends them. Credential helpers (`credsStore`) are not
+/// run; a push needing them fails with the registry's refusal.
+fn registry_credentials(host: &str) -> Option<bollard::auth::DockerCredentials> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))?;
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).ok()?).ok()?;
+    let auths = config.get("auths")?.as_object()?;
+    let entry = auths
+        .iter()
+        .find(|(key, _)| {
+            let key = key
+                .trim_start_matches("https://")
+                .trim_start_matches("http://");
+            key.split('/').next() == Some(host)
+        })
+        .map(|(_, v)| v)?;
+    let auth = entry.get("auth")?.as_str()?;
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(auth)
+        .ok()?;
+    let (user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some(bollard::auth::DockerCredentials {
+        username: Some(user.to_string()),
+        password: Some(password.to_string()),
+        serveraddress: Some(host.to_string()),
+        ..Default::default()
+    })
+}
+
 /// Splits `repo[:tag]` at the tag's colon (a registry port's colon comes before a slash).
 fn split_tag(reference: &str) -> (&str, &str) {
     match reference.rfind(':') {
@@ -905,7 +948,8 @@ impl ContainerRuntime for DockerRuntime {
         let options = bollard::query_parameters::PushImageOptionsBuilder::new()
             .tag(tag)
             .build();
-        let mut stream = self.docker.push_image(repo, Some(options), None);
+        let credentials = registry_credentials(registry_host(repo));
+        let mut stream = self.docker.push_image(repo, Some(options), credentials);
         let mut digest = None;
         while let Some(item) = stream.next().await {
             match item {
@@ -984,7 +1028,18 @@ fn dockerfile_quote(value: &str) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::{parse_oom_kill, split_tag, timeout_arg};
+    use super::{parse_oom_kill, registry_host, split_tag, timeout_arg};
+
+    #[test]
+    fn registry_hosts_of_image_names() {
+        assert_eq!(registry_host("127.0.0.1:5000/kiln/env"), "127.0.0.1:5000");
+        assert_eq!(
+            registry_host("registry.example.com/team/x"),
+            "registry.example.com"
+        );
+        assert_eq!(registry_host("localhost/x"), "localhost");
+        assert_eq!(registry_host("kiln-env/demo"), "docker.io");
+    }
 
     #[test]
     fn tags_split_at_the_last_colon_after_the_last_slash() {

@@ -114,6 +114,19 @@ pub struct Outcome {
     pub unchanged: Vec<String>,
 }
 
+/// The commit an upload makes.
+#[derive(Debug, Clone, Default)]
+pub struct CommitPlan<'a> {
+    /// Its summary line.
+    pub summary: &'a str,
+    /// Its description.
+    pub description: &'a str,
+    /// Paths to delete in the same commit.
+    pub delete: Vec<String>,
+    /// The commit the Hub must still be at (the state the uploads were planned against).
+    pub parent: Option<&'a str>,
+}
+
 /// An entry of a repository listing.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct TreeEntry {
@@ -132,14 +145,6 @@ struct Prepared {
     /// Git's blob id of the contents, which the Hub reports for files not in LFS.
     git_sha1: String,
     sample: Vec<u8>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Reads `content` once, for its size, SHA-256, git blob id and first bytes.
@@ -183,14 +188,14 @@ fn prepare(upload: Upload) -> Result<Prepared, HubError> {
         let mut sha1 = Sha1::new();
         sha1.update(format!("blob {bytes_seen}\0").as_bytes());
         sha1.update(&blob);
-        hex(&sha1.finalize())
+        kiln_core::config::hex(&sha1.finalize())
     } else {
         String::new()
     };
     Ok(Prepared {
         upload,
         size: bytes_seen,
-        sha256: hex(&sha256.finalize()),
+        sha256: kiln_core::config::hex(&sha256.finalize()),
         git_sha1,
         sample,
     })
@@ -299,6 +304,17 @@ impl Hub {
         ok_statuses: &[u16],
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HubError> {
+        self.send_with(what, ok_statuses, self.retries, build).await
+    }
+
+    /// [`Hub::send`] with `retries` retries (0 for a request that must not be sent twice).
+    async fn send_with(
+        &self,
+        what: &str,
+        ok_statuses: &[u16],
+        retries: u32,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, HubError> {
         let mut wait = self.backoff;
         let mut attempt = 0;
         loop {
@@ -316,7 +332,7 @@ impl Hub {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    if !retryable || attempt > self.retries {
+                    if !retryable || attempt > retries {
                         let body = response.text().await.unwrap_or_default();
                         return Err(HubError::Status {
                             what: what.to_string(),
@@ -327,7 +343,9 @@ impl Hub {
                     after
                 }
                 Err(e) => {
-                    if attempt > self.retries {
+                    if attempt > retries {
+                        // Without its URL: a storage address carries a signature.
+                        let e = e.without_url();
                         return Err(HubError::Transport {
                             what: what.to_string(),
                             message: self.redact(&kiln_core::net::error_chain(&e)),
@@ -376,14 +394,18 @@ impl Hub {
         if response.status().as_u16() != 400 {
             return Ok(());
         }
-        let answer = Self::json(what, response).await?;
-        let messages: Vec<String> = answer
+        let body = response.text().await.unwrap_or_default();
+        let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let mut messages: Vec<String> = answer
             .get("errors")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .filter_map(|e| e.get("message").and_then(Value::as_str).map(str::to_string))
             .collect();
+        if messages.is_empty() {
+            messages.push(hub_message(&body));
+        }
         Err(HubError::Status {
             what: what.to_string(),
             status: 400,
@@ -402,15 +424,57 @@ impl Hub {
     ) -> Result<bool, HubError> {
         let (namespace, name) = split_repo(repo_id)?;
         let what = format!("create the dataset repository {repo_id}");
-        let body =
-            json!({"name": name, "organization": namespace, "type": "dataset", "private": private});
+        // `private` only when asked: an organisation's default visibility stands otherwise.
+        let mut body = json!({"name": name, "organization": namespace, "type": "dataset"});
+        if private {
+            body["private"] = json!(true);
+        }
         let response = self
-            .send(&what, &[409], || {
+            .send(&what, &[401, 403, 409], || {
                 self.authorized(self.http.post(self.api("/api/repos/create")))
                     .json(&body)
             })
             .await?;
-        Ok(response.status().as_u16() != 409)
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(true);
+        }
+        // A token that may write to the repository but not create repositories is refused
+        // here; as the official client does, ask whether the repository exists.
+        if self.head_commit(repo_id, "main").await.is_ok() {
+            return Ok(false);
+        }
+        let message = hub_message(&response.text().await.unwrap_or_default());
+        Err(HubError::Status {
+            what,
+            status,
+            message,
+        })
+    }
+
+    /// The commit `revision` of the repository points at.
+    ///
+    /// # Errors
+    /// When the repository or revision does not exist, or the Hub cannot be reached.
+    pub async fn head_commit(&self, repo_id: &str, revision: &str) -> Result<String, HubError> {
+        split_repo(repo_id)?;
+        let what = format!("read revision {revision} of {repo_id}");
+        let url = self.api(&format!(
+            "/api/datasets/{repo_id}/revision/{}",
+            quote(revision)
+        ));
+        let response = self
+            .send(&what, &[], || self.authorized(self.http.get(&url)))
+            .await?;
+        let answer = Self::json(&what, response).await?;
+        answer
+            .get("sha")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| HubError::Protocol {
+                what,
+                message: format!("no sha in {answer}"),
+            })
     }
 
     /// The entries directly under `path` of the repository at `revision` (the whole tree with
@@ -427,22 +491,57 @@ impl Hub {
     ) -> Result<Vec<TreeEntry>, HubError> {
         split_repo(repo_id)?;
         let what = format!("list {path} in {repo_id}");
-        let url = self.api(&format!(
+        let mut url = self.api(&format!(
             "/api/datasets/{repo_id}/tree/{}/{}?recursive={recursive}",
             quote(revision),
             path.trim_matches('/')
         ));
-        let response = self
-            .send(&what, &[404], || self.authorized(self.http.get(&url)))
-            .await?;
-        if response.status().as_u16() == 404 {
-            return Ok(Vec::new());
+        let mut entries = Vec::new();
+        loop {
+            let response = self
+                .send(&what, &[404], || self.authorized(self.http.get(&url)))
+                .await?;
+            if response.status().as_u16() == 404 {
+                // The path does not exist yet; a missing revision or repository is an error.
+                let code = response
+                    .headers()
+                    .get("x-error-code")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                if code == "EntryNotFound" || code.is_empty() {
+                    return Ok(entries);
+                }
+                return Err(HubError::Status {
+                    what,
+                    status: 404,
+                    message: code,
+                });
+            }
+            // Long listings come in pages, the next one named by `Link: <...>; rel="next"`.
+            let next = response
+                .headers()
+                .get("link")
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_link);
+            let value = Self::json(&what, response).await?;
+            let page: Vec<TreeEntry> =
+                serde_json::from_value(value).map_err(|e| HubError::Protocol {
+                    what: what.clone(),
+                    message: e.to_string(),
+                })?;
+            entries.extend(page);
+            match next {
+                Some(link) if same_origin(&link, &self.endpoint) => url = link,
+                Some(link) => {
+                    return Err(HubError::Protocol {
+                        what,
+                        message: format!("the next page is on another host: {}", origin(&link)),
+                    });
+                }
+                None => return Ok(entries),
+            }
         }
-        let value = Self::json(&what, response).await?;
-        serde_json::from_value(value).map_err(|e| HubError::Protocol {
-            what,
-            message: e.to_string(),
-        })
     }
 
     /// Puts `uploads` into the repository at `revision` in one commit with `summary` and
@@ -455,12 +554,23 @@ impl Hub {
         &self,
         repo_id: &str,
         revision: &str,
+        commit: &CommitPlan<'_>,
         uploads: Vec<Upload>,
-        summary: &str,
-        description: &str,
         note: &(dyn Fn(&str) + Sync),
     ) -> Result<Outcome, HubError> {
         split_repo(repo_id)?;
+        for path in uploads
+            .iter()
+            .map(|u| u.path_in_repo.as_str())
+            .chain(commit.delete.iter().map(String::as_str))
+        {
+            if !valid_path(Path::new(path)) || path.contains('\\') {
+                return Err(HubError::Protocol {
+                    what: format!("commit to {repo_id}"),
+                    message: format!("{path:?} is not a relative path inside the repository"),
+                });
+            }
+        }
         let prepared: Vec<Prepared> = uploads.into_iter().map(prepare).collect::<Result<_, _>>()?;
         let modes = self.preupload(repo_id, revision, &prepared).await?;
         let mut outcome = Outcome::default();
@@ -480,24 +590,33 @@ impl Hub {
                 changed.push((file, lfs));
             }
         }
+        // One object per content: files with the same bytes (two splits holding the same rows)
+        // are sent once, and the commit points every path at it.
+        let mut seen = std::collections::BTreeSet::new();
         let lfs_files: Vec<&Prepared> = changed
             .iter()
             .filter(|(_, l)| *l)
             .map(|(f, _)| *f)
+            .filter(|f| seen.insert(f.sha256.clone()))
             .collect();
         for chunk in lfs_files.chunks(BATCH) {
             self.upload_lfs(repo_id, revision, chunk, &mut outcome, note)
                 .await?;
         }
-        if changed.is_empty() {
+        if changed.is_empty() && commit.delete.is_empty() {
             note(&format!(
                 "{repo_id}: every file is unchanged on the Hub; no commit made"
             ));
             return Ok(outcome);
         }
         let mut body = String::new();
-        let header =
-            json!({"key": "header", "value": {"summary": summary, "description": description}});
+        let mut value = json!({"summary": commit.summary, "description": commit.description});
+        if let Some(parent) = commit.parent {
+            // The Hub refuses the commit (412) if another landed since: the uploads were
+            // planned against `parent`.
+            value["parentCommit"] = json!(parent);
+        }
+        let header = json!({"key": "header", "value": value});
         body.push_str(&header.to_string());
         body.push('\n');
         for (file, lfs) in &changed {
@@ -512,13 +631,20 @@ impl Hub {
             body.push_str(&line.to_string());
             body.push('\n');
         }
+        for path in &commit.delete {
+            let line = json!({"key": "deletedFile", "value": {"path": path}});
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
         let what = format!("commit to {repo_id}");
         let url = self.api(&format!(
             "/api/datasets/{repo_id}/commit/{}",
             quote(revision)
         ));
+        // Never sent twice: a commit that landed before its answer was lost would land again;
+        // a push run again finds what landed and sends only the rest.
         let response = self
-            .send(&what, &[], || {
+            .send_with(&what, &[], 0, || {
                 self.authorized(self.http.post(&url))
                     .header("content-type", "application/x-ndjson")
                     .body(body.clone())
@@ -661,7 +787,7 @@ impl Hub {
                     self.upload_parts(file, href, &header, chunk_size).await?;
                 }
                 None => {
-                    let bytes = read_range(&file.upload.content, 0, u64::MAX)?;
+                    let bytes = bytes::Bytes::from(read_range(&file.upload.content, 0, u64::MAX)?);
                     self.send(&format!("upload {path}"), &[], || {
                         self.http.put(href).body(bytes.clone())
                     })
@@ -675,6 +801,16 @@ impl Hub {
                         message: format!("a verify action without href: {verify}"),
                     }
                 })?;
+                // The token goes to the Hub alone, never to an address on another host.
+                if !same_origin(verify_url, &self.endpoint) {
+                    return Err(HubError::Protocol {
+                        what: format!("verify {path}"),
+                        message: format!(
+                            "the verify address is not on the Hub ({}), and it would be sent the token",
+                            origin(verify_url)
+                        ),
+                    });
+                }
                 let body = json!({"oid": file.sha256, "size": file.size});
                 self.send(&format!("verify the upload of {path}"), &[], || {
                     self.authorized(self.http.post(verify_url))
@@ -727,7 +863,11 @@ impl Hub {
         }
         let mut etags = Vec::new();
         for (index, (number, url)) in parts.iter().enumerate() {
-            let bytes = read_range(&file.upload.content, index as u64 * chunk_size, chunk_size)?;
+            let bytes = bytes::Bytes::from(read_range(
+                &file.upload.content,
+                index as u64 * chunk_size,
+                chunk_size,
+            )?);
             let response = self
                 .send(&format!("upload part {number} of {path}"), &[], || {
                     self.http.put(url).body(bytes.clone())
@@ -752,6 +892,37 @@ impl Hub {
         .await?;
         Ok(())
     }
+}
+
+/// `scheme://host[:port]` of a URL.
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after_scheme..]
+        .find('/')
+        .map_or(url.len(), |i| after_scheme + i);
+    &url[..end]
+}
+
+/// Whether two URLs share scheme, host and port.
+fn same_origin(url: &str, endpoint: &str) -> bool {
+    origin(url).eq_ignore_ascii_case(origin(endpoint))
+}
+
+/// The `rel="next"` address of a `Link` header.
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| p.trim() == "rel=\"next\"")
+            .then(|| {
+                target
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            })
+    })
 }
 
 /// `(namespace, name)` of `namespace/name`.
@@ -859,6 +1030,18 @@ mod tests {
         assert!(split_repo("ns/a b").is_err());
         assert_eq!(quote("refs/pr/1"), "refs%2Fpr%2F1");
         assert_eq!(quote("main"), "main");
+    }
+
+    #[test]
+    fn origins_and_links() {
+        assert!(same_origin("https://hf.co/a?x=1", "https://hf.co"));
+        assert!(!same_origin("https://s3.example/a", "https://hf.co"));
+        assert!(!same_origin("http://hf.co:81/a", "http://hf.co"));
+        assert_eq!(
+            next_link(r#"<https://hf.co/api/x?cursor=abc>; rel="next""#).as_deref(),
+            Some("https://hf.co/api/x?cursor=abc")
+        );
+        assert_eq!(next_link(r#"<https://hf.co/p1>; rel="prev""#), None);
     }
 
     #[test]

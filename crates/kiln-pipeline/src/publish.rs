@@ -8,19 +8,19 @@
 //! one release. Pushing the same release again sends nothing and makes no commit; a push cut off
 //! after some uploads sends only what the Hub does not hold yet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use kiln_core::{ContainerRuntime, Event, Reporter};
-use kiln_hub::{Content, Hub, Upload};
+use kiln_hub::{CommitPlan, Content, Hub, Upload};
 
 use crate::PipelineError;
 use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest};
 
 /// Where and how to push.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PushOptions {
     /// `namespace/name` of the dataset repository.
     pub repo: String,
@@ -32,6 +32,18 @@ pub struct PushOptions {
     pub private: bool,
     /// Say what would be pushed, push nothing, reach no server.
     pub dry_run: bool,
+}
+
+impl std::fmt::Debug for PushOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushOptions")
+            .field("repo", &self.repo)
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("private", &self.private)
+            .field("dry_run", &self.dry_run)
+            .finish()
+    }
 }
 
 /// What a push did (or, dry, would do).
@@ -53,6 +65,11 @@ pub struct PushReport {
     pub already_stored: Vec<String>,
     /// Files equal to the Hub's, left out of the commit.
     pub unchanged: Vec<String>,
+    /// Files of an earlier push of the release that it no longer has, deleted.
+    pub deleted: Vec<String>,
+    /// Images the release names that are not in its registry (rows made before the registry
+    /// was set), left alone.
+    pub images_skipped: Vec<String>,
 }
 
 fn hub_error(e: kiln_hub::HubError) -> PipelineError {
@@ -62,7 +79,26 @@ fn hub_error(e: kiln_hub::HubError) -> PipelineError {
 /// Checks that every file `release.json` lists is there with its size and hash: a release
 /// edited after its export is not pushed.
 fn verify(release_dir: &Path, manifest: &ReleaseManifest) -> Result<(), PipelineError> {
+    let invalid = |message: String| PipelineError::Input {
+        what: release_dir.join(RELEASE_FILE).display().to_string(),
+        message,
+    };
+    let tag_ok = !manifest.tag.is_empty()
+        && !manifest.tag.starts_with('.')
+        && manifest
+            .tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !tag_ok {
+        return Err(invalid(format!("{:?} is not a release tag", manifest.tag)));
+    }
     for listed in manifest.all_files() {
+        if !kiln_hub::valid_path(Path::new(&listed.path)) {
+            return Err(invalid(format!(
+                "{:?} is not a path inside the release",
+                listed.path
+            )));
+        }
         let found = ReleaseFile::read(release_dir, &listed.path)?;
         if &found != listed {
             return Err(PipelineError::Input {
@@ -82,16 +118,24 @@ fn yaml(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
-/// The repository's root card: configs over every release, and what they hold.
+/// The repository's root card: a config per release with the splits it holds, and a default
+/// config joining every release's main split with the latest release's frozen splits.
+/// `releases` maps each tag to its splits (the Hub's, and this release's).
 #[must_use]
-pub fn root_card(manifest: &ReleaseManifest, tags: &BTreeSet<String>) -> String {
-    let latest = tags
-        .iter()
+pub fn root_card(
+    manifest: &ReleaseManifest,
+    releases: &BTreeMap<String, BTreeSet<String>>,
+) -> String {
+    let main = &manifest.main_split;
+    let latest = releases
+        .keys()
         .next_back()
         .cloned()
         .unwrap_or_else(|| manifest.tag.clone());
-    let main = &manifest.main_split;
-    let frozen: Vec<&String> = manifest.frozen.keys().collect();
+    let frozen: Vec<&String> = releases
+        .get(&latest)
+        .map(|splits| splits.iter().filter(|s| *s != main).collect())
+        .unwrap_or_default();
     let mut card = String::from("---\n");
     let _ = writeln!(card, "pretty_name: {}", yaml(&manifest.dataset));
     if !manifest.license.is_empty() {
@@ -99,36 +143,28 @@ pub fn root_card(manifest: &ReleaseManifest, tags: &BTreeSet<String>) -> String 
     }
     card.push_str("tags:\n- \"code\"\n- \"swe-bench\"\n- \"kiln\"\nconfigs:\n");
     card.push_str("- config_name: default\n  data_files:\n");
-    let _ = writeln!(
-        card,
-        "  - split: {main}\n    path: releases/*/data/{main}-*"
-    );
+    let split_line = |card: &mut String, split: &str, path: String| {
+        let _ = writeln!(card, "  - split: {split}\n    path: {}", yaml(&path));
+    };
+    split_line(&mut card, main, format!("releases/*/data/{main}-*"));
     for split in &frozen {
-        let _ = writeln!(
-            card,
-            "  - split: {split}\n    path: releases/{latest}/data/{split}-*"
+        split_line(
+            &mut card,
+            split,
+            format!("releases/{latest}/data/{split}-*"),
         );
     }
-    for tag in tags {
+    for (tag, splits) in releases {
         let _ = writeln!(card, "- config_name: {}\n  data_files:", yaml(tag));
-        let _ = writeln!(
-            card,
-            "  - split: {main}\n    path: releases/{tag}/data/{main}-*"
-        );
-        // The frozen splits of the release pushed now are known; other releases are assumed
-        // to hold the same ones, as frozen splits are kept from release to release.
-        for split in &frozen {
-            let _ = writeln!(
-                card,
-                "  - split: {split}\n    path: releases/{tag}/data/{split}-*"
-            );
+        for split in splits {
+            split_line(&mut card, split, format!("releases/{tag}/data/{split}-*"));
         }
     }
     card.push_str("---\n\n");
     let _ = writeln!(card, "# {}\n", manifest.dataset);
     let _ = writeln!(
         card,
-        "Task instances built and validated by kiln, published as monthly releases under `releases/<tag>/`, \
+        "Task instances built and validated by kiln, published as releases under `releases/<tag>/`, \
          each with its own card. The default config's `{main}` split holds every release's new instances \
          together (an instance is published in one release only){}; a config named after a release holds \
          that release alone.\n",
@@ -148,16 +184,23 @@ pub fn root_card(manifest: &ReleaseManifest, tags: &BTreeSet<String>) -> String 
     card.push_str("```python\nimport datasets\n");
     let _ = writeln!(
         card,
-        "everything = datasets.load_dataset(\"<this repository>\", split=\"{main}\")\none_month = datasets.load_dataset(\"<this repository>\", \"{latest}\", split=\"{main}\")\n```\n"
+        "everything = datasets.load_dataset(\"<this repository>\", split=\"{main}\")\none_release = datasets.load_dataset(\"<this repository>\", \"{latest}\", split=\"{main}\")\n```\n"
     );
     card.push_str("| release | card |\n|---|---|\n");
-    for tag in tags.iter().rev() {
+    for tag in releases.keys().rev() {
         let _ = writeln!(
             card,
             "| {tag} | [releases/{tag}/README.md](releases/{tag}/README.md) |"
         );
     }
     card
+}
+
+/// The split of a shard path (`data/lite-00000-of-00001.parquet` is `lite`).
+fn shard_split(path: &str) -> Option<&str> {
+    let name = path.strip_prefix("data/")?.strip_suffix(".parquet")?;
+    let (head, _) = name.rsplit_once("-of-")?;
+    head.rsplit_once('-').map(|(split, _)| split)
 }
 
 /// Pushes the release at `release_dir`: its images to their registry (when it names one), then
@@ -185,35 +228,81 @@ pub async fn push(
             content: Content::File(release_dir.join(&path)),
         })
         .collect();
+    let own_splits: BTreeSet<String> = manifest.splits.keys().cloned().collect();
     let hub = Hub::new(&options.endpoint, options.token.clone()).map_err(hub_error)?;
-    let mut tags = BTreeSet::from([manifest.tag.clone()]);
+    let mut releases: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut on_hub: Vec<String> = Vec::new();
+    let mut parent = None;
     if options.dry_run {
         // No server is asked: the releases next to this one stand in for the Hub's.
         if let Some(dir) = release_dir.parent() {
             for tag in kiln_store::analytics::release_tags(dir)? {
-                if dir.join(&tag).join(RELEASE_FILE).exists() {
-                    tags.insert(tag);
+                if let Ok(other) = ReleaseManifest::read(&dir.join(&tag)) {
+                    releases.insert(tag, other.splits.keys().cloned().collect());
                 }
             }
         }
     } else {
-        for entry in hub
-            .list_tree(&options.repo, "main", "releases", false)
+        // Cards first: a card the Hub would not read stops the push before anything is sent.
+        let release_card = std::fs::read_to_string(release_dir.join("README.md")).map_err(|e| {
+            PipelineError::Input {
+                what: release_dir.join("README.md").display().to_string(),
+                message: e.to_string(),
+            }
+        })?;
+        hub.validate_card(&release_card).await.map_err(|e| {
+            PipelineError::Publish(format!("have the Hub accept the card of {prefix}: {e}"))
+        })?;
+        if hub
+            .create_dataset_repo(&options.repo, options.private)
             .await
             .map_err(hub_error)?
         {
-            if entry.kind == "directory"
-                && let Some(tag) = entry.path.strip_prefix("releases/")
-            {
-                tags.insert(tag.to_string());
-            }
+            note(format!("created the dataset repository {}", options.repo));
         }
+        let head = hub
+            .head_commit(&options.repo, "main")
+            .await
+            .map_err(hub_error)?;
+        for entry in hub
+            .list_tree(&options.repo, &head, "releases", true)
+            .await
+            .map_err(hub_error)?
+        {
+            if entry.kind != "file" {
+                continue;
+            }
+            let Some((tag, path)) = entry
+                .path
+                .strip_prefix("releases/")
+                .and_then(|p| p.split_once('/'))
+            else {
+                continue;
+            };
+            if let Some(split) = shard_split(path) {
+                releases
+                    .entry(tag.to_string())
+                    .or_default()
+                    .insert(split.to_string());
+            }
+            on_hub.push(entry.path.clone());
+        }
+        parent = Some(head);
     }
-    let card = root_card(&manifest, &tags);
+    releases.insert(manifest.tag.clone(), own_splits);
+    let card = root_card(&manifest, &releases);
     uploads.push(Upload {
         path_in_repo: "README.md".into(),
         content: Content::Bytes(card.clone().into_bytes()),
     });
+    // What an earlier push of this release left that it no longer has (a shard of a split that
+    // now has fewer shards, a frozen split dropped): deleted in the same commit, or the default
+    // config would read those rows too.
+    let sending: BTreeSet<&str> = uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
+    let delete: Vec<String> = on_hub
+        .into_iter()
+        .filter(|p| p.starts_with(&format!("{prefix}/")) && !sending.contains(p.as_str()))
+        .collect();
     let mut report = PushReport {
         tag: manifest.tag.clone(),
         files: uploads
@@ -226,52 +315,41 @@ pub async fn push(
                 (u.path_in_repo.clone(), size)
             })
             .collect(),
+        deleted: delete.clone(),
         ..PushReport::default()
     };
+    // Only the images named in the registry are pushed: a row made before `image_registry`
+    // was set names a local image, which must not go to whatever registry its name implies.
+    let mut images = Vec::new();
+    if let Some(registry) = &manifest.image_registry {
+        for image in &manifest.images {
+            if image.starts_with(&format!("{registry}/")) {
+                images.push(image.clone());
+            } else {
+                report.images_skipped.push(image.clone());
+            }
+        }
+    }
     if options.dry_run {
-        report.images = manifest
-            .image_registry
-            .as_ref()
-            .map(|_| manifest.images.iter().map(|i| (i.clone(), None)).collect())
-            .unwrap_or_default();
+        report.images = images.into_iter().map(|i| (i, None)).collect();
         return Ok(report);
     }
-    if manifest.image_registry.is_some() {
+    hub.validate_card(&card)
+        .await
+        .map_err(|e| PipelineError::Publish(format!("have the Hub accept the root card: {e}")))?;
+    if !images.is_empty() {
         let Some(runtime) = runtime else {
             return Err(PipelineError::NoEngine("push".into()));
         };
-        for image in &manifest.images {
+        for image in images {
             note(format!("pushing image {image}"));
-            let digest = runtime.push_image(image, &mut |_| {}).await.map_err(|e| {
+            let digest = runtime.push_image(&image, &mut |_| {}).await.map_err(|e| {
                 PipelineError::Publish(format!(
                     "push the environment image {image} to its registry: {e}"
                 ))
             })?;
-            report.images.push((image.clone(), digest));
+            report.images.push((image, digest));
         }
-    }
-    for card_path in ["README.md", &format!("{prefix}/README.md")] {
-        let text = match uploads.iter().find(|u| u.path_in_repo == card_path) {
-            Some(Upload {
-                content: Content::Bytes(b),
-                ..
-            }) => String::from_utf8_lossy(b).into_owned(),
-            Some(Upload {
-                content: Content::File(p),
-                ..
-            }) => std::fs::read_to_string(p).unwrap_or_default(),
-            None => continue,
-        };
-        hub.validate_card(&text).await.map_err(|e| {
-            PipelineError::Publish(format!("have the Hub accept the card {card_path}: {e}"))
-        })?;
-    }
-    if hub
-        .create_dataset_repo(&options.repo, options.private)
-        .await
-        .map_err(hub_error)?
-    {
-        note(format!("created the dataset repository {}", options.repo));
     }
     let rows: Vec<String> = manifest
         .splits
@@ -286,21 +364,46 @@ pub async fn push(
         manifest.kiln_version,
         manifest.schema_version
     );
+    let plan = CommitPlan {
+        summary: &summary,
+        description: &description,
+        delete,
+        parent: parent.as_deref(),
+    };
     let outcome = hub
-        .upload(
-            &options.repo,
-            "main",
-            uploads,
-            &summary,
-            &description,
-            &|line: &str| note(line.to_string()),
-        )
+        .upload(&options.repo, "main", &plan, uploads, &|line: &str| {
+            note(line.to_string());
+        })
         .await
-        .map_err(hub_error)?;
+        .map_err(|e| match e {
+            kiln_hub::HubError::Status { status: 412, .. } => PipelineError::Publish(format!(
+                "commit to {}: another commit landed while kiln prepared this one; run the push again",
+                options.repo
+            )),
+            other => hub_error(other),
+        })?;
     report.commit = outcome.commit;
     report.commit_url = outcome.commit_url;
     report.sent = outcome.sent;
     report.already_stored = outcome.already_stored;
     report.unchanged = outcome.unchanged;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shard_split;
+
+    #[test]
+    fn shard_paths_name_their_split() {
+        assert_eq!(
+            shard_split("data/test-00000-of-00002.parquet"),
+            Some("test")
+        );
+        assert_eq!(
+            shard_split("data/lite_v2-00001-of-00002.parquet"),
+            Some("lite_v2")
+        );
+        assert_eq!(shard_split("README.md"), None);
+    }
 }

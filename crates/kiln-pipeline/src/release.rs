@@ -65,18 +65,9 @@ impl ReleaseFile {
         Ok(Self {
             path: path.to_string(),
             bytes: bytes.len() as u64,
-            sha256: hex(&Sha256::digest(&bytes)),
+            sha256: kiln_core::config::hex(&Sha256::digest(&bytes)),
         })
     }
-}
-
-/// Lowercase hex of bytes.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// One split of a release.

@@ -9,7 +9,7 @@
 //!    and writes: the figures are the write's seconds and its peak RSS above the rows'.
 //! 2. Dedupe of ROWS new rows against three earlier releases of ROWS rows each (5 % of the new
 //!    rows share an id with an earlier row, 3 % a pull request under another id, 1 % repeat a
-//!    pull request within the export): kiln's polars analytics ([`Published::before`] then
+//!    pull request within the export): kiln's polars analytics ([`Published::except`] then
 //!    [`dedupe`]) against pandas doing the same three rules over the same Parquet shards; both
 //!    must keep the same rows.
 //!
@@ -400,7 +400,7 @@ fn main() -> Result<()> {
         }
     }
     let started = Instant::now();
-    let published = Published::before(&releases, "2024-04", "test")?;
+    let published = Published::except(&releases, "2024-04", "test")?;
     let deduped = dedupe(&fresh, &published, "2024-04")?;
     let polars_s = started.elapsed().as_secs_f64();
     let pandas = figures(

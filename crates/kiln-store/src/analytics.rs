@@ -112,22 +112,23 @@ pub struct Published {
 }
 
 impl Published {
-    /// The keys of split `split` of every release under `releases_dir` whose tag sorts before
-    /// `tag` (for monthly tags: every earlier month).
+    /// The keys of split `split` of every release under `releases_dir` but `tag`: whichever
+    /// release published an instance first, no other may publish it again (a month refreshed
+    /// again after later months were released checks those too).
     ///
     /// # Errors
     /// When a release directory or shard cannot be read.
-    pub fn before(releases_dir: &Path, tag: &str, split: &str) -> Result<Self, StoreError> {
+    pub fn except(releases_dir: &Path, tag: &str, split: &str) -> Result<Self, StoreError> {
         let mut frame = empty_keys(&KEY_COLUMNS);
-        for earlier in release_tags(releases_dir)?
+        for other in release_tags(releases_dir)?
             .iter()
-            .filter(|t| t.as_str() < tag)
+            .filter(|t| t.as_str() != tag)
         {
-            let shards = split_shards(&releases_dir.join(earlier), split)?;
-            let keys = read_columns(&shards, &KEY_COLUMNS, earlier)?;
+            let shards = split_shards(&releases_dir.join(other), split)?;
+            let keys = read_columns(&shards, &KEY_COLUMNS, other)?;
             frame
                 .vstack_mut(&keys)
-                .map_err(|e| polars_error(&releases_dir.join(earlier), &e))?;
+                .map_err(|e| polars_error(&releases_dir.join(other), &e))?;
         }
         Ok(Self { frame })
     }
@@ -150,9 +151,9 @@ impl Published {
 pub struct Duplicate {
     /// The row's instance id.
     pub instance_id: String,
-    /// `instance_id` (an earlier release has the same id), `pull_request` (an earlier release
-    /// has the same repository and pull request under another id), or `repeated` (this export
-    /// has the pull request twice; the first id in order is kept).
+    /// `instance_id` (another release has the same id), `pull_request` (another release has
+    /// the same repository and pull request under another id), or `repeated` (this export has
+    /// the id, or the pull request, twice; the first in id order is kept).
     pub key: String,
     /// The release holding the row it duplicates (this release's tag for `repeated`).
     pub release: String,
@@ -171,8 +172,8 @@ pub struct Deduped {
 
 /// Leaves out the rows already published: by instance id, then by repository and pull request
 /// number (a renamed repository or a second source naming the same pull request differently),
-/// then the second of two rows of this export for one pull request. `tag` names this release
-/// in `repeated` records.
+/// then the second of two rows of this export with one id or one pull request. `tag` names
+/// this release in `repeated` records.
 ///
 /// # Errors
 /// When a polars join fails (a bug, not an input problem).
@@ -242,6 +243,7 @@ pub fn dedupe(
         }
     }
     let mut seen: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    let mut ids: BTreeSet<&str> = BTreeSet::new();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|a, b| rows[*a].instance_id.cmp(&rows[*b].instance_id));
     for i in order {
@@ -249,6 +251,18 @@ pub fn dedupe(
             continue;
         }
         let row = &rows[i];
+        if !ids.insert(row.instance_id.as_str()) {
+            dropped.insert(
+                i,
+                Duplicate {
+                    instance_id: row.instance_id.clone(),
+                    key: "repeated".into(),
+                    release: tag.to_string(),
+                    duplicates: row.instance_id.clone(),
+                },
+            );
+            continue;
+        }
         if let Some(pull) = row.pull_number.as_deref() {
             if let Some(first) = seen.get(&(row.repo.as_str(), pull)) {
                 dropped.insert(

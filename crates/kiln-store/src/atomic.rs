@@ -101,6 +101,52 @@ pub(crate) fn parent(path: &Path) -> &Path {
     }
 }
 
+/// Where [`replace_dir`] keeps the directory it replaces until the new one is in place.
+fn aside(target: &Path) -> Result<PathBuf, StoreError> {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| StoreError::invalid(target, "path has no file name"))?;
+    Ok(parent(target).join(format!(".{name}.old")))
+}
+
+/// Puts the directory `staged` in place of `target`, which may not exist: `target` is renamed
+/// aside, `staged` renamed into place, then the old directory removed. Readers see the old
+/// directory or the new one whole; a crash between the two renames leaves the old one aside,
+/// and [`recover_replaced`] puts it back.
+pub fn replace_dir(staged: &Path, target: &Path) -> Result<(), StoreError> {
+    let old = aside(target)?;
+    if old.exists() {
+        fs::remove_dir_all(&old).map_err(|e| StoreError::io("remove", &old, e))?;
+    }
+    let had_target = target.exists();
+    if had_target {
+        fs::rename(target, &old).map_err(|e| StoreError::io("move aside", target, e))?;
+    }
+    fs::rename(staged, target).map_err(|e| StoreError::io("move into place", staged, e))?;
+    sync_dir(parent(target))?;
+    if had_target {
+        fs::remove_dir_all(&old).map_err(|e| StoreError::io("remove", &old, e))?;
+    }
+    Ok(())
+}
+
+/// Undoes a [`replace_dir`] a crash cut short: when `target` is missing and the directory it
+/// replaced is still aside, that directory goes back; an aside copy next to a `target` is the
+/// leftover of a finished replacement and is removed.
+pub fn recover_replaced(target: &Path) -> Result<(), StoreError> {
+    let old = aside(target)?;
+    if !old.exists() {
+        return Ok(());
+    }
+    if target.exists() {
+        fs::remove_dir_all(&old).map_err(|e| StoreError::io("remove", &old, e))
+    } else {
+        fs::rename(&old, target).map_err(|e| StoreError::io("restore", &old, e))?;
+        sync_dir(parent(target))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

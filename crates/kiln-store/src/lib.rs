@@ -36,16 +36,13 @@ mod release;
 mod run;
 mod stage;
 
-pub use atomic::{sync_dir, write_atomic};
+pub use atomic::{recover_replaced, replace_dir, sync_dir, write_atomic};
 pub use convert::{
     META_SCHEMA_VERSION, META_TABLE, arrow_schema, batch_to_rows, read_parquet, rows_to_batch,
     table_schema, write_parquet,
 };
 pub use error::{ConvertError, StoreError};
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
-pub use release::{
-    CardMeta, release_split_rows, remove_other_splits, shard_name, write_dataset_card,
-    write_release,
-};
+pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};
 pub use run::{RUN_FILE, RunInfo, RunStore, latest, run_ids, runs_dir, time_id};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

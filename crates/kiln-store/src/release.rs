@@ -198,33 +198,6 @@ pub fn write_dataset_card(
     Ok(path)
 }
 
-/// Removes the shards of splits other than `keep` from the release at `release_dir` (a split
-/// an earlier export of the same tag wrote and this one does not).
-pub fn remove_other_splits(release_dir: &Path, keep: &[&str]) -> Result<(), StoreError> {
-    let data = release_dir.join("data");
-    let entries = match fs::read_dir(&data) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(StoreError::io("list", &data, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| StoreError::io("list", &data, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let is_shard = name
-            .strip_suffix(".parquet")
-            .and_then(|stem| stem.rsplit_once("-of-"))
-            .and_then(|(head, _)| head.rsplit_once('-'))
-            .is_some_and(|(split, _)| !keep.contains(&split) && is_shard_of(&name, split));
-        if is_shard {
-            let path = entry.path();
-            fs::remove_file(&path).map_err(|e| StoreError::io("remove old shard", &path, e))?;
-        }
-    }
-    sync_dir(&data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,6 +98,8 @@ struct State {
     problems: Vec<String>,
     /// LFS objects larger than this are uploaded in parts of this size.
     part_size: Option<u64>,
+    /// Entries per page of a tree listing (the Hub's is 1,000 without `expand`).
+    page_size: Option<usize>,
     /// Requests whose path contains the key are answered with the status, that many times.
     faults: Vec<(String, u16, usize)>,
 }
@@ -188,6 +190,13 @@ impl FakeHub {
     pub fn set_part_size(&self, bytes: u64) {
         if let Ok(mut state) = self.state.lock() {
             state.part_size = Some(bytes.max(1));
+        }
+    }
+
+    /// Tree listings come in pages of `entries`, each naming the next in a `Link` header.
+    pub fn set_page_size(&self, entries: usize) {
+        if let Ok(mut state) = self.state.lock() {
+            state.page_size = Some(entries.max(1));
         }
     }
 
@@ -335,7 +344,7 @@ fn handle(state: &mut State, request: Request, base: &str) -> Reply {
     match (method, verb) {
         ("POST", "preupload") => preupload(state, &request, &repo),
         ("POST", "commit") => commit(state, &request, &repo, revision_and_path, base),
-        ("GET", "tree") => tree(state, &request, &repo, revision_and_path),
+        ("GET", "tree") => tree(state, &request, &repo, revision_and_path, base),
         ("POST", "paths-info") => paths_info(state, &request, &repo, revision_and_path),
         ("GET", "" | "revision") => info(state, &repo, revision_and_path),
         _ => error(404, &format!("no route for {method} {path}")),
@@ -863,7 +872,7 @@ fn revision_path(rest: &str) -> (&str, &str) {
     (revision, path.trim_matches('/'))
 }
 
-fn tree(state: &State, request: &Request, repo: &str, rest: &str) -> Reply {
+fn tree(state: &State, request: &Request, repo: &str, rest: &str, base: &str) -> Reply {
     let (revision, dir) = revision_path(rest);
     let Some(commit) = state.repos.get(repo).and_then(|r| r.at(revision)) else {
         return error(404, &format!("Revision not found: {revision}"))
@@ -904,7 +913,24 @@ fn tree(state: &State, request: &Request, repo: &str, rest: &str) -> Reply {
                 .or_insert_with(|| directory_entry(&d));
         }
     }
-    Reply::json(200, &Value::Array(entries.into_values().collect()))
+    let all: Vec<Value> = entries.into_values().collect();
+    let page = state.page_size.unwrap_or(1000);
+    let start: usize = request
+        .query_param("cursor")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let end = (start + page).min(all.len());
+    let mut reply = Reply::json(200, &Value::Array(all[start.min(end)..end].to_vec()));
+    if end < all.len() {
+        reply = reply.with_header(
+            "link",
+            format!(
+                "<{base}{}?recursive={recursive}&cursor={end}>; rel=\"next\"",
+                request.path
+            ),
+        );
+    }
+    reply
 }
 
 fn paths_info(state: &State, request: &Request, repo: &str, revision: &str) -> Reply {
@@ -1061,8 +1087,8 @@ fn percent_decode(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16)
+            && let Some(hex) = bytes.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(&String::from_utf8_lossy(hex), 16)
         {
             out.push(b);
             i += 3;
@@ -1097,5 +1123,6 @@ mod tests {
         assert_eq!(parse_range("bytes=-3", 10), Some((7, 9)));
         assert_eq!(parse_range("bytes=8-", 10), Some((8, 9)));
         assert_eq!(percent_decode("a%2Fb%20c"), "a/b c");
+        assert_eq!(percent_decode("%é%"), "%é%");
     }
 }

@@ -447,6 +447,15 @@ impl Pipeline {
                 NodeSettings::Export(export) if export.tag.is_empty() => {
                     export.tag = month.to_string();
                 }
+                NodeSettings::Export(export) => {
+                    return Err(format!(
+                        "export stage `{}` has tag = \"{}\": a refresh tags each release with its month; \
+                         leave `tag` empty in {}",
+                        node.name,
+                        export.tag,
+                        self.path.display()
+                    ));
+                }
                 _ => {}
             }
         }
@@ -613,8 +622,19 @@ fn cut_long(text: &str, max: usize) -> String {
 /// Lowercase hex SHA-256 of bytes.
 #[must_use]
 pub fn hex_sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of bytes (a digest).
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// The longest duration any setting takes: a week. Longer ones are typos, and timeouts are
@@ -856,7 +876,7 @@ kind = "transmogrify"
         assert!(pipeline.node("export").is_some_and(Node::uses_engine));
 
         let bad = format!(
-            "{GOOD}split = \"te-st\"\nimage_registry = \"https://r.example.com/\"\n\
+            "{GOOD}split = \"te-st\"\ntag = \"../up\"\nimage_registry = \"https://r.example.com/\"\n\
              [stages.export.frozen.lite]\nsample = 0\n\
              [stages.export.frozen.both]\nsample = 5\nids = \"x.txt\"\n\
              [stages.export.frozen.none]\nseed = 5\n\
@@ -865,6 +885,7 @@ kind = "transmogrify"
         let message = errors(&bad);
         for line in [
             "stages.export.split: \"te-st\" is not a split name",
+            "stages.export.tag: \"../up\" is not a release tag",
             "stages.export.image_registry: \"https://r.example.com/\" is not a registry reference",
             "stages.export.frozen.lite.sample: 0 is out of range 1..=1000000",
             "stages.export.frozen.both: give either `sample` (with `seed`) or `ids`, not both",
@@ -873,7 +894,7 @@ kind = "transmogrify"
         ] {
             assert!(message.contains(line), "missing {line:?} in:\n{message}");
         }
-        assert_eq!(message.lines().count(), 6, "{message}");
+        assert_eq!(message.lines().count(), 7, "{message}");
     }
 
     #[test]

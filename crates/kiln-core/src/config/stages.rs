@@ -305,7 +305,26 @@ impl Compiler<'_> {
         if let Ok(name) = &split {
             self.split_name(split_at, &keys.path("split"), name);
         }
+        let tag_at = keys.get("tag").map_or(keys.at, |v| v.span().start);
         let tag = self.string_or(keys, "tag", "");
+        if let Ok(tag) = &tag
+            && !tag.is_empty()
+            && (tag.starts_with('.')
+                || tag.len() > 100
+                || !tag
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            let path = keys.path("tag");
+            self.error_at(
+                tag_at,
+                &path,
+                format!(
+                    "\"{}\" is not a release tag: use ASCII letters, digits, '.', '_' and '-', not first '.' (it names a directory and a path on the Hub)",
+                    super::cut(tag)
+                ),
+            );
+        }
         let rows = self.int(keys, "rows_per_shard", 10_000, 1, 10_000_000);
         let license = self.string_or(keys, "license", "");
         let image_registry = self.string_or(keys, "image_registry", "");

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kiln_hub::{Content, Hub, HubError, Upload};
+use kiln_hub::{CommitPlan, Content, Hub, HubError, Upload};
 use kiln_testkit::hub::FakeHub;
 
 const TOKEN: &str = "hf_kiln_test_token";
@@ -40,6 +40,14 @@ fn big_file() -> Vec<u8> {
 
 fn quiet(_: &str) {}
 
+fn plan(summary: &'static str, description: &'static str) -> CommitPlan<'static> {
+    CommitPlan {
+        summary,
+        description,
+        ..CommitPlan::default()
+    }
+}
+
 #[tokio::test]
 async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
     let fake = FakeHub::start(&[TOKEN]).unwrap();
@@ -53,9 +61,8 @@ async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
         .upload(
             REPO,
             "main",
+            &plan("kiln release 2024-09", "one"),
             uploads(tmp.path(), &big),
-            "kiln release 2024-09",
-            "one",
             &quiet,
         )
         .await
@@ -95,7 +102,13 @@ async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
     }
     // The same files again: nothing sent, no commit.
     let again = client
-        .upload(REPO, "main", uploads(tmp.path(), &big), "again", "", &quiet)
+        .upload(
+            REPO,
+            "main",
+            &plan("again", ""),
+            uploads(tmp.path(), &big),
+            &quiet,
+        )
         .await
         .unwrap();
     assert_eq!(again.commit, None);
@@ -129,7 +142,13 @@ async fn a_push_cut_off_before_its_commit_resumes_without_sending_again() {
     // The commit endpoint fails more often than the client retries.
     fake.fail("/commit/", 503, 10);
     let error = client
-        .upload(REPO, "main", uploads(tmp.path(), &big), "first", "", &quiet)
+        .upload(
+            REPO,
+            "main",
+            &plan("first", ""),
+            uploads(tmp.path(), &big),
+            &quiet,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -139,7 +158,13 @@ async fn a_push_cut_off_before_its_commit_resumes_without_sending_again() {
     assert_eq!(fake.commits(REPO).len(), 1);
     fake.clear_faults();
     let resumed = client
-        .upload(REPO, "main", uploads(tmp.path(), &big), "first", "", &quiet)
+        .upload(
+            REPO,
+            "main",
+            &plan("first", ""),
+            uploads(tmp.path(), &big),
+            &quiet,
+        )
         .await
         .unwrap();
     assert!(resumed.commit.is_some());
@@ -161,9 +186,8 @@ async fn transient_failures_are_retried_and_refusals_are_explained_without_the_t
         .upload(
             REPO,
             "main",
+            &plan("retried", ""),
             uploads(tmp.path(), &big_file()),
-            "retried",
-            "",
             &quiet,
         )
         .await
@@ -198,4 +222,75 @@ async fn transient_failures_are_retried_and_refusals_are_explained_without_the_t
         matches!(unreachable, HubError::Transport { .. }),
         "{unreachable}"
     );
+}
+
+#[tokio::test]
+async fn deletions_parents_and_paged_listings() {
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    fake.set_page_size(2);
+    let tmp = tempfile::tempdir().unwrap();
+    let client = hub(&fake, TOKEN);
+    client.create_dataset_repo(REPO, false).await.unwrap();
+    let many: Vec<Upload> = (0..5)
+        .map(|i| Upload {
+            path_in_repo: format!("releases/2024-0{i}/README.md"),
+            content: Content::Bytes(format!("card {i}\n").into_bytes()),
+        })
+        .collect();
+    client
+        .upload(REPO, "main", &plan("five", ""), many, &quiet)
+        .await
+        .unwrap();
+    // Five directories over three pages, every page followed.
+    let listed = client
+        .list_tree(REPO, "main", "releases", false)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.path.contains("/tree/"))
+            .count()
+            >= 3
+    );
+    // A stale file goes in the same commit as the new ones.
+    let head = client.head_commit(REPO, "main").await.unwrap();
+    let delete = CommitPlan {
+        summary: "drop one",
+        delete: vec!["releases/2024-00/README.md".into()],
+        parent: Some(&head),
+        ..CommitPlan::default()
+    };
+    let outcome = client
+        .upload(REPO, "main", &delete, uploads(tmp.path(), b"x"), &quiet)
+        .await
+        .unwrap();
+    assert!(outcome.commit.is_some());
+    assert!(!fake.files(REPO).contains_key("releases/2024-00/README.md"));
+    // A commit planned against an older head is refused, not stacked on the newer one.
+    let stale = CommitPlan {
+        summary: "late",
+        parent: Some(&head),
+        ..CommitPlan::default()
+    };
+    let refused = client
+        .upload(REPO, "main", &stale, uploads(tmp.path(), b"y"), &quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, HubError::Status { status: 412, .. }),
+        "{refused}"
+    );
+    // A path outside the repository is refused before anything is sent.
+    let outside = Upload {
+        path_in_repo: "../etc/passwd".into(),
+        content: Content::Bytes(b"x".to_vec()),
+    };
+    assert!(matches!(
+        client
+            .upload(REPO, "main", &plan("x", ""), vec![outside], &quiet)
+            .await,
+        Err(HubError::Protocol { .. })
+    ));
 }

@@ -33,7 +33,8 @@ fn dedupe_leaves_out_what_earlier_releases_published() {
         10,
     )
     .unwrap();
-    // A later release never counts as earlier, and neither does the release being written.
+    // A later release counts too (a month refreshed again after later ones were released);
+    // the release being written does not.
     write_release(
         &releases.join("2024-11"),
         "test",
@@ -45,19 +46,28 @@ fn dedupe_leaves_out_what_earlier_releases_published() {
         release_tags(releases).unwrap(),
         ["2024-08", "2024-09", "2024-11"]
     );
-    let published = Published::before(releases, "2024-10", "test").unwrap();
-    assert_eq!(published.len(), 3);
+    write_release(
+        &releases.join("2024-10"),
+        "test",
+        &[row("o__z-9", "o/z", Some("9"))],
+        10,
+    )
+    .unwrap();
+    let published = Published::except(releases, "2024-10", "test").unwrap();
+    assert_eq!(published.len(), 4);
 
     let fresh = vec![
         row("o__a-1", "o/a", Some("1")),       // the same id as 2024-08
         row("renamed__b-2", "o/b", Some("2")), // the same pull request under another id
         row("o__c-30", "o/c", None),           // no pull number: never matches by pull
-        row("o__d-4", "o/d", Some("4")),       // published later: kept
+        row("o__d-4", "o/d", Some("4")),       // published by a later release
         row("o__e-5", "o/e", Some("5")),       // new
         row("o__e-5-again", "o/e", Some("5")), // the same pull request twice in this export
+        row("o__c-30", "o/c", None),           // the same id twice in this export
+        row("o__z-9", "o/z", Some("9")),       // this release's own rows are not others'
     ];
     let deduped = dedupe(&fresh, &published, "2024-10").unwrap();
-    assert_eq!(deduped.keep, [2, 3, 4]);
+    assert_eq!(deduped.keep, [2, 4, 7]);
     let found: Vec<(&str, &str, &str, &str)> = deduped
         .duplicates
         .iter()
@@ -75,12 +85,14 @@ fn dedupe_leaves_out_what_earlier_releases_published() {
         [
             ("o__a-1", "instance_id", "2024-08", "o__a-1"),
             ("renamed__b-2", "pull_request", "2024-08", "o__b-2"),
+            ("o__d-4", "instance_id", "2024-11", "o__d-4"),
             ("o__e-5-again", "repeated", "2024-10", "o__e-5"),
+            ("o__c-30", "repeated", "2024-10", "o__c-30"),
         ]
     );
 
-    // Nothing published before the first release.
-    let none = Published::before(releases, "2024-01", "test").unwrap();
+    // Nothing published where there is no other release.
+    let none = Published::except(&releases.join("nothing"), "2024-01", "test").unwrap();
     assert!(none.is_empty());
     assert_eq!(dedupe(&fresh[..1], &none, "2024-01").unwrap().keep, [0]);
 }

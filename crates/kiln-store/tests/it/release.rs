@@ -134,21 +134,22 @@ print(n)
 }
 
 #[test]
-fn splits_an_export_no_longer_writes_are_removed() {
+fn a_directory_is_replaced_whole_and_a_cut_replacement_recovers() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    write_release(dir, "test", &rows(3), 2).unwrap();
-    write_release(dir, "lite", &rows(1), 2).unwrap();
-    write_release(dir, "lite_x", &rows(1), 2).unwrap();
-    fs::write(dir.join("data/notes.txt"), "kept").unwrap();
-    kiln_store::remove_other_splits(dir, &["test", "lite_x"]).unwrap();
-    assert_eq!(
-        data_files(dir),
-        [
-            "lite_x-00000-of-00001.parquet",
-            "notes.txt",
-            "test-00000-of-00002.parquet",
-            "test-00001-of-00002.parquet"
-        ]
-    );
+    let target = tmp.path().join("2024-09");
+    let staged = tmp.path().join(".2024-09.staging");
+    fs::create_dir_all(&staged).unwrap();
+    fs::write(staged.join("a"), "new").unwrap();
+    kiln_store::replace_dir(&staged, &target).unwrap();
+    assert_eq!(fs::read_to_string(target.join("a")).unwrap(), "new");
+    assert!(!staged.exists());
+    // A crash between the two renames: the old directory aside, none in place.
+    fs::rename(&target, tmp.path().join(".2024-09.old")).unwrap();
+    kiln_store::recover_replaced(&target).unwrap();
+    assert_eq!(fs::read_to_string(target.join("a")).unwrap(), "new");
+    // After a finished replacement, an aside leftover is removed.
+    fs::create_dir_all(tmp.path().join(".2024-09.old")).unwrap();
+    kiln_store::recover_replaced(&target).unwrap();
+    assert!(!tmp.path().join(".2024-09.old").exists());
+    assert!(target.join("a").exists());
 }

@@ -4,21 +4,22 @@
 //! whose SHA-256 of `<seed>:<instance_id>` is smallest (independent of row order, the same on
 //! every machine). The draw is kept in `<root>/<dataset>/frozen/<split>.json`; a later export
 //! reads it and never draws again. An `ids` split lists its instances in a file the user keeps.
-//! Either way, each instance's row is the one first published: the previous release's row of
-//! the same frozen split when it had one, else the row of the release whose main split first
-//! held it, else this export's own.
+//! Either way, each instance's row is the one first published: the row this release's frozen
+//! split already holds (an export of the same tag again), else the previous release's row of
+//! the same frozen split, else the row of the release whose main split first held it, else this
+//! export's own. A new draw is kept only once the release that holds it is in place.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kiln_core::config::{FrozenChoice, FrozenSplit};
 use kiln_schema::ReleaseInstance;
-use kiln_store::analytics::{release_tags, split_ids, split_shards};
+use kiln_store::analytics::{release_tags, split_shards};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::PipelineError;
-use crate::release::{FrozenRecord, frozen_dir, hex};
+use crate::release::{FrozenRecord, frozen_dir};
 
 /// A sample split's draw, as kept in `frozen/<split>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,7 +38,7 @@ fn draw(rows: &[ReleaseInstance], size: i64, seed: i64) -> Vec<String> {
         .iter()
         .map(|r| {
             let digest = Sha256::digest(format!("{seed}:{}", r.instance_id).as_bytes());
-            (hex(&digest), r.instance_id.as_str())
+            (kiln_core::config::hex(&digest), r.instance_id.as_str())
         })
         .collect();
     ranked.sort();
@@ -65,6 +66,26 @@ fn read_ids(path: &Path) -> Result<Vec<String>, PipelineError> {
         .collect())
 }
 
+/// A new draw, to keep once the release that holds it is in place ([`keep_draw`]).
+pub(super) struct PendingDraw(Draw);
+
+/// Keeps a new draw in `<dataset>/frozen/<split>.json`.
+///
+/// # Errors
+/// When the file cannot be written.
+pub(super) fn keep_draw(dataset_dir: &Path, draw: &PendingDraw) -> Result<(), PipelineError> {
+    let dir = frozen_dir(dataset_dir);
+    let path = dir.join(format!("{}.json", draw.0.split));
+    std::fs::create_dir_all(&dir).map_err(|e| PipelineError::Input {
+        what: dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let text = serde_json::to_string_pretty(&draw.0)
+        .map_err(|e| PipelineError::Internal(e.to_string()))?;
+    kiln_store::write_atomic(&path, text.as_bytes())?;
+    Ok(())
+}
+
 /// The instances of a sample split: the kept draw, or a new one from `fresh` (none when it is
 /// empty: the split is drawn from the first release with rows).
 fn sample_ids(
@@ -74,12 +95,22 @@ fn sample_ids(
     seed: i64,
     tag: &str,
     fresh: &[ReleaseInstance],
-) -> Result<(Vec<String>, String), PipelineError> {
-    let dir = frozen_dir(dataset_dir);
-    let path = dir.join(format!("{split}.json"));
+) -> Result<(Vec<String>, String, Option<PendingDraw>), PipelineError> {
+    let path = frozen_dir(dataset_dir).join(format!("{split}.json"));
     let input_error = |message: String| PipelineError::Input {
         what: path.display().to_string(),
         message,
+    };
+    let described = |ids: &[String], drawn_in: &str| {
+        let mut text =
+            format!("a sample of {size} drawn with seed {seed} in release {drawn_in}, kept since");
+        if (ids.len() as i64) < size {
+            text.push_str(&format!(
+                " ({} instances: all that release {drawn_in} had)",
+                ids.len()
+            ));
+        }
+        text
     };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -92,11 +123,8 @@ fn sample_ids(
                     kept.drawn_in, kept.size, kept.seed
                 )));
             }
-            let choice = format!(
-                "a sample of {size} drawn with seed {seed} in release {}, kept since",
-                kept.drawn_in
-            );
-            Ok((kept.instance_ids, choice))
+            let choice = described(&kept.instance_ids, &kept.drawn_in);
+            Ok((kept.instance_ids, choice, None))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if fresh.is_empty() {
@@ -105,24 +133,19 @@ fn sample_ids(
                     format!(
                         "a sample of {size} with seed {seed}, drawn from the first release with rows"
                     ),
+                    None,
                 ));
             }
             let ids = draw(fresh, size, seed);
-            let record = Draw {
+            let choice = described(&ids, tag);
+            let pending = PendingDraw(Draw {
                 split: split.to_string(),
                 size,
                 seed,
                 drawn_in: tag.to_string(),
                 instance_ids: ids.clone(),
-            };
-            std::fs::create_dir_all(&dir).map_err(|e| input_error(e.to_string()))?;
-            let text = serde_json::to_string_pretty(&record)
-                .map_err(|e| PipelineError::Internal(e.to_string()))?;
-            kiln_store::write_atomic(&path, text.as_bytes())?;
-            Ok((
-                ids,
-                format!("a sample of {size} drawn with seed {seed} in release {tag}, kept since"),
-            ))
+            });
+            Ok((ids, choice, Some(pending)))
         }
         Err(e) => Err(input_error(e.to_string())),
     }
@@ -143,6 +166,8 @@ pub(super) struct Place<'a> {
     pub dataset_dir: &'a Path,
     /// This release's tag.
     pub tag: &'a str,
+    /// This release as it is on disk before the export replaces it (it may not exist).
+    pub current: &'a Path,
     /// The main split's name.
     pub main_split: &'a str,
     /// This release's main split rows (deduplicated).
@@ -156,8 +181,8 @@ pub(super) struct Place<'a> {
 pub(super) fn frozen_split(
     split: &FrozenSplit,
     place: &Place<'_>,
-) -> Result<(Vec<ReleaseInstance>, FrozenRecord), PipelineError> {
-    let (ids, choice) = match &split.choice {
+) -> Result<(Vec<ReleaseInstance>, FrozenRecord, Option<PendingDraw>), PipelineError> {
+    let (ids, choice, pending) = match &split.choice {
         FrozenChoice::Sample { size, seed } => sample_ids(
             place.dataset_dir,
             &split.name,
@@ -168,7 +193,15 @@ pub(super) fn frozen_split(
         )?,
         FrozenChoice::Ids { path } => (
             read_ids(path)?,
-            format!("the instances listed in {}", path.display()),
+            // The file's name only: the card is public, the machine's paths are not.
+            format!(
+                "the instances listed in {}",
+                path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                )
+            ),
+            None,
         ),
     };
     let releases_dir = place.dataset_dir.join("releases");
@@ -178,15 +211,20 @@ pub(super) fn frozen_split(
         .collect();
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     let mut found: BTreeMap<String, ReleaseInstance> = BTreeMap::new();
-    // The previous release that has this frozen split: its rows, as published.
+    let take = |rows: Vec<ReleaseInstance>, found: &mut BTreeMap<String, ReleaseInstance>| {
+        for row in rows {
+            if wanted.contains(row.instance_id.as_str()) && !found.contains_key(&row.instance_id) {
+                found.insert(row.instance_id.clone(), row);
+            }
+        }
+    };
+    // This release's own frozen rows (an export of the same tag again), then the previous
+    // release that has this frozen split: their rows, as published.
+    take(split_rows(place.current, &split.name)?, &mut found);
     for tag in earlier.iter().rev() {
         let dir = releases_dir.join(tag);
         if !split_shards(&dir, &split.name)?.is_empty() {
-            for row in split_rows(&dir, &split.name)? {
-                if wanted.contains(row.instance_id.as_str()) {
-                    found.insert(row.instance_id.clone(), row);
-                }
-            }
+            take(split_rows(&dir, &split.name)?, &mut found);
             break;
         }
     }
@@ -195,26 +233,18 @@ pub(super) fn frozen_split(
         if found.len() == wanted.len() {
             break;
         }
-        let dir = releases_dir.join(tag);
-        let here = split_ids(&dir, place.main_split)?;
-        if wanted
-            .iter()
-            .any(|id| here.contains(*id) && !found.contains_key(*id))
-        {
-            for row in split_rows(&dir, place.main_split)? {
-                if wanted.contains(row.instance_id.as_str())
-                    && !found.contains_key(&row.instance_id)
-                {
-                    found.insert(row.instance_id.clone(), row);
-                }
-            }
-        }
+        take(
+            split_rows(&releases_dir.join(tag), place.main_split)?,
+            &mut found,
+        );
     }
-    for row in place.fresh {
-        if wanted.contains(row.instance_id.as_str()) && !found.contains_key(&row.instance_id) {
-            found.insert(row.instance_id.clone(), row.clone());
-        }
-    }
+    let fresh_wanted = place
+        .fresh
+        .iter()
+        .filter(|r| wanted.contains(r.instance_id.as_str()))
+        .cloned()
+        .collect();
+    take(fresh_wanted, &mut found);
     let mut rows = Vec::new();
     let mut not_published = Vec::new();
     for id in &ids {
@@ -230,6 +260,7 @@ pub(super) fn frozen_split(
             instance_ids: ids,
             not_published,
         },
+        pending,
     ))
 }
 

@@ -1,7 +1,7 @@
 //! `export`: the Parquet release, its dataset card and `release.json`.
 //!
-//! A release's main split holds the validated instances no earlier release published (polars
-//! joins against the keys of every earlier release); its frozen splits hold the same rows in
+//! A release's main split holds the validated instances no other release published (polars
+//! joins against the keys of every other release); its frozen splits hold the same rows in
 //! every release ([`frozen`]); the card describes all of it ([`card`]).
 
 mod card;
@@ -113,6 +113,8 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let dataset_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name);
     let releases_dir = dataset_dir.join("releases");
     let release_dir = releases_dir.join(&tag);
+    // An export cut short between putting the old release aside and the new one in place.
+    kiln_store::recover_replaced(&release_dir)?;
     // A release of this tag written by an earlier run keeps the rows this run does not have
     // (a second refresh of a month adds to its release); this run's rows replace theirs.
     // Told to, the export replaces the release with this run's rows alone.
@@ -137,8 +139,8 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         }
     }
     rows.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    // Rows an earlier release published (by id, or by repository and pull request) stay out.
-    let published = Published::before(&releases_dir, &tag, &settings.split)?;
+    // Rows another release published (by id, or by repository and pull request) stay out.
+    let published = Published::except(&releases_dir, &tag, &settings.split)?;
     let deduped = kiln_store::analytics::dedupe(&rows, &published, &tag)?;
     let mut keep = deduped.keep.iter().peekable();
     let rows: Vec<ReleaseInstance> = rows
@@ -159,26 +161,38 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
     let mut split_rows: Vec<(String, Vec<ReleaseInstance>)> = Vec::new();
     let mut frozen_records = BTreeMap::new();
+    let mut draws = Vec::new();
     for split in &settings.frozen {
         let place = frozen::Place {
             dataset_dir: &dataset_dir,
             tag: &tag,
+            current: &release_dir,
             main_split: &settings.split,
             fresh: &rows,
         };
-        let (frozen_rows, record) = frozen::frozen_split(split, &place)?;
+        let (frozen_rows, record, draw) = frozen::frozen_split(split, &place)?;
         frozen_records.insert(split.name.clone(), record);
         split_rows.push((split.name.clone(), frozen_rows));
+        draws.extend(draw);
     }
     split_rows.insert(0, (settings.split.clone(), rows));
+    // The release is written whole beside the one it replaces, then put in its place: readers
+    // and a crash see the old release or the new one, never a mixture of their shards.
+    let staging = releases_dir.join(format!(".{tag}.staging"));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| PipelineError::Host {
+            what: format!("remove the unfinished release {}", staging.display()),
+            message: e.to_string(),
+        })?;
+    }
     let mut splits = BTreeMap::new();
     for (name, rows) in &split_rows {
-        let written = kiln_store::write_release(&release_dir, name, rows, per_shard)?;
+        let written = kiln_store::write_release(&staging, name, rows, per_shard)?;
         let files = written
             .iter()
             .map(|path| {
-                let relative = path.strip_prefix(&release_dir).unwrap_or(path);
-                ReleaseFile::read(&release_dir, &relative.to_string_lossy())
+                let relative = path.strip_prefix(&staging).unwrap_or(path);
+                ReleaseFile::read(&staging, &relative.to_string_lossy())
             })
             .collect::<Result<Vec<_>, _>>()?;
         splits.insert(
@@ -186,12 +200,10 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
             ReleaseSplit {
                 rows: rows.len(),
                 files,
-                stats: kiln_store::analytics::split_stats(&release_dir, name)?,
+                stats: kiln_store::analytics::split_stats(&staging, name)?,
             },
         );
     }
-    let names: Vec<&str> = split_rows.iter().map(|(n, _)| n.as_str()).collect();
-    kiln_store::remove_other_splits(&release_dir, &names)?;
     let main_rows = &split_rows[0].1;
     let mut images: Vec<String> = split_rows
         .iter()
@@ -226,8 +238,8 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
          publishes first; an instance is never in the `{}` split of two releases.\n",
         settings.split, settings.split
     );
-    let mut extra = harness_paragraph(main_rows, &settings.split);
-    extra.push_str(&write_lm_answers(cx, &release_dir, main_rows)?);
+    let mut extra = harness_paragraph(&manifest, main_rows);
+    extra.push_str(&write_lm_answers(cx, &staging, main_rows)?);
     let counts: Vec<(String, usize)> = split_rows
         .iter()
         .map(|(n, rows)| (n.clone(), rows.len()))
@@ -245,22 +257,26 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         )],
     };
     kiln_store::write_dataset_card(
-        &release_dir,
+        &staging,
         &meta,
         &counts,
         &card::body(&manifest, &intro, &extra),
     )?;
     for extra_file in ["README.md", LM_ANSWERS] {
-        if release_dir.join(extra_file).exists() {
+        if staging.join(extra_file).exists() {
             manifest
                 .files
-                .push(ReleaseFile::read(&release_dir, extra_file)?);
+                .push(ReleaseFile::read(&staging, extra_file)?);
         }
     }
-    // Written last: a release whose manifest is there is whole.
     let text = serde_json::to_string_pretty(&manifest)
         .map_err(|e| PipelineError::Internal(format!("the release manifest: {e}")))?;
-    kiln_store::write_atomic(&release_dir.join(RELEASE_FILE), text.as_bytes())?;
+    kiln_store::write_atomic(&staging.join(RELEASE_FILE), text.as_bytes())?;
+    kiln_store::replace_dir(&staging, &release_dir)?;
+    // A new draw of a frozen split is kept only now that the release holding it is in place.
+    for draw in &draws {
+        frozen::keep_draw(&dataset_dir, draw)?;
+    }
     let mut table = cx.table::<ReleaseInstance>()?;
     table.reset()?;
     // The release's place, for summaries (`kiln run` and `kiln refresh` print it).
@@ -318,15 +334,22 @@ async fn publish_images(
 
 /// The card's paragraph on the SWE-bench harness: how many rows it evaluates unchanged, how to
 /// run it, and why the others cannot be.
-fn harness_paragraph(rows: &[ReleaseInstance], split: &str) -> String {
+fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> String {
     let ready = rows.iter().filter(|r| r.harness_note.is_empty()).count();
+    let shards: Vec<String> = manifest
+        .splits
+        .get(&manifest.main_split)
+        .map(|s| s.files.iter().map(|f| format!("`{}`", f.path)).collect())
+        .unwrap_or_default();
     let mut text = format!(
         "\n{ready} of {} rows are evaluable unchanged by the official SWE-bench harness (`pip install \
          swebench`, 5.x): each names its environment image (`image`), its `eval_script`, a `log_parser` \
          from the harness's `PARSER_REGISTRY` that reads the test output as kiln did (checked on kiln's own \
-         runs), and `eval_type`. With the images present locally: `python -m \
-         swebench.harness.run_evaluation -d data/{split}-00000-of-00001.parquet -p <predictions> -id <run>` (one shard per call).\n",
-        rows.len()
+         runs), and `eval_type`. With the images present locally, the harness takes one shard per call \
+         (`python -m swebench.harness.run_evaluation -d <shard> -p <predictions> -id <run>`); the shards \
+         are {}.\n",
+        rows.len(),
+        shards.join(", ")
     );
     let others: Vec<&ReleaseInstance> =
         rows.iter().filter(|r| !r.harness_note.is_empty()).collect();
@@ -370,13 +393,6 @@ fn write_lm_answers(
     let answers = kiln_lm::read_answers(cx.run.dir(), &keys)?;
     let path = release_dir.join(LM_ANSWERS);
     if answers.is_empty() {
-        // A release re-exported without an LM must not keep the answers of an earlier export.
-        if path.exists() {
-            std::fs::remove_file(&path).map_err(|e| PipelineError::Host {
-                what: format!("remove the earlier LM answers {}", path.display()),
-                message: e.to_string(),
-            })?;
-        }
         return Ok(String::new());
     }
     let mut text = String::new();
@@ -419,10 +435,16 @@ fn release_tag(cx: &StageContext<'_>, configured: &str) -> String {
 
 /// `YYYY-MM` of a run id (`YYYYMMDD-HHMMSS`).
 fn release_month(run_id: &str) -> String {
-    if run_id.len() >= 6 && run_id[..6].chars().all(|c| c.is_ascii_digit()) {
-        format!("{}-{}", &run_id[..4], &run_id[4..6])
-    } else {
-        run_id.to_string()
+    match (run_id.get(..4), run_id.get(4..6)) {
+        (Some(year), Some(month))
+            if year
+                .bytes()
+                .chain(month.bytes())
+                .all(|b| b.is_ascii_digit()) =>
+        {
+            format!("{year}-{month}")
+        }
+        _ => run_id.to_string(),
     }
 }
 
