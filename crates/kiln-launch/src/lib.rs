@@ -642,12 +642,19 @@ async fn run_plan(
             return Ok(Attempt::Done(Some(failure)));
         };
         record_repair(session, record, &mut tried, rule, &repair, &matched);
-        // A test-run repair adds setup commands; they run before the next commit. The baseline's
-        // own leftovers are in this container now, so the repaired environment is rebuilt from
-        // the image committed before the run.
-        let repair::Repair::Before(commands) = repair else {
-            runtime.remove_image(&request.image_tag).await?;
-            return Ok(Attempt::Done(Some(failure)));
+        // A test-run repair adds setup commands, which run before the next commit, or changes
+        // the test command. The baseline's own leftovers are in this container now, so the
+        // repaired environment is rebuilt from the image committed before the run.
+        let commands = match repair {
+            repair::Repair::Before(commands) => commands,
+            repair::Repair::Replace(test_command) => {
+                record.test_command = test_command;
+                Vec::new()
+            }
+            _ => {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
         };
         let from_image = ContainerSpec {
             image: request.image_tag.clone(),

@@ -625,6 +625,15 @@ pub static RULES: &[Rule] = &[
         repair: |f, _, _| without_install_scripts(f.command).map(Repair::Replace),
     },
     Rule {
+        name: "node-require-async-module",
+        scope: Scope::Language("node"),
+        phase: Phase::Tests,
+        command: None,
+        signature: r"ERR_REQUIRE_ASYNC_MODULE",
+        description: "Node 20.19 and 22.12 on let require() load ES modules, and one with top-level await then fails where earlier Node made the caller fall back to import() (jest loading an ESM config): the tests run with --no-experimental-require-module",
+        repair: |f, _, _| without_require_module(f.command).map(Repair::Replace),
+    },
+    Rule {
         name: "python-missing-test-module",
         scope: Scope::Language("python"),
         phase: Phase::Tests,
@@ -734,6 +743,38 @@ pub fn describe(rule: &Rule, repair: &Repair, matched: &str) -> String {
     };
     let matched: String = matched.chars().take(200).collect();
     format!("{}: {what} (after: {matched})", rule.name)
+}
+
+/// The test command with require(esm) switched off: added to the command's own
+/// `NODE_OPTIONS=...` assignment when it has one (an inline assignment would override an
+/// exported one), else exported before it; `None` when it is off already.
+fn without_require_module(command: &str) -> Option<String> {
+    const FLAG: &str = "--no-experimental-require-module";
+    if command.contains(FLAG) {
+        return None;
+    }
+    if let Some(at) = command.find("NODE_OPTIONS=") {
+        let value_at = at + "NODE_OPTIONS=".len();
+        let rest = &command[value_at..];
+        let (value, after) = match rest.strip_prefix(['\'', '"']) {
+            Some(quoted) => {
+                let quote = &rest[..1];
+                let end = quoted.find(quote)?;
+                (&quoted[..end], &quoted[end + 1..])
+            }
+            None => {
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                (&rest[..end], &rest[end..])
+            }
+        };
+        return Some(format!(
+            "{}NODE_OPTIONS='{value} {FLAG}'{after}",
+            &command[..at]
+        ));
+    }
+    Some(format!(
+        "export NODE_OPTIONS=\"${{NODE_OPTIONS:+$NODE_OPTIONS }}{FLAG}\"; {command}"
+    ))
 }
 
 /// The install command with every `npm ci`, `npm install`, `yarn install` and `pnpm install`
@@ -993,6 +1034,42 @@ mod tests {
         );
         // Without a cut-off there is nothing to drop.
         assert!(found(Phase::Setup, "npm install", log, "node").is_none());
+    }
+
+    #[test]
+    fn a_project_es_module_with_top_level_await_runs_without_require_esm() {
+        // Captured from prettier at b26f56bd31 under Debian trixie's Node 20.19 (jest 29
+        // loading jest.config.js, an ES module with top-level await).
+        let log = "$ CI=true NODE_OPTIONS=--experimental-vm-modules yarn jest --runInBand --ci --json --outputFile=/tmp/kiln-jest.json\nError [ERR_REQUIRE_ASYNC_MODULE]: require() cannot be used on an ESM graph with top-level await. Use import() instead. To see where the top-level await comes from, use --experimental-print-required-tla.\n    at ModuleJobSync.runSync (node:internal/modules/esm/module_job:384:13)\n    at requireOrImportModule (/testbed/node_modules/jest-util/build/index.js:881:28)\n";
+        let command = "rm -f /tmp/kiln-jest.json; CI=true NODE_OPTIONS=--experimental-vm-modules yarn jest --runInBand; rc=$?";
+        let (name, repair) =
+            found(Phase::Tests, command, log, "node").unwrap_or_else(|| panic!("no rule"));
+        assert_eq!(name, "node-require-async-module");
+        assert_eq!(
+            repair,
+            Repair::Replace(
+                "rm -f /tmp/kiln-jest.json; CI=true NODE_OPTIONS='--experimental-vm-modules --no-experimental-require-module' yarn jest --runInBand; rc=$?".into()
+            )
+        );
+        assert_eq!(
+            without_require_module("npx jest").as_deref(),
+            Some(
+                "export NODE_OPTIONS=\"${NODE_OPTIONS:+$NODE_OPTIONS }--no-experimental-require-module\"; npx jest"
+            )
+        );
+        assert_eq!(
+            without_require_module("NODE_OPTIONS=\"--a --b\" jest").as_deref(),
+            Some("NODE_OPTIONS='--a --b --no-experimental-require-module' jest")
+        );
+        assert!(
+            found(
+                Phase::Tests,
+                &without_require_module(command).unwrap_or_default(),
+                log,
+                "node"
+            )
+            .is_none()
+        );
     }
 
     #[test]
