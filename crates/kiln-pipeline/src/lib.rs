@@ -85,7 +85,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Answers(#[from] kiln_lm::Error),
     /// A push to the Hugging Face Hub or an image registry failed.
-    #[error("{0}")]
+    #[error("publish the release: {0}")]
     Publish(String),
     /// The LM client could not be set up.
     #[error(transparent)]
