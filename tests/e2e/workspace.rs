@@ -187,6 +187,7 @@ const ERROR_VERBS: &[&str] = &[
     "get",
     "lock",
     "parse",
+    "publish",
     "reach",
     "read",
     "rebuild",
