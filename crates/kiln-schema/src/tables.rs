@@ -302,8 +302,9 @@ table! {
         pub run_id: String,
         /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a
         /// prediction: the test files reset, the test patch applied from a heredoc, the rebuild
-        /// commands, the test command between the harness's start and end markers, the test
-        /// files reset again.
+        /// commands, the test command between the harness's start and end markers (for `cargo`
+        /// rows its output piped through an awk filter that repeats each result under kiln's
+        /// id), the test files reset again.
         pub eval_script: String,
         /// The SWE-bench harness parser (`PARSER_REGISTRY`) that reads the test command's output
         /// as kiln does; empty when none does (`harness_note` says why).

@@ -12,7 +12,8 @@
 //! the file above it is edited; the line is replaced by the example's rank among the examples of
 //! the same item (`add`, `add#2`, ...), so a patch does not rename every doctest below it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use kiln_schema::TestStatus;
 
@@ -132,21 +133,53 @@ impl LineParser for Cargo {
         let mut out = self.out;
         let mut named = ranked_doctests(self.doctests);
         named.extend(self.tests);
-        // A name printed by two binaries keeps both apart with their binaries' prefixes.
-        let mut binaries: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
-        for (prefix, name, _) in &named {
-            binaries.entry(name).or_default().insert(prefix);
-        }
-        for (prefix, name, status) in &named {
-            if binaries.get(name.as_str()).is_some_and(|b| b.len() > 1) {
-                out.record(&format!("{prefix}{name}"), *status);
-            } else {
-                out.record(name, *status);
-            }
+        for (id, status) in ids(&named) {
+            out.record(&id, status);
         }
         out.finish(self.summary)
     }
 }
+
+/// Each test's id in order: a name printed by two binaries keeps both apart with their
+/// binaries' prefixes, any other keeps the name libtest printed.
+fn ids(named: &[(String, String, TestStatus)]) -> impl Iterator<Item = (String, TestStatus)> {
+    let mut binaries: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (prefix, name, _) in named {
+        binaries.entry(name).or_default().insert(prefix);
+    }
+    named.iter().map(move |(prefix, name, status)| {
+        if binaries.get(name.as_str()).is_some_and(|b| b.len() > 1) {
+            (format!("{prefix}{name}"), *status)
+        } else {
+            (name.clone(), *status)
+        }
+    })
+}
+
+/// The lines [`IDS_AWK`] appends to a `cargo test` log: `test <kiln id> ... ok|FAILED|ignored`
+/// for every test that is not a doctest, in the order libtest printed them. The SWE-bench
+/// harness's `parse_log_cargo` reads a name only as libtest printed it, so a name that two
+/// binaries print (kept apart by kiln, merged by the harness) and a `- should panic` test (not
+/// read at all) would be misgraded; with these lines it reads kiln's ids. Doctests are left out:
+/// their ids hold spaces, which the harness parser never reads.
+pub(crate) fn echoed_ids(log: &str) -> String {
+    let mut parser = Cargo::default();
+    crate::lines::feed_str(&mut parser, log);
+    let mut out = String::new();
+    for (id, status) in ids(&parser.tests) {
+        let word = match status {
+            TestStatus::Pass => "ok",
+            TestStatus::Fail => "FAILED",
+            _ => "ignored",
+        };
+        let _ = writeln!(out, "test {id} ... {word}");
+    }
+    out
+}
+
+/// The awk program (POSIX awk: Debian's mawk, gawk, busybox) that prints every line of a
+/// `cargo test` log and then [`echoed_ids`]'s lines. It reads the log as this module does.
+pub(crate) const IDS_AWK: &str = include_str!("cargo_ids.awk");
 
 /// Doctests as (prefix, name, status), their line replaced by their rank within the same item.
 fn ranked_doctests(mut doctests: Vec<(String, Doctest)>) -> Vec<(String, String, TestStatus)> {

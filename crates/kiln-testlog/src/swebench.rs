@@ -7,6 +7,7 @@
 //! ids are cut at the first whitespace by `parse_log_pytest`, cargo's `ignored` is not recorded,
 //! and so on): agreeing with the harness is the point, not reading the log well.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
@@ -30,6 +31,42 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
         "go-test" => &["parse_log_gotest"],
         "tap" => &["parse_log_tap"],
         _ => &[],
+    }
+}
+
+/// The shell function an eval script pipes the test output through when [`output_filter`] has
+/// one for the row's kiln parser.
+pub const OUTPUT_FILTER: &str = "kiln_test_ids";
+
+/// For a kiln parser whose ids the harness parser does not read as the tool printed them, the
+/// definition of the shell function [`OUTPUT_FILTER`]: it prints the output, then lines the
+/// harness parser reads as kiln's ids (for `cargo`: see `cargo_ids.awk`). `None` when the
+/// harness reads the output as it is.
+#[must_use]
+pub fn output_filter(kiln_parser: &str) -> Option<String> {
+    match kiln_parser {
+        "cargo" => Some(format!(
+            "{OUTPUT_FILTER}() {{\nawk '\n{}'\n}}",
+            crate::cargo::IDS_AWK
+        )),
+        _ => None,
+    }
+}
+
+/// The test output `log` of kiln parser `kiln_parser` as the harness parses it: with the lines
+/// the [`output_filter`] appends, when that parser has one.
+#[must_use]
+pub fn harness_log<'a>(kiln_parser: &str, log: &'a str) -> Cow<'a, str> {
+    match kiln_parser {
+        "cargo" => {
+            let mut text = log.to_string();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&crate::cargo::echoed_ids(log));
+            Cow::Owned(text)
+        }
+        _ => Cow::Borrowed(log),
     }
 }
 

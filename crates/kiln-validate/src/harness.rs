@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 
 use kiln_core::runtime::WORKDIR;
 use kiln_testlog::swebench::{
-    HarnessStatuses, harness_exit_code_agrees, harness_maintained, harness_parsers, harness_passed,
+    HarnessStatuses, OUTPUT_FILTER, harness_exit_code_agrees, harness_maintained, harness_parsers,
+    harness_passed, output_filter,
 };
 
 use crate::Side;
@@ -161,13 +162,16 @@ fn patch_files(patch: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 /// the test patch from a heredoc, run the rebuild commands, then the test command between the
 /// harness's markers (the test command last, where the harness captures its exit code), and
 /// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
-/// `-u` lifted, as kiln's own runs have no `-u`.
+/// `-u` lifted, as kiln's own runs have no `-u`. When the kiln parser `parser` has an output
+/// filter ([`kiln_testlog::swebench::output_filter`]), the test command's output (both streams)
+/// is piped through it; `pipefail` keeps the test command's exit code.
 #[must_use]
 pub fn eval_script(
     base_commit: &str,
     test_patch: &str,
     rebuild_commands: &[String],
     test_command: &str,
+    parser: &str,
 ) -> String {
     let (existing, created) = patch_files(test_patch);
     let existing: Vec<String> = existing.iter().map(|p| quote(p)).collect();
@@ -198,8 +202,23 @@ pub fn eval_script(
     for command in rebuild_commands {
         let _ = writeln!(script, "{command}");
     }
+    let filter = output_filter(parser);
+    if let Some(filter) = &filter {
+        let _ = writeln!(script, "{filter}");
+    }
     let _ = writeln!(script, ": '{START_TEST_OUTPUT}'");
-    let _ = writeln!(script, "{}", test_command.trim_end());
+    match filter {
+        Some(_) => {
+            let _ = writeln!(
+                script,
+                "{{ {}\n}} 2>&1 | {OUTPUT_FILTER}",
+                test_command.trim_end()
+            );
+        }
+        None => {
+            let _ = writeln!(script, "{}", test_command.trim_end());
+        }
+    }
     let _ = writeln!(script, ": '{END_TEST_OUTPUT}'");
     reset(&mut script);
     script
@@ -233,7 +252,13 @@ new file mode 100644
 
     #[test]
     fn the_script_has_the_harness_shape() {
-        let script = eval_script("abc123", TEST_PATCH, &["make".into()], "pytest -rA tests");
+        let script = eval_script(
+            "abc123",
+            TEST_PATCH,
+            &["make".into()],
+            "pytest -rA tests",
+            "pytest",
+        );
         let lines: Vec<&str> = script.lines().collect();
         assert_eq!(&lines[..2], &["#!/bin/bash", "set -uxo pipefail"]);
         let end = lines
@@ -256,7 +281,7 @@ new file mode 100644
 
     #[test]
     fn the_heredoc_carries_the_patch_verbatim() {
-        let script = eval_script("abc", TEST_PATCH, &[], "true");
+        let script = eval_script("abc", TEST_PATCH, &[], "true", "pytest");
         let delimiter = heredoc_delimiter(TEST_PATCH);
         // Only the heredoc, run by bash, with `cat` standing in for `git apply`.
         let start = script.find("git apply").expect("apply line");
@@ -269,6 +294,42 @@ new file mode 100644
             .output()
             .expect("bash");
         assert_eq!(String::from_utf8_lossy(&out.stdout), TEST_PATCH);
+    }
+
+    /// A cargo row's test output reaches the harness through the id filter, both streams (cargo
+    /// prints its `Running` lines on stderr), and the harness still captures the test command's
+    /// own exit code on the line before the end marker.
+    #[test]
+    fn cargo_output_is_piped_through_the_id_filter_keeping_the_exit_code() {
+        let command = "printf '%s\\n' '     Running tests/a.rs (target/debug/deps/a-0123abcd)' \
+                       'test same ... ok' >&2; printf '%s\\n' \
+                       '     Running tests/b.rs (target/debug/deps/b-4567ef01)' \
+                       'test same ... FAILED'; exit 101";
+        let script = eval_script("abc", TEST_PATCH, &[], command, "cargo");
+        // The script from the filter's definition to the end marker, run by bash as the
+        // harness's script would (with the capture it inserts).
+        let from = script
+            .find(&format!("{OUTPUT_FILTER}() {{"))
+            .expect("filter");
+        let to = script.find(&format!(": '{END_TEST_OUTPUT}'")).expect("end");
+        let run = format!(
+            "set -o pipefail\n{}CODE=$?\necho \"exit $CODE\"",
+            &script[from..to]
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(run)
+            .output()
+            .expect("bash");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.ends_with("exit 101\n"), "{printed}");
+        let map =
+            kiln_testlog::swebench::harness_parse("parse_log_cargo", &printed).expect("ported");
+        assert_eq!(map.get("a::test::same").map(String::as_str), Some("PASSED"));
+        assert_eq!(map.get("b::test::same").map(String::as_str), Some("FAILED"));
+        // Other parsers' rows keep the test command as it is.
+        let plain = eval_script("abc", TEST_PATCH, &[], "pytest -rA", "pytest");
+        assert!(!plain.contains(OUTPUT_FILTER));
     }
 
     #[test]

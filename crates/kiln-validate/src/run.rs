@@ -234,10 +234,13 @@ async fn run_in(
     let parsed = kiln_testlog::parse(spec.parser, &outcome.output)
         .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
         .relative_to(WORKDIR);
+    // The harness reads the output as the eval script prints it, through kiln's output filter
+    // where the row's parser has one.
+    let harness_log = kiln_testlog::swebench::harness_log(spec.parser, &outcome.output);
     let harness = kiln_testlog::swebench::harness_parsers(spec.parser)
         .iter()
         .filter_map(|name| {
-            kiln_testlog::swebench::harness_parse(name, &outcome.output).map(|map| (*name, map))
+            kiln_testlog::swebench::harness_parse(name, &harness_log).map(|map| (*name, map))
         })
         .collect();
     Ok(RunOutput {

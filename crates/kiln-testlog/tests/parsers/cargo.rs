@@ -60,3 +60,123 @@ fn a_name_two_binaries_print_is_qualified_by_binary() {
          fail other::test::tests::same_name",
     );
 }
+
+/// Every captured log, and one of edge cases (colour codes, `\r\n`, old cargo's `Running` lines,
+/// bins, benches, examples, `- should panic`, doctests, names no parser reads).
+const LOGS: &[(&str, &str)] = &[
+    (
+        "workspace_no_fail_fast",
+        include_str!("../data/cargo/workspace_no_fail_fast.log"),
+    ),
+    (
+        "stops_at_first_failure",
+        include_str!("../data/cargo/stops_at_first_failure.log"),
+    ),
+    (
+        "include_ignored",
+        include_str!("../data/cargo/include_ignored.log"),
+    ),
+    (
+        "same_name_two_binaries",
+        include_str!("../data/cargo/same_name_two_binaries.log"),
+    ),
+    (
+        "harness_edges",
+        include_str!("../data/cargo/harness_edges.log"),
+    ),
+];
+
+#[test]
+fn the_edge_log_is_read_as_kiln_names_its_tests() {
+    check(
+        "cargo",
+        include_str!("../data/cargo/harness_edges.log"),
+        "pass tests::colored
+         pass foo::lib::tests::dup
+         pass tests::panics
+         skip tests::slow
+         fail foo::bin::tests::dup
+         pass tool::bin::tests::dup
+         pass it::test::dup_top
+         pass a ... b
+         pass speed::bench::dup_top
+         fail demo::example::dup_top
+         pass old::dup_top
+         skip my-crate-not-hex::tests::dup
+         pass crlf::line
+         pass src/lib.rs - add
+         fail src/lib.rs - add#2 - compile fail
+         pass not_a_doctest",
+    );
+}
+
+/// The awk filter kiln's eval scripts pipe `cargo test` output through prints what
+/// `harness_log` says it prints, on the host's awk (Debian's mawk here, as in the images) and on
+/// gawk and busybox where they are installed; through it, the harness's `parse_log_cargo` grades
+/// every test kiln names (doctests aside, whose ids hold spaces) as kiln does.
+#[test]
+fn the_output_filter_makes_the_harness_read_kiln_ids() {
+    use kiln_testlog::swebench::{OUTPUT_FILTER, harness_log, harness_parse, output_filter};
+    use std::io::Write as _;
+
+    let filter = output_filter("cargo").expect("cargo has an output filter");
+    assert!(output_filter("pytest").is_none());
+    // Traced by `set -x` inside the harness's markers, the program must read as no result.
+    assert_eq!(
+        harness_parse("parse_log_cargo", &filter),
+        Some(Default::default())
+    );
+    let mut awks = vec![None];
+    for (tool, args) in [("gawk", &[][..]), ("busybox", &["awk"][..])] {
+        let found = std::process::Command::new(tool)
+            .args(args)
+            .arg("BEGIN {}")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            awks.push(Some((tool, args)));
+        }
+    }
+    for (name, log) in LOGS {
+        let expected = harness_log("cargo", log);
+        for awk in &awks {
+            // `awk` in the function is the host's default; other awks stand in through a
+            // function of the same name.
+            let shim = match awk {
+                Some((tool, args)) => format!("awk() {{ {tool} {} \"$@\"; }}\n", args.join(" ")),
+                None => String::new(),
+            };
+            let mut child = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{shim}{filter}\n{OUTPUT_FILTER}"))
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("sh: {e}"));
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(log.as_bytes()).expect("write the log");
+            drop(stdin);
+            let out = child.wait_with_output().expect("run the filter");
+            assert!(out.status.success(), "{name} with {awk:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                expected,
+                "{name} through {awk:?}"
+            );
+        }
+        let kiln = kiln_testlog::parse("cargo", log).unwrap_or_else(|e| panic!("{e}"));
+        let harness = harness_parse("parse_log_cargo", &expected).expect("ported");
+        for (id, status) in &kiln.statuses {
+            if id.contains(' ') {
+                continue;
+            }
+            let read = harness.get(id).map(String::as_str);
+            let want = match status.as_str() {
+                "pass" => Some("PASSED"),
+                "fail" => Some("FAILED"),
+                _ => None,
+            };
+            assert_eq!(read, want, "{name}: {id}");
+        }
+    }
+}

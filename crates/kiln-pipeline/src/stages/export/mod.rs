@@ -74,6 +74,7 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
                 &candidate.test_patch,
                 &environment.rebuild_commands,
                 &environment.test_command,
+                &environment.parser,
             ),
             log_parser: validation.log_parser.clone().unwrap_or_default(),
             eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
