@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kiln_hub::{CommitPlan, Content, Hub, HubError, Upload};
+use kiln_hub::{CommitPlan, Content, Hub, HubError, Outcome, Upload};
 use kiln_testkit::hub::FakeHub;
 
 const TOKEN: &str = "hf_kiln_test_token";
@@ -48,6 +48,25 @@ fn plan(summary: &'static str, description: &'static str) -> CommitPlan<'static>
     }
 }
 
+/// Pushes the two files of [`uploads`] to [`REPO`]'s `main` in a commit titled `summary`.
+async fn push(
+    client: &Hub,
+    dir: &std::path::Path,
+    big: &[u8],
+    summary: &'static str,
+    description: &'static str,
+) -> Result<Outcome, HubError> {
+    client
+        .upload(
+            REPO,
+            "main",
+            &plan(summary, description),
+            uploads(dir, big),
+            &quiet,
+        )
+        .await
+}
+
 #[tokio::test]
 async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
     let fake = FakeHub::start(&[TOKEN]).unwrap();
@@ -57,14 +76,7 @@ async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
     let client = hub(&fake, TOKEN);
     assert!(client.create_dataset_repo(REPO, false).await.unwrap());
     assert!(!client.create_dataset_repo(REPO, false).await.unwrap());
-    let outcome = client
-        .upload(
-            REPO,
-            "main",
-            &plan("kiln release 2024-09", "one"),
-            uploads(tmp.path(), &big),
-            &quiet,
-        )
+    let outcome = push(&client, tmp.path(), &big, "kiln release 2024-09", "one")
         .await
         .unwrap();
     assert!(outcome.commit.is_some());
@@ -101,16 +113,7 @@ async fn a_push_goes_through_every_step_in_parts_and_lands_every_byte() {
         );
     }
     // The same files again: nothing sent, no commit.
-    let again = client
-        .upload(
-            REPO,
-            "main",
-            &plan("again", ""),
-            uploads(tmp.path(), &big),
-            &quiet,
-        )
-        .await
-        .unwrap();
+    let again = push(&client, tmp.path(), &big, "again", "").await.unwrap();
     assert_eq!(again.commit, None);
     assert_eq!(again.unchanged.len(), 2);
     assert_eq!(fake.commits(REPO).len(), 2);
@@ -141,14 +144,7 @@ async fn a_push_cut_off_before_its_commit_resumes_without_sending_again() {
     client.create_dataset_repo(REPO, false).await.unwrap();
     // The commit endpoint fails more often than the client retries.
     fake.fail("/commit/", 503, 10);
-    let error = client
-        .upload(
-            REPO,
-            "main",
-            &plan("first", ""),
-            uploads(tmp.path(), &big),
-            &quiet,
-        )
+    let error = push(&client, tmp.path(), &big, "first", "")
         .await
         .unwrap_err();
     assert!(
@@ -157,16 +153,7 @@ async fn a_push_cut_off_before_its_commit_resumes_without_sending_again() {
     );
     assert_eq!(fake.commits(REPO).len(), 1);
     fake.clear_faults();
-    let resumed = client
-        .upload(
-            REPO,
-            "main",
-            &plan("first", ""),
-            uploads(tmp.path(), &big),
-            &quiet,
-        )
-        .await
-        .unwrap();
+    let resumed = push(&client, tmp.path(), &big, "first", "").await.unwrap();
     assert!(resumed.commit.is_some());
     assert!(resumed.sent.is_empty(), "{resumed:?}");
     assert_eq!(resumed.already_stored.len(), 1);
@@ -182,14 +169,7 @@ async fn transient_failures_are_retried_and_refusals_are_explained_without_the_t
     client.create_dataset_repo(REPO, false).await.unwrap();
     fake.fail("/lfs-store/", 500, 2);
     fake.fail("/preupload/", 429, 1);
-    let outcome = client
-        .upload(
-            REPO,
-            "main",
-            &plan("retried", ""),
-            uploads(tmp.path(), &big_file()),
-            &quiet,
-        )
+    let outcome = push(&client, tmp.path(), &big_file(), "retried", "")
         .await
         .unwrap();
     assert!(outcome.commit.is_some());
