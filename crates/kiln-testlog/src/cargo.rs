@@ -60,11 +60,16 @@ fn target_prefix(kind: Option<&str>, source: &str, binary: Option<&str>) -> Stri
     format!("{name}::{kind}::")
 }
 
-struct Doctest {
+/// One result line, in the order of the log.
+struct Entry {
+    /// The prefix of its binary (see the module docs).
+    prefix: String,
+    /// The name libtest printed, `- should panic` dropped; for a doctest, without its line.
     name: String,
-    line: u64,
-    suffix: String,
     status: TestStatus,
+    /// For a doctest: its line (replaced by a rank at the end) and what follows it
+    /// (` - compile fail`).
+    doctest: Option<(u64, String)>,
 }
 
 /// Reads `cargo test` output line by line.
@@ -76,11 +81,9 @@ pub(crate) struct Cargo {
     prefix: String,
     /// Set while the doctests of a crate run.
     doc_prefix: Option<String>,
-    /// Doctests are ranked once all are known (see the module docs).
-    doctests: Vec<(String, Doctest)>,
-    /// Every other test as (binary prefix, name, status): whether a name needs its binary's
-    /// prefix is known only at the end.
-    tests: Vec<(String, String, TestStatus)>,
+    /// Every result: whether a name needs its binary's prefix, and a doctest's rank, are known
+    /// only at the end.
+    entries: Vec<Entry>,
 }
 
 impl LineParser for Cargo {
@@ -103,22 +106,26 @@ impl LineParser for Cargo {
                 _ => TestStatus::Skip,
             };
             let name = caps[1].strip_suffix(" - should panic").unwrap_or(&caps[1]);
-            match (&self.doc_prefix, DOCTEST_NAME.captures(name)) {
-                (Some(doc_prefix), Some(doc)) => self.doctests.push((
-                    doc_prefix.clone(),
-                    Doctest {
-                        name: doc[1].to_owned(),
-                        line: count(&doc[2]),
-                        suffix: doc[3].to_owned(),
-                        status,
-                    },
-                )),
-                _ => {
-                    let prefix = self.doc_prefix.as_deref().unwrap_or(&self.prefix);
-                    self.tests
-                        .push((prefix.to_owned(), name.to_owned(), status));
-                }
-            }
+            let prefix = self
+                .doc_prefix
+                .as_deref()
+                .unwrap_or(&self.prefix)
+                .to_owned();
+            let entry = match (&self.doc_prefix, DOCTEST_NAME.captures(name)) {
+                (Some(_), Some(doc)) => Entry {
+                    prefix,
+                    name: doc[1].to_owned(),
+                    status,
+                    doctest: Some((count(&doc[2]), doc[3].to_owned())),
+                },
+                _ => Entry {
+                    prefix,
+                    name: name.to_owned(),
+                    status,
+                    doctest: None,
+                },
+            };
+            self.entries.push(entry);
         } else if let Some(caps) = RESULT_LINE.captures(line) {
             let totals = self.summary.get_or_insert_with(Summary::default);
             totals.passed = totals.passed.saturating_add(count(&caps[1]));
@@ -131,48 +138,98 @@ impl LineParser for Cargo {
 
     fn finish(self: Box<Self>) -> ParsedLog {
         let mut out = self.out;
-        let mut named = ranked_doctests(self.doctests);
-        named.extend(self.tests);
-        for (id, status) in ids(&named) {
-            out.record(&id, status);
+        for id in ids(&self.entries) {
+            out.record(&id.id, id.status);
         }
         out.finish(self.summary)
     }
 }
 
-/// Each test's id in order: a name printed by two binaries keeps both apart with their
-/// binaries' prefixes, any other keeps the name libtest printed.
-fn ids(named: &[(String, String, TestStatus)]) -> impl Iterator<Item = (String, TestStatus)> {
-    let mut binaries: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for (prefix, name, _) in named {
-        binaries.entry(name).or_default().insert(prefix);
-    }
-    named.iter().map(move |(prefix, name, status)| {
-        if binaries.get(name.as_str()).is_some_and(|b| b.len() > 1) {
-            (format!("{prefix}{name}"), *status)
-        } else {
-            (name.clone(), *status)
-        }
-    })
+/// A test's id, in the order of the log.
+struct Id {
+    id: String,
+    status: TestStatus,
+    doctest: bool,
 }
 
-/// The lines [`IDS_AWK`] appends to a `cargo test` log: `test <kiln id> ... ok|FAILED|ignored`
-/// for every test that is not a doctest, in the order libtest printed them. The SWE-bench
-/// harness's `parse_log_cargo` reads a name only as libtest printed it, so a name that two
-/// binaries print (kept apart by kiln, merged by the harness) and a `- should panic` test (not
-/// read at all) would be misgraded; with these lines it reads kiln's ids. Doctests are left out:
-/// their ids hold spaces, which the harness parser never reads.
+/// Each entry's id, in the order of the log: a doctest's line is replaced by its rank among
+/// the doctests of the same item (`add`, `add#2`, ... by line), then a name printed by two
+/// binaries keeps both apart with their binaries' prefixes, any other keeps its name.
+fn ids(entries: &[Entry]) -> Vec<Id> {
+    let mut ranks = vec![0usize; entries.len()];
+    let mut items: BTreeMap<(&str, &str), Vec<(u64, usize)>> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if let Some((line, _)) = &entry.doctest {
+            items
+                .entry((&entry.prefix, &entry.name))
+                .or_default()
+                .push((*line, i));
+        }
+    }
+    for doctests in items.values_mut() {
+        doctests.sort_unstable();
+        for (rank, (_, i)) in doctests.iter().enumerate() {
+            ranks[*i] = rank + 1;
+        }
+    }
+    let names: Vec<String> = entries
+        .iter()
+        .zip(&ranks)
+        .map(|(entry, rank)| match &entry.doctest {
+            Some((_, suffix)) if *rank > 1 => format!("{}#{rank}{suffix}", entry.name),
+            Some((_, suffix)) => format!("{}{suffix}", entry.name),
+            None => entry.name.clone(),
+        })
+        .collect();
+    let mut binaries: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (entry, name) in entries.iter().zip(&names) {
+        binaries.entry(name).or_default().insert(&entry.prefix);
+    }
+    entries
+        .iter()
+        .zip(&names)
+        .map(|(entry, name)| Id {
+            id: if binaries.get(name.as_str()).is_some_and(|b| b.len() > 1) {
+                format!("{}{name}", entry.prefix)
+            } else {
+                name.clone()
+            },
+            status: entry.status,
+            doctest: entry.doctest.is_some(),
+        })
+        .collect()
+}
+
+/// The lines [`IDS_AWK`] appends to a `cargo test` log, for the SWE-bench harness to read
+/// kiln's ids with one of its own parsers. Its `parse_log_cargo` reads a name only as libtest
+/// printed it, so a name that two binaries print (kept apart by kiln, merged by the harness)
+/// and a `- should panic` test (not read at all) would be misgraded, and a doctest (its id
+/// holds spaces) is never read. First `test <id> ... ok|FAILED|ignored` for every test that is
+/// not a doctest (for `parse_log_cargo`), then `[PASSED] <id>` or `[FAILED] <id>` for every
+/// test that ran, doctests included (for `parse_log_jest_json`, whose lines take any id).
 pub(crate) fn echoed_ids(log: &str) -> String {
     let mut parser = Cargo::default();
     crate::lines::feed_str(&mut parser, log);
+    let ids = ids(&parser.entries);
     let mut out = String::new();
-    for (id, status) in ids(&parser.tests) {
-        let word = match status {
+    for id in ids.iter().filter(|id| !id.doctest) {
+        let word = match id.status {
             TestStatus::Pass => "ok",
             TestStatus::Fail => "FAILED",
             _ => "ignored",
         };
-        let _ = writeln!(out, "test {id} ... {word}");
+        let _ = writeln!(out, "test {} ... {word}", id.id);
+    }
+    for id in &ids {
+        match id.status {
+            TestStatus::Pass => {
+                let _ = writeln!(out, "[PASSED] {}", id.id);
+            }
+            TestStatus::Fail => {
+                let _ = writeln!(out, "[FAILED] {}", id.id);
+            }
+            _ => {}
+        }
     }
     out
 }
@@ -180,26 +237,6 @@ pub(crate) fn echoed_ids(log: &str) -> String {
 /// The awk program (POSIX awk: Debian's mawk, gawk, busybox) that prints every line of a
 /// `cargo test` log and then [`echoed_ids`]'s lines. It reads the log as this module does.
 pub(crate) const IDS_AWK: &str = include_str!("cargo_ids.awk");
-
-/// Doctests as (prefix, name, status), their line replaced by their rank within the same item.
-fn ranked_doctests(mut doctests: Vec<(String, Doctest)>) -> Vec<(String, String, TestStatus)> {
-    let mut out = Vec::with_capacity(doctests.len());
-    doctests.sort_by(|(pa, a), (pb, b)| (pa, &a.name, a.line).cmp(&(pb, &b.name, b.line)));
-    let mut rank: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for (prefix, doctest) in doctests {
-        let n = rank
-            .entry((prefix.clone(), doctest.name.clone()))
-            .and_modify(|n| *n += 1)
-            .or_insert(1);
-        let name = if *n == 1 {
-            format!("{}{}", doctest.name, doctest.suffix)
-        } else {
-            format!("{}#{n}{}", doctest.name, doctest.suffix)
-        };
-        out.push((prefix, name, doctest.status));
-    }
-    out
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,9 @@
-# Prints every line of a cargo test log, then one line "test <id> ... ok|FAILED|ignored" per
-# test that is not a doctest, <id> being the id kiln gives it (see cargo.rs: a name that two
-# binaries print gets the prefix of its binary, " - should panic" is dropped). Eval scripts pipe
-# the test output through it so that parse_log_cargo of the SWE-bench harness reads those ids.
+# Prints every line of a cargo test log, then the results again under the ids kiln gives them
+# (see cargo.rs: a name that two binaries print gets the prefix of its binary, " - should panic"
+# is dropped, the line of a doctest becomes its rank among the doctests of its item): first
+# "test <id> ... ok|FAILED|ignored" for every test but doctests, for parse_log_cargo of the
+# SWE-bench harness; then "[PASSED] <id>" or "[FAILED] <id>" for every test that ran, for its
+# parse_log_jest_json. Eval scripts pipe the test output through it.
 # POSIX awk only (mawk, gawk, busybox awk); no single quote anywhere: sh quotes the program.
 function artifact(path,   f) {
     f = path
@@ -65,14 +67,45 @@ function target(unit, source, binary,   name, top, kind) {
     sub(/[,:].*/, "", word)
     if (word == "bench") word = "ok"
     sub(/ - should panic$/, "", name)
-    if (doc != "" && name ~ /. \(line [0-9]+\)( - .*)?$/) next
-    p = (doc != "") ? doc : prefix
     n++
-    P[n] = p
+    P[n] = (doc != "") ? doc : prefix
     N[n] = name
     W[n] = word
-    if (!((name SUBSEP p) in pair)) { pair[name SUBSEP p] = 1; binaries[name]++ }
+    D[n] = 0
+    # A doctest: the name up to its first " (line N)" that the end of the name may follow
+    # only with " - ..."; the line and that rest are kept apart.
+    if (doc != "" && name ~ /. \(line [0-9]+\)( - .*)?$/) {
+        off = 0
+        while ((i = index(substr(name, off + 1), " (line ")) > 0) {
+            at = off + i
+            tail = substr(name, at + 7)
+            if (at > 1 && tail ~ /^[0-9]+\)( - .*)?$/) break
+            off = at
+        }
+        D[n] = 1
+        N[n] = substr(name, 1, at - 1)
+        L[n] = tail
+        sub(/\).*/, "", L[n])
+        S[n] = tail
+        sub(/^[0-9]+\)/, "", S[n])
+    }
 }
 END {
-    for (i = 1; i <= n; i++) print "test " (binaries[N[i]] > 1 ? P[i] : "") N[i] " ... " W[i]
+    for (i = 1; i <= n; i++) {
+        if (!D[i]) continue
+        rank = 1
+        for (j = 1; j <= n; j++)
+            if (D[j] && j != i && P[j] == P[i] && N[j] == N[i] && (L[j] + 0 < L[i] + 0 || (L[j] + 0 == L[i] + 0 && j < i))) rank++
+        N[i] = N[i] (rank > 1 ? "#" rank : "") S[i]
+    }
+    for (i = 1; i <= n; i++)
+        if (!((N[i] SUBSEP P[i]) in pair)) { pair[N[i] SUBSEP P[i]] = 1; binaries[N[i]]++ }
+    for (i = 1; i <= n; i++) {
+        id[i] = (binaries[N[i]] > 1 ? P[i] : "") N[i]
+        if (!D[i]) print "test " id[i] " ... " W[i]
+    }
+    for (i = 1; i <= n; i++) {
+        if (W[i] == "ok") print "[PASSED] " id[i]
+        else if (W[i] == "FAILED") print "[FAILED] " id[i]
+    }
 }

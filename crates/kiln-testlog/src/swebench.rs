@@ -27,7 +27,9 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
     match kiln_parser {
         // v2 keeps parametrised ids with spaces whole; v1 cuts them at the first space.
         "pytest" => &["parse_log_pytest_v2", "parse_log_pytest"],
-        "cargo" => &["parse_log_cargo"],
+        // Through kiln's output filter (see `cargo_ids.awk`): `parse_log_cargo` reads the ids
+        // of tests, `parse_log_jest_json` (a `[PASSED] <id>` line reader) those of doctests too.
+        "cargo" => &["parse_log_cargo", "parse_log_jest_json"],
         "go-test" => &["parse_log_gotest"],
         "tap" => &["parse_log_tap"],
         _ => &[],
@@ -77,6 +79,7 @@ pub fn harness_parse(name: &str, log: &str) -> Option<HarnessStatuses> {
         "parse_log_pytest" => pytest_v1(log),
         "parse_log_pytest_v2" => pytest_v2(log),
         "parse_log_cargo" => cargo(log),
+        "parse_log_jest_json" => jest_json(log),
         "parse_log_gotest" => gotest(log),
         "parse_log_tap" => tap(log),
         _ => return None,
@@ -180,6 +183,20 @@ fn cargo(log: &str) -> HarnessStatuses {
         "ok" => Some("PASSED"),
         "FAILED" => Some("FAILED"),
         _ => None,
+    })
+}
+
+/// `parse_log_jest_json`: `[PASSED] <id>` and `[FAILED] <id>` lines (the harness expects jest's
+/// JSON report turned into them; kiln's cargo output filter prints them too).
+fn jest_json(log: &str) -> HarnessStatuses {
+    static LINE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\[(PASSED|FAILED)\]\s(.+)$").expect("regex"));
+    by_line(log, &LINE, 2, |m| {
+        Some(if &m[1] == "PASSED" {
+            "PASSED"
+        } else {
+            "FAILED"
+        })
     })
 }
 

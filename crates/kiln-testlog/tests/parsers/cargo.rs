@@ -104,16 +104,20 @@ fn the_edge_log_is_read_as_kiln_names_its_tests() {
          pass old::dup_top
          skip my-crate-not-hex::tests::dup
          pass crlf::line
-         pass src/lib.rs - add
+         pass foo::doc::src/lib.rs - add
          fail src/lib.rs - add#2 - compile fail
-         pass not_a_doctest",
+         pass not_a_doctest
+         fail src/lib.rs - sub
+         pass src/lib.rs - sub#2
+         fail bar::doc::src/lib.rs - add
+         pass src/lib.rs - mul",
     );
 }
 
 /// The awk filter kiln's eval scripts pipe `cargo test` output through prints what
 /// `harness_log` says it prints, on the host's awk (Debian's mawk here, as in the images) and on
-/// gawk and busybox where they are installed; through it, the harness's `parse_log_cargo` grades
-/// every test kiln names (doctests aside, whose ids hold spaces) as kiln does.
+/// gawk and busybox where they are installed; through it, the harness's parsers grade every
+/// test kiln names as kiln does.
 #[test]
 fn the_output_filter_makes_the_harness_read_kiln_ids() {
     use kiln_testlog::swebench::{OUTPUT_FILTER, harness_log, harness_parse, output_filter};
@@ -122,10 +126,9 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
     let filter = output_filter("cargo").expect("cargo has an output filter");
     assert!(output_filter("pytest").is_none());
     // Traced by `set -x` inside the harness's markers, the program must read as no result.
-    assert_eq!(
-        harness_parse("parse_log_cargo", &filter),
-        Some(Default::default())
-    );
+    for parser in ["parse_log_cargo", "parse_log_jest_json"] {
+        assert_eq!(harness_parse(parser, &filter), Some(Default::default()));
+    }
     let mut awks = vec![None];
     for (tool, args) in [("gawk", &[][..]), ("busybox", &["awk"][..])] {
         let found = std::process::Command::new(tool)
@@ -164,19 +167,21 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
                 "{name} through {awk:?}"
             );
         }
+        // `parse_log_cargo` reads every id but doctests' (they hold spaces), and
+        // `parse_log_jest_json` every id, as kiln reads them.
         let kiln = kiln_testlog::parse("cargo", log).unwrap_or_else(|e| panic!("{e}"));
-        let harness = harness_parse("parse_log_cargo", &expected).expect("ported");
+        let cargo = harness_parse("parse_log_cargo", &expected).expect("ported");
+        let lines = harness_parse("parse_log_jest_json", &expected).expect("ported");
         for (id, status) in &kiln.statuses {
-            if id.contains(' ') {
-                continue;
-            }
-            let read = harness.get(id).map(String::as_str);
             let want = match status.as_str() {
                 "pass" => Some("PASSED"),
                 "fail" => Some("FAILED"),
                 _ => None,
             };
-            assert_eq!(read, want, "{name}: {id}");
+            assert_eq!(lines.get(id).map(String::as_str), want, "{name}: {id}");
+            if !id.contains(' ') {
+                assert_eq!(cargo.get(id).map(String::as_str), want, "{name}: {id}");
+            }
         }
     }
 }
