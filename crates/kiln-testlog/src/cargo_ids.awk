@@ -96,8 +96,10 @@ END {
         rank = 1
         for (j = 1; j <= n; j++)
             if (D[j] && j != i && P[j] == P[i] && N[j] == N[i] && (L[j] + 0 < L[i] + 0 || (L[j] + 0 == L[i] + 0 && j < i))) rank++
-        N[i] = N[i] (rank > 1 ? "#" rank : "") S[i]
+        R[i] = rank
     }
+    for (i = 1; i <= n; i++)
+        if (D[i]) N[i] = N[i] (R[i] > 1 ? "#" R[i] : "") S[i]
     for (i = 1; i <= n; i++)
         if (!((N[i] SUBSEP P[i]) in pair)) { pair[N[i] SUBSEP P[i]] = 1; binaries[N[i]]++ }
     for (i = 1; i <= n; i++) {

@@ -109,6 +109,8 @@ fn the_edge_log_is_read_as_kiln_names_its_tests() {
          pass not_a_doctest
          fail src/lib.rs - sub
          pass src/lib.rs - sub#2
+         pass src/lib.rs - div - compile
+         fail src/lib.rs - div#2 - compile
          fail bar::doc::src/lib.rs - add
          pass src/lib.rs - mul",
     );
