@@ -26,7 +26,7 @@ fn a_malformed_config_names_every_key_and_line() {
          [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\ntimeout = \"10m\"\n\n\
          [stages.validate]\nkind = \"validate\"\ninputs = [\"tasks\", \"launch\"]\nrepeats = 0\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let output = run(kiln().args(["check", "--config"]).arg(&config));
     assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -54,8 +54,7 @@ fn a_malformed_config_names_every_key_and_line() {
 #[test]
 fn no_engine_is_one_clear_line_and_exit_code_4() {
     let tmp = tempdir();
-    let demo = kiln_pipeline::demo::prepare(&tmp.path().join("d"), None, 1)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let demo = kiln_pipeline::demo::prepare(&tmp.path().join("d"), None, 1).unwrap();
     let output = run(kiln()
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token)
@@ -79,8 +78,8 @@ fn no_engine_is_one_clear_line_and_exit_code_4() {
 #[test]
 fn malformed_task_lines_are_recorded_and_the_others_proceed() {
     let tmp = tempdir();
-    let layout = kiln_testkit::write_demo(&tmp.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
-    let bad = kiln_testkit::write_tasks_with_errors(&layout).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_demo(&tmp.path().join("d")).unwrap();
+    let bad = kiln_testkit::write_tasks_with_errors(&layout).unwrap();
     let config = tmp.path().join("pipeline.toml");
     std::fs::write(
         &config,
@@ -90,7 +89,7 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
             bad.path.to_string_lossy()
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let output = run(kiln().args(["run", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));
     let runs = tmp.path().join("datasets/errors/runs");
@@ -100,8 +99,7 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
         .and_then(Result::ok)
         .map(|e| e.path())
         .unwrap_or_else(|| panic!("no run in {}", runs.display()));
-    let rows: Vec<Candidate> =
-        kiln_store::read_rows(&run_dir.join("tasks")).unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<Candidate> = kiln_store::read_rows(&run_dir.join("tasks")).unwrap();
     let ok: Vec<&str> = rows
         .iter()
         .filter(|r| r.status == "ok")

@@ -26,7 +26,7 @@ fn config(dir: &Path, dataset: &str, url: &str, synthetic: &Synthetic) -> PathBu
         synthetic.clone_url_template
     );
     let path = dir.join(format!("{dataset}.toml"));
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, text).unwrap();
     path
 }
 
@@ -36,9 +36,7 @@ fn crawl_rows(dir: &Path, dataset: &str) -> Vec<Candidate> {
     for run in std::fs::read_dir(&runs).into_iter().flatten().flatten() {
         let stage = run.path().join("github");
         if stage.join("manifest.json").exists() {
-            rows.extend(
-                kiln_store::read_rows::<Candidate>(&stage).unwrap_or_else(|e| panic!("{e}")),
-            );
+            rows.extend(kiln_store::read_rows::<Candidate>(&stage).unwrap());
         }
     }
     rows.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
@@ -61,10 +59,8 @@ impl Lcg {
 #[test]
 fn kill_9_during_a_crawl_loses_and_repeats_nothing() {
     let tmp = tempdir();
-    let synthetic =
-        write_synthetic(&tmp.path().join("fixtures"), 12, 150).unwrap_or_else(|e| panic!("{e}"));
-    let fake =
-        FakeGitHub::start(synthetic.repos.clone(), &[TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let synthetic = write_synthetic(&tmp.path().join("fixtures"), 12, 150).unwrap();
+    let fake = FakeGitHub::start(synthetic.repos.clone(), &[TOKEN]).unwrap();
     fake.keep_exchanges(false);
     // Slow answers stretch the crawl over seconds, so kills land between and inside pages.
     fake.set_delay(Duration::from_millis(150));
@@ -89,10 +85,10 @@ fn kill_9_during_a_crawl_loses_and_repeats_nothing() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         std::thread::sleep(Duration::from_millis(random.next_millis(300, 2500)));
         if child.try_wait().ok().flatten().is_none() {
-            child.kill().unwrap_or_else(|e| panic!("{e}"));
+            child.kill().unwrap();
             kills += 1;
         }
         let _ = child.wait();
@@ -153,7 +149,7 @@ fn check_reports_bad_crawl_configs_with_line_and_key() {
         "[dataset]\nname = \"live\"\n\n[sources.github]\nkind = \"crawl\"\nrepos = [\"o/r\"]\n\
          since = \"2024-10-01\"\nuntil = \"2024-09-01\"\ntoken_env = [\"KILN_E2E_UNSET_TOKEN\"]\nrepo = \"typo\"\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let output = run(kiln()
         .env_remove("KILN_E2E_UNSET_TOKEN")
         .args(["check", "--config"])
@@ -174,7 +170,7 @@ fn check_reports_bad_crawl_configs_with_line_and_key() {
         .unwrap_or_default()
         .replace("until = \"2024-09-01\"\n", "until = \"2024-11-01\"\n")
         .replace("repo = \"typo\"\n", "");
-    std::fs::write(&path, text_fixed).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, text_fixed).unwrap();
     let output = run(kiln()
         .env_remove("KILN_E2E_UNSET_TOKEN")
         .args(["check", "--config"])

@@ -108,8 +108,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     // A crawl of one calendar month publishes that month.
     assert!(tag.ends_with("2024-09"), "{}", tag.display());
     let shard = tag.join("data/test-00000-of-00001.parquet");
-    let rows: Vec<ReleaseInstance> =
-        kiln_store::read_parquet(&shard).unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<ReleaseInstance> = kiln_store::read_parquet(&shard).unwrap();
     let ids: Vec<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
     assert_eq!(ids, ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"]);
     for row in &rows {
@@ -124,7 +123,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         assert_eq!(row.eval_type, "pass_and_fail");
         assert_eq!(row.docker_image, row.image);
     }
-    let card = std::fs::read_to_string(tag.join("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    let card = std::fs::read_to_string(tag.join("README.md")).unwrap();
     assert!(
         card.contains("2 of 2 rows are evaluable unchanged by the official SWE-bench harness"),
         "{card}"
@@ -158,7 +157,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         pull_number: Some("9".into()),
         ..rows[0].clone()
     });
-    kiln_store::write_release(&tag, "test", &more, 10_000).unwrap_or_else(|e| panic!("{e}"));
+    kiln_store::write_release(&tag, "test", &more, 10_000).unwrap();
     let export = |extra: &[&str]| {
         run(kiln()
             .arg("--config")
@@ -233,8 +232,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     // Every built environment's Dockerfile was rebuilt and reproduced the baseline.
     let run_dir = report["run_dir"].as_str().unwrap_or_default();
     let environments: Vec<kiln_schema::EnvironmentRecord> =
-        kiln_store::read_rows(&std::path::Path::new(run_dir).join("launch"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        kiln_store::read_rows(&std::path::Path::new(run_dir).join("launch")).unwrap();
     for env in environments.iter().filter(|e| e.status == "built") {
         let check = env.dockerfile_check.as_deref().unwrap_or_default();
         assert!(

@@ -139,17 +139,16 @@ fn launch_report(run_dir: &Path, id: &str) -> String {
 /// so one run reports every ecosystem that does not validate.
 #[test]
 // Which ecosystems validated is printed even when all do: the plans change under this test.
-#[allow(clippy::print_stderr)]
 fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
     let tmp = tempdir();
     let dir = tmp.path().join("eco");
-    let layout = kiln_testkit::write_ecosystems(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_ecosystems(&dir).unwrap();
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
         kiln_pipeline::demo::config_text("eco", ca_bundle().as_deref(), 1, false),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
 
     let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
     let report: serde_json::Value =

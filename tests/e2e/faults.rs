@@ -7,7 +7,10 @@
 //!
 //! `KILN_FAULT_SEED` chooses the kill points (the default is fixed, so CI is repeatable).
 
-#![allow(clippy::print_stderr)] // the tallies are the point of these tests
+#![expect(
+    clippy::print_stderr,
+    reason = "the tallies are the point of these tests"
+)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -95,8 +98,7 @@ fn outcome(dir: &Path, dataset: &str, docker_host: Option<&str>) -> Outcome {
 
     let release_dir = crate::release_dir(dir, dataset);
     let shard = release_dir.join("data/test-00000-of-00001.parquet");
-    let released: Vec<ReleaseInstance> =
-        kiln_store::read_parquet(&shard).unwrap_or_else(|e| panic!("{e}"));
+    let released: Vec<ReleaseInstance> = kiln_store::read_parquet(&shard).unwrap();
     assert_unique(&released);
     let release = released
         .iter()
@@ -250,13 +252,13 @@ fn stage_in_progress(runs: &Path) -> Option<(String, u64)> {
 }
 
 fn spawn(mut command: Command, log: &Path) -> Child {
-    let file = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
-    let err = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let file = std::fs::File::create(log).unwrap();
+    let err = file.try_clone().unwrap();
     command
         .stdout(Stdio::from(file))
         .stderr(Stdio::from(err))
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
 }
 
 /// Waits for `child` to exit, at most `limit`; kills it and fails the test after that.
@@ -400,7 +402,7 @@ impl SecondDaemon {
             host: format!("unix://{}", root.join("docker.sock").display()),
             process: None,
         };
-        std::fs::create_dir_all(root).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root).unwrap();
         daemon
     }
 
@@ -409,8 +411,8 @@ impl SecondDaemon {
             .create(true)
             .append(true)
             .open(self.root.join("dockerd.log"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let err = log.try_clone().unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
+        let err = log.try_clone().unwrap();
         let child = Command::new("dockerd")
             .arg("-H")
             .arg(&self.host)
@@ -425,7 +427,7 @@ impl SecondDaemon {
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err))
             .spawn()
-            .unwrap_or_else(|e| panic!("dockerd: {e}"));
+            .expect("dockerd");
         self.process = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -669,7 +671,7 @@ fn a_full_disk_stops_the_run_and_a_resume_after_freeing_space_finishes() {
     // The dataset root (runs, logs, the mirror cache) on a file system of its own.
     let image = tmp.path().join("disk.img");
     let mount = dir.join("datasets");
-    std::fs::create_dir_all(&mount).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&mount).unwrap();
     sh(&format!(
         "truncate -s 256M '{img}' && mkfs.ext4 -q -F -m 0 '{img}' && mount -o loop '{img}' '{mnt}'",
         img = image.display(),

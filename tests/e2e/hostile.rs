@@ -22,7 +22,7 @@ fn run_pipeline(dir: &Path) -> PathBuf {
 
 fn rows<R: kiln_schema::Row>(dir: &Path) -> BTreeMap<String, R> {
     kiln_store::read_rows::<R>(dir)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .into_iter()
         .map(|r| (r.key().to_string(), r))
         .collect()
@@ -57,17 +57,16 @@ fn remove_images(dataset: &str) {
 }
 
 #[test]
-#[allow(clippy::print_stderr)] // the time it took is what CI's log should show
 fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_disk() {
     let tmp = tempdir();
     let dir = tmp.path().join("hc");
     let dataset = format!("hard-hc-{}", std::process::id());
-    let layout = kiln_testkit::write_hostile_cases(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_hostile_cases(&dir).unwrap();
     std::fs::write(
         dir.join("pipeline.toml"),
         kiln_pipeline::demo::config_text(&dataset, ca_bundle().as_deref(), 1, false),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let started = std::time::Instant::now();
     let run_dir = run_pipeline(&dir);
     eprintln!(
@@ -134,7 +133,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
     let tmp = tempdir();
     let dir = tmp.path().join("ids");
     let dataset = format!("hard-ids-{}", std::process::id());
-    let layout = kiln_testkit::write_validation_cases(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_validation_cases(&dir).unwrap();
     let tasks: Vec<serde_json::Value> = std::fs::read_to_string(&layout.tasks_file)
         .unwrap_or_default()
         .lines()
@@ -161,12 +160,12 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
         with_id(task("kiln-vc__inikit-14"), "../../escape"),
         with_id(task("kiln-vc__inikit-14"), "/tmp/kiln-absolute"),
     ];
-    std::fs::write(&layout.tasks_file, hostile.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&layout.tasks_file, hostile.join("\n") + "\n").unwrap();
     std::fs::write(
         dir.join("pipeline.toml"),
         kiln_pipeline::demo::config_text(&dataset, ca_bundle().as_deref(), 1, true),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let run_dir = run_pipeline(&dir);
     remove_images(&dataset);
 
@@ -212,7 +211,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
     assert!(!tmp.path().join("escape").exists());
     assert!(!Path::new("/tmp/kiln-absolute").exists());
     let logs: Vec<String> = std::fs::read_dir(run_dir.join("logs"))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -243,7 +242,7 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
         row("/tmp/kiln-e2e-absolute-evaluation"),
         row("fine__id-1"),
     ];
-    kiln_store::write_release(&release, "test", &rows, 10).unwrap_or_else(|e| panic!("{e}"));
+    kiln_store::write_release(&release, "test", &rows, 10).unwrap();
     let predictions = tmp.path().join("preds.jsonl");
     let lines: String = rows
         .iter()
@@ -254,7 +253,7 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
             )
         })
         .collect();
-    std::fs::write(&predictions, lines).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&predictions, lines).unwrap();
     let output_dir = tmp.path().join("a/b/out");
     let before: Vec<PathBuf> = files(tmp.path()).into_iter().map(|(p, _)| p).collect();
     let output = run(kiln()

@@ -52,7 +52,7 @@ fn a_new_run_removes_what_dead_runs_of_its_dataset_left() {
     // A task file with no usable task: the launch stage has nothing to do but is there, so
     // the engine is used.
     let tasks = tmp.path().join("tasks.jsonl");
-    std::fs::write(&tasks, "{\"not\": \"a task\"}\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&tasks, "{\"not\": \"a task\"}\n").unwrap();
     let config = tmp.path().join("pipeline.toml");
     std::fs::write(
         &config,
@@ -61,7 +61,7 @@ fn a_new_run_removes_what_dead_runs_of_its_dataset_left() {
              path = {tasks:?}\n[stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n"
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
 
     // A container of an earlier run of the dataset, killed and never resumed.
     let container = docker(&[

@@ -30,12 +30,12 @@ fn fake() -> FakeLm {
             LmReply::json(&json!({"label": "ok", "reason": "The issue states the wrong and the expected result.", "flags": []}))
         }
     })
-    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap()
 }
 
 /// Demo fixtures with a config of ingest, an LM filter and an LM split only (no engine needed).
 fn prepare(dir: &Path, url: &str, budget: Option<f64>) -> PathBuf {
-    kiln_testkit::write_demo(dir).unwrap_or_else(|e| panic!("{e}"));
+    kiln_testkit::write_demo(dir).unwrap();
     let budget = budget.map_or(String::new(), |b| format!("max_cost_usd = {b}\n"));
     let config = dir.join("pipeline.toml");
     std::fs::write(
@@ -68,7 +68,7 @@ judge = "lm"
 "#
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     config
 }
 
@@ -122,8 +122,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
     let summary = kiln_with_key(&["run"]);
     assert_eq!(fake.chat_requests().len(), 4, "one answer per candidate");
     let run_dir = only_run(&dir);
-    let verdicts: Vec<Verdict> =
-        kiln_store::read_rows(&run_dir.join("filter")).unwrap_or_else(|e| panic!("{e}"));
+    let verdicts: Vec<Verdict> = kiln_store::read_rows(&run_dir.join("filter")).unwrap();
     assert_eq!(verdicts.len(), 4);
     for verdict in &verdicts {
         assert!(verdict.prompt_tokens.is_some_and(|t| t > 0), "{verdict:?}");
@@ -148,8 +147,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
             assert_eq!(verdict.fallback, None);
         }
     }
-    let labels: Vec<PlatformLabel> =
-        kiln_store::read_rows(&run_dir.join("split")).unwrap_or_else(|e| panic!("{e}"));
+    let labels: Vec<PlatformLabel> = kiln_store::read_rows(&run_dir.join("split")).unwrap();
     assert!(
         labels.iter().all(|l| l.keyword_evidence == "none"),
         "{labels:?}"
@@ -158,7 +156,6 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
     assert_eq!(filter_stats["lm.requests"], 4.0);
     assert_eq!(filter_stats["lm.fallback_rows"], 1.0);
     let tokens: i64 = verdicts.iter().map(|v| v.prompt_tokens.unwrap_or(0)).sum();
-    #[allow(clippy::cast_precision_loss)]
     let paid_prompt = tokens as f64;
     assert_eq!(filter_stats["lm.prompt_tokens"], paid_prompt);
     let filter_line = summary
@@ -184,7 +181,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
         &config,
         text.replace("min_problem_chars = 20", "min_problem_chars = 25"),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     kiln_with_key(&["stage", "filter"]);
     assert_eq!(
         fake.chat_requests().len(),
@@ -194,8 +191,7 @@ fn the_lm_filter_replays_its_answers_and_force_asks_again() {
     let replayed = stats(&run_dir.join("filter"));
     assert_eq!(replayed["lm.replayed"], 4.0);
     assert_eq!(replayed["lm.requests"], 0.0);
-    let again: Vec<Verdict> =
-        kiln_store::read_rows(&run_dir.join("filter")).unwrap_or_else(|e| panic!("{e}"));
+    let again: Vec<Verdict> = kiln_store::read_rows(&run_dir.join("filter")).unwrap();
     assert_eq!(again.len(), 4);
 
     // --force asks again, for the whole stage or for one instance.
@@ -243,8 +239,7 @@ fn the_budget_stops_asking_and_the_rows_say_so() {
     assert!(output.status.success(), "{}", text(&output));
     assert!(fake.requests().is_empty(), "{:?}", fake.requests());
     let run_dir = only_run(&dir);
-    let verdicts: Vec<Verdict> =
-        kiln_store::read_rows(&run_dir.join("filter")).unwrap_or_else(|e| panic!("{e}"));
+    let verdicts: Vec<Verdict> = kiln_store::read_rows(&run_dir.join("filter")).unwrap();
     assert_eq!(verdicts.len(), 4);
     for verdict in &verdicts {
         assert_eq!(verdict.judge, "heuristic");
@@ -305,8 +300,7 @@ fn demo_judged_through_an_lm_endpoint() {
     );
     assert_eq!(report["stage_stats"]["filter"]["lm.requests"], 4.0);
     let run_dir = PathBuf::from(report["run_dir"].as_str().unwrap_or_default());
-    let verdicts: Vec<Verdict> =
-        kiln_store::read_rows(&run_dir.join("filter")).unwrap_or_else(|e| panic!("{e}"));
+    let verdicts: Vec<Verdict> = kiln_store::read_rows(&run_dir.join("filter")).unwrap();
     let judges: Vec<(&str, &str)> = verdicts
         .iter()
         .map(|v| (v.instance_id.as_str(), v.judge.as_str()))
@@ -361,8 +355,8 @@ fn demo_judged_through_an_lm_endpoint() {
 /// judges switched to the LM, is a valid config: the documentation cannot drift from the keys.
 #[test]
 fn the_documented_lm_keys_compile() {
-    let documented = std::fs::read_to_string(crate::workspace_root().join("pipeline.toml"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let documented =
+        std::fs::read_to_string(crate::workspace_root().join("pipeline.toml")).unwrap();
     let mut out = String::new();
     let mut in_lm = false;
     for line in documented.lines() {
@@ -399,8 +393,8 @@ fn the_documented_lm_keys_compile() {
     let tmp = tempdir();
     let config = tmp.path().join("pipeline.toml");
     // The frozen split's id list must exist for `kiln check`.
-    std::fs::write(tmp.path().join("verified.txt"), "o__r-1\n").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&config, &out).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(tmp.path().join("verified.txt"), "o__r-1\n").unwrap();
+    std::fs::write(&config, &out).unwrap();
     let output = run(kiln().args(["--json", "check", "--config"]).arg(&config));
     assert!(output.status.success(), "{}\n{out}", text(&output));
     let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();

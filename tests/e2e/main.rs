@@ -2,6 +2,11 @@
 //! driven as a user drives it. The engine must be running (`scripts/docker-engine.sh start`)
 //! with `debian:bookworm` present (`scripts/base-images.sh`); `.ci/run` does both.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
+
 mod config;
 mod crawl;
 mod demo;
@@ -88,7 +93,7 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("kiln-e2e-")
         .tempdir()
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
 }
 
 /// The host's CA bundle, installed in the images so that a TLS-inspecting proxy works.

@@ -20,18 +20,16 @@ const TOKEN: &str = "e2e-refresh-token";
 /// Every row of split `split` of a release, by instance id.
 fn split_rows(release: &Path, split: &str) -> BTreeMap<String, ReleaseInstance> {
     kiln_store::analytics::split_shards(release, split)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .iter()
-        .flat_map(|shard| {
-            kiln_store::read_parquet::<ReleaseInstance>(shard).unwrap_or_else(|e| panic!("{e}"))
-        })
+        .flat_map(|shard| kiln_store::read_parquet::<ReleaseInstance>(shard).unwrap())
         .map(|r| (r.instance_id.clone(), r))
         .collect()
 }
 
 /// `(split, rows)` of the card's split table, and the splits its YAML `configs` declare.
 fn card_counts(release: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
-    let card = std::fs::read_to_string(release.join("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    let card = std::fs::read_to_string(release.join("README.md")).unwrap();
     let table = card
         .split("## Splits\n")
         .nth(1)
@@ -65,7 +63,7 @@ impl Registry {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let address = format!("127.0.0.1:{port}");
         let config = dir.join("registry.yml");
         std::fs::write(
@@ -75,7 +73,7 @@ impl Registry {
                 dir.join("registry").display()
             ),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         let child = std::process::Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
@@ -139,11 +137,11 @@ fn refresh(config: &Path, month: &str) -> std::process::Output {
 fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     let tmp = tempdir();
     let dir = tmp.path();
-    let layout = kiln_testkit::write_demo(dir).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_demo(dir).unwrap();
     // Two of the four fixture pull requests were merged a month later: September's crawl
     // finds calc (validates) and badgold (rejected), October's textwrap2 (validates) and
     // broken (fails to launch).
-    let mut repos = kiln_testkit::github::fake_repos(&layout).unwrap_or_else(|e| panic!("{e}"));
+    let mut repos = kiln_testkit::github::fake_repos(&layout).unwrap();
     for repo in &mut repos {
         if ["kiln-demo/textwrap2", "kiln-demo/broken"].contains(&repo.full_name.as_str()) {
             for pull in &mut repo.pulls {
@@ -151,7 +149,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
             }
         }
     }
-    let github = FakeGitHub::start(repos, &[TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let github = FakeGitHub::start(repos, &[TOKEN]).unwrap();
     let registry = Registry::start(dir);
     let names: Vec<String> = layout.instances.iter().map(|i| i.repo.clone()).collect();
     let verified = dir.join("verified.txt");
@@ -159,7 +157,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         &verified,
         "# reviewed by hand\nkiln-demo__textwrap2-3\nkiln-demo__calc-2\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let config_text = kiln_pipeline::demo::crawl_config_text(
         "monthly",
         &github.url(),
@@ -176,7 +174,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         registry.address
     );
     let config = dir.join("pipeline.toml");
-    std::fs::write(&config, &config_text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, &config_text).unwrap();
     let releases = dir.join("datasets/monthly/releases");
     let release = |month: &str| -> PathBuf { releases.join(month) };
 
@@ -207,8 +205,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         sept_verified.keys().collect::<Vec<_>>(),
         ["kiln-demo__calc-2"]
     );
-    let manifest =
-        kiln_pipeline::release::ReleaseManifest::read(&sept).unwrap_or_else(|e| panic!("{e}"));
+    let manifest = kiln_pipeline::release::ReleaseManifest::read(&sept).unwrap();
     assert_eq!(
         manifest.frozen["verified"].not_published,
         ["kiln-demo__textwrap2-3"]
@@ -264,13 +261,11 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     }
 
     // A finished month refreshed again finds nothing new and leaves its release as it was.
-    let before = std::fs::read(oct.join("data/test-00000-of-00001.parquet"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let before = std::fs::read(oct.join("data/test-00000-of-00001.parquet")).unwrap();
     let again = refresh(&config, "2024-10");
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(split_rows(&oct, "test"), oct_test, "{}", text(&again));
-    let after = std::fs::read(oct.join("data/test-00000-of-00001.parquet"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let after = std::fs::read(oct.join("data/test-00000-of-00001.parquet")).unwrap();
     assert_eq!(before, after, "the re-export rewrote the shard differently");
 
     // A config without a crawl source cannot be refreshed: the message says why.
@@ -279,7 +274,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         &ingest,
         kiln_pipeline::demo::config_text("ingested", None, 1, false),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let refused = refresh(&ingest, "2024-10");
     assert_eq!(refused.status.code(), Some(3), "{}", text(&refused));
     assert!(
@@ -302,7 +297,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     }
 
     // Publishing: a dry run reaches no server and lists the commit's files.
-    let hub = FakeHub::start(&[HF_TOKEN]).unwrap_or_else(|e| panic!("{e}"));
+    let hub = FakeHub::start(&[HF_TOKEN]).unwrap();
     let dry = push(&sept, &hub, &["--dry-run"]);
     assert!(dry.status.success(), "{}", text(&dry));
     let printed = String::from_utf8_lossy(&dry.stdout).to_string();
@@ -347,10 +342,9 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     );
     let on_hub = hub.files("kiln-e2e/monthly");
     for (release, month) in [(&sept, "2024-09"), (&oct, "2024-10")] {
-        let manifest = kiln_pipeline::release::ReleaseManifest::read(release)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let manifest = kiln_pipeline::release::ReleaseManifest::read(release).unwrap();
         for file in manifest.all_files() {
-            let local = std::fs::read(release.join(&file.path)).unwrap_or_else(|e| panic!("{e}"));
+            let local = std::fs::read(release.join(&file.path)).unwrap();
             assert_eq!(
                 on_hub.get(&format!("releases/{month}/{}", file.path)),
                 Some(&local),
@@ -412,7 +406,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
             "license = \"mit\"\nrows_per_shard = 1\n",
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let smaller = refresh(&config, "2024-10");
     assert!(smaller.status.success(), "{}", text(&smaller));
     assert_eq!(split_rows(&oct, "verified").len(), 2);

@@ -75,10 +75,9 @@ pub fn check_report(config: &Path, scratch: &Path) -> serde_json::Value {
     let data_start = page
         .find(r#"<script type="application/json" id="kiln-data">"#)
         .map(|i| i + 47)
-        .unwrap_or_else(|| panic!("no data block"));
+        .expect("no data block");
     let data_end = data_start + page[data_start..].find("</script>").unwrap_or(0);
-    let data: serde_json::Value =
-        serde_json::from_str(&page[data_start..data_end]).unwrap_or_else(|e| panic!("{e}"));
+    let data: serde_json::Value = serde_json::from_str(&page[data_start..data_end]).unwrap();
 
     let dom = chromium_dom(&path, &scratch.join("chromium-profile"));
     assert_eq!(attribute(&dom, "<body", "data-error"), None, "{dom}");

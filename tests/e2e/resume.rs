@@ -12,11 +12,10 @@ use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 /// returned demo) with a config of their own dataset name, so this test's images and containers
 /// never mix with another test's.
 pub(crate) fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
-    let demo = kiln_pipeline::demo::prepare(dir, ca_bundle().as_deref(), 1)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let demo = kiln_pipeline::demo::prepare(dir, ca_bundle().as_deref(), 1).unwrap();
     let text = std::fs::read_to_string(&demo.config_path).unwrap_or_default();
     let text = text.replace("name = \"demo\"", &format!("name = \"{dataset}\""));
-    std::fs::write(&demo.config_path, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&demo.config_path, text).unwrap();
     let config = demo.config_path.clone();
     (demo, config)
 }
@@ -57,7 +56,7 @@ pub(crate) fn manifest_rows(stage_dir: &Path) -> u64 {
 }
 
 pub(crate) fn rows<R: Row>(stage_dir: &Path) -> Vec<R> {
-    kiln_store::read_rows::<R>(stage_dir).unwrap_or_else(|e| panic!("{e}"))
+    kiln_store::read_rows::<R>(stage_dir).unwrap()
 }
 
 pub(crate) fn assert_unique<R: Row>(rows: &[R]) {
@@ -81,7 +80,7 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(900);
     let launch_dir = loop {
         let found = std::fs::read_dir(dir.join("datasets/crash/runs"))
@@ -98,7 +97,7 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
         assert!(Instant::now() < deadline, "launch never wrote a row");
         std::thread::sleep(Duration::from_millis(100));
     };
-    child.kill().unwrap_or_else(|e| panic!("{e}"));
+    child.kill().unwrap();
     let _ = child.wait();
 
     let before: Vec<EnvironmentRecord> = rows(&launch_dir);

@@ -30,7 +30,7 @@ fn parse_reads_a_log_as_validation_does() {
         .map(|l| format!("{l}\n"))
         .collect();
     let cut_path = tmp.path().join("cut.log");
-    std::fs::write(&cut_path, cut).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&cut_path, cut).unwrap();
     let output = run(kiln().args(["parse", "--parser", "pytest"]).arg(&cut_path));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(

@@ -257,7 +257,7 @@ fn evaluate(
             format!("{line}\n")
         })
         .collect();
-    std::fs::write(&predictions, lines).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&predictions, lines).unwrap();
     let mut command = kiln();
     command
         .args(["--json", "evaluate", "--dataset"])
@@ -288,21 +288,20 @@ fn evaluate(
 fn validation_rules_hold_on_their_fixtures_and_gold_patches_resolve() {
     let tmp = tempdir();
     let dir = tmp.path().join("vc");
-    let layout = kiln_testkit::write_validation_cases(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let layout = kiln_testkit::write_validation_cases(&dir).unwrap();
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
         kiln_pipeline::demo::config_text("vc", ca_bundle().as_deref(), 3, false),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
 
     let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
     let run_dir = PathBuf::from(report["run_dir"].as_str().unwrap_or_default());
-    let rows: Vec<ValidationRecord> =
-        kiln_store::read_rows(&run_dir.join("validate")).unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<ValidationRecord> = kiln_store::read_rows(&run_dir.join("validate")).unwrap();
     let by_id: BTreeMap<&str, &ValidationRecord> =
         rows.iter().map(|r| (r.instance_id.as_str(), r)).collect();
     let ids: Vec<&str> = by_id.keys().copied().collect();

@@ -147,8 +147,8 @@ fn schema_files_match_the_row_types() {
                 .unwrap_or_default();
         generated.push('\n');
         if bless {
-            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-            std::fs::write(&path, &generated).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &generated).unwrap();
         } else if std::fs::read_to_string(&path).ok().as_deref() != Some(generated.as_str()) {
             drift.push(format!(
                 "{} differs from the row type `{table}`",

@@ -5,8 +5,6 @@ pub const OK: u8 = 0;
 /// An unexpected failure inside kiln (a bug: please report it).
 pub const INTERNAL: u8 = 1;
 /// The command line is wrong (clap's own code for usage errors).
-// clap exits with this code itself; the constant documents it and a test pins it.
-#[cfg_attr(not(test), allow(dead_code))]
 pub const USAGE: u8 = 2;
 /// The pipeline config is invalid; every problem is printed with file, line and key.
 pub const CONFIG: u8 = 3;

@@ -4,7 +4,11 @@
 //! libraries; see ARCHITECTURE.md for where the work happens.
 
 // Printing is this binary's job; the workspace lints keep it out of the libraries.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "printing is what this program is for"
+)]
 
 mod exit;
 mod progress;

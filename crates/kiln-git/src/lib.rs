@@ -499,8 +499,8 @@ mod tests {
     use super::*;
 
     fn commit(dir: &Path, file: &str, text: &str) -> String {
-        std::fs::write(dir.join(file), text).unwrap_or_else(|e| panic!("{e}"));
-        let ok = |args: &[&str]| git(Some(dir), args).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join(file), text).unwrap();
+        let ok = |args: &[&str]| git(Some(dir), args).unwrap();
         ok(&["add", "-A"]);
         ok(&[
             "-c",
@@ -518,21 +518,21 @@ mod tests {
     fn ensure_mirror(cache: &Path, repo: &str, url: &str, commit: &str) -> PathBuf {
         MirrorCache::new(cache)
             .and_then(|c| c.ensure(repo, url, &[commit]))
-            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap()
     }
 
     fn upstream_with_commit(dir: &Path) -> String {
-        git(None, &["init", "--quiet", &dir.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &dir.to_string_lossy()]).unwrap();
         commit(dir, "a.txt", "one")
     }
 
     #[test]
     fn concurrent_ensures_on_a_fresh_cache_share_one_good_mirror() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
         let base = upstream_with_commit(&upstream);
         let url = upstream.to_string_lossy().to_string();
-        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap();
         let results: Vec<Result<PathBuf, GitError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..6)
                 .map(|_| scope.spawn(|| cache.ensure("o/up", &url, &[base.as_str()])))
@@ -543,11 +543,11 @@ mod tests {
                 .collect()
         });
         for result in &results {
-            let mirror = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            let mirror = result.as_ref().unwrap();
             assert_eq!(mirror, &cache.path("o/up", &url));
         }
         let leftovers: Vec<String> = std::fs::read_dir(cache.dir())
-            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap()
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().to_string())
             .filter(|n| n.starts_with(".partial"))
@@ -555,46 +555,39 @@ mod tests {
         assert!(leftovers.is_empty(), "{leftovers:?}");
         assert!(
             missing_commits(&cache.path("o/up", &url), &[base.as_str()])
-                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap()
                 .is_empty()
         );
     }
 
     #[test]
     fn a_broken_mirror_is_made_again_and_urls_do_not_share_mirrors() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let one = tmp.path().join("one");
         let two = tmp.path().join("two");
         let base_one = upstream_with_commit(&one);
         let base_two = upstream_with_commit(&two);
-        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap();
         let (url_one, url_two) = (
             one.to_string_lossy().to_string(),
             two.to_string_lossy().to_string(),
         );
-        let first = cache
-            .ensure("o/r", &url_one, &[base_one.as_str()])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let second = cache
-            .ensure("o/r", &url_two, &[base_two.as_str()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let first = cache.ensure("o/r", &url_one, &[base_one.as_str()]).unwrap();
+        let second = cache.ensure("o/r", &url_two, &[base_two.as_str()]).unwrap();
         assert_ne!(first, second, "one name, two URLs, one mirror");
         // Break the first mirror the way a half-written copy is broken.
-        std::fs::remove_file(first.join("HEAD")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::remove_dir_all(first.join("objects")).unwrap_or_else(|e| panic!("{e}"));
-        let again = cache
-            .ensure("o/r", &url_one, &[base_one.as_str()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(first.join("HEAD")).unwrap();
+        std::fs::remove_dir_all(first.join("objects")).unwrap();
+        let again = cache.ensure("o/r", &url_one, &[base_one.as_str()]).unwrap();
         assert_eq!(again, first);
         assert!(
             missing_commits(&again, &[base_one.as_str()])
-                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap()
                 .is_empty()
         );
         let missing = "0123456789abcdef0123456789abcdef01234567";
         assert_eq!(
-            missing_commits(&again, &[missing, base_one.as_str()])
-                .unwrap_or_else(|e| panic!("{e}")),
+            missing_commits(&again, &[missing, base_one.as_str()]).unwrap(),
             vec![missing.to_string()]
         );
     }
@@ -614,16 +607,15 @@ mod tests {
         ) {
             let mirror = ensure_mirror(Path::new(&cache), "o/up", &url, &commit);
             assert!(is_sound_mirror(&mirror));
-            let dest = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            let dest = tempfile::tempdir().unwrap();
             MirrorCache::new(Path::new(&cache))
                 .and_then(|c| c.checkout("o/up", &url, &commit, &dest.path().join("w")))
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap();
             return;
         }
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap();
         // Enough history that a clone takes a while, so that the processes overlap.
         let mut base = String::new();
         for i in 0..40 {
@@ -632,12 +624,12 @@ mod tests {
                     upstream.join(format!("f{f}.txt")),
                     format!("{i} {f}\n").repeat(200),
                 )
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap();
             }
             base = commit(&upstream, "a.txt", &format!("commit {i}"));
         }
         let cache = tmp.path().join("cache");
-        let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+        let exe = std::env::current_exe().unwrap();
         let children: Vec<std::process::Child> = (0..4)
             .map(|_| {
                 Command::new(&exe)
@@ -652,11 +644,11 @@ mod tests {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
-                    .unwrap_or_else(|e| panic!("{e}"))
+                    .unwrap()
             })
             .collect();
         for child in children {
-            let output = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+            let output = child.wait_with_output().unwrap();
             assert!(
                 output.status.success(),
                 "a process failed:\n{}\n{}",
@@ -671,7 +663,7 @@ mod tests {
             );
         }
         let entries: Vec<String> = std::fs::read_dir(&cache)
-            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap()
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().to_string())
             .filter(|n| !n.ends_with(".lock"))
@@ -681,30 +673,28 @@ mod tests {
         assert!(is_sound_mirror(&mirror));
         assert!(
             missing_commits(&mirror, &[base.as_str()])
-                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap()
                 .is_empty()
         );
     }
 
     #[test]
     fn a_mirror_whose_objects_are_lost_is_made_again_and_stale_clones_removed() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
         let base = upstream_with_commit(&upstream);
         let url = upstream.to_string_lossy().to_string();
-        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
-        let mirror = cache
-            .ensure("o/up", &url, &[base.as_str()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap();
+        let mirror = cache.ensure("o/up", &url, &[base.as_str()]).unwrap();
         // Refs and HEAD intact, objects gone: git still calls it a bare repository.
         for dir in ["objects/pack", "objects"] {
-            for entry in std::fs::read_dir(mirror.join(dir)).unwrap_or_else(|e| panic!("{e}")) {
-                let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            for entry in std::fs::read_dir(mirror.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
                 let name = path.file_name().map(|n| n.to_string_lossy().to_string());
                 if path.is_dir() && name.as_deref().is_some_and(|n| n.len() == 2) {
-                    std::fs::remove_dir_all(&path).unwrap_or_else(|e| panic!("{e}"));
+                    std::fs::remove_dir_all(&path).unwrap();
                 } else if path.is_file() {
-                    std::fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                    std::fs::remove_file(&path).unwrap();
                 }
             }
         }
@@ -716,36 +706,31 @@ mod tests {
         let stale = cache
             .dir()
             .join(format!(".partial-{}-999999-0", stem("o/up", &url)));
-        std::fs::create_dir_all(stale.join("objects")).unwrap_or_else(|e| panic!("{e}"));
-        let again = cache
-            .ensure("o/up", &url, &[base.as_str()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(stale.join("objects")).unwrap();
+        let again = cache.ensure("o/up", &url, &[base.as_str()]).unwrap();
         assert_eq!(again, mirror);
         assert!(is_sound_mirror(&again));
         assert!(!stale.exists(), "a stale temporary clone was left");
         let dest = tmp.path().join("work");
-        cache
-            .checkout("o/up", &url, &base, &dest)
-            .unwrap_or_else(|e| panic!("{e}"));
+        cache.checkout("o/up", &url, &base, &dest).unwrap();
         assert!(dest.join("a.txt").is_file());
     }
 
     #[test]
     fn a_url_is_never_an_option_of_git() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let marker = tmp.path().join("pwned");
         let url = format!("--upload-pack=touch {}", marker.display());
-        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap_or_else(|e| panic!("{e}"));
+        let cache = MirrorCache::new(&tmp.path().join("cache")).unwrap();
         assert!(cache.ensure("o/up", &url, &[]).is_err());
         assert!(!marker.exists(), "the URL ran as an option");
     }
 
     #[test]
     fn checkout_holds_no_later_history() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap();
         let old = commit(&upstream, "a.txt", "zero");
         git(
             Some(&upstream),
@@ -762,18 +747,15 @@ mod tests {
                 &old,
             ],
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         let base = commit(&upstream, "a.txt", "one");
         let fix = commit(&upstream, "a.txt", "two");
-        git(Some(&upstream), &["tag", "v2"]).unwrap_or_else(|e| panic!("{e}"));
+        git(Some(&upstream), &["tag", "v2"]).unwrap();
 
         let cache = tmp.path().join("cache");
         let mirror = ensure_mirror(&cache, "o/up", &upstream.to_string_lossy(), &base);
         let dest = tmp.path().join("work");
-        assert_eq!(
-            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
-            None
-        );
+        assert_eq!(checkout_at(&mirror, &base, &dest).unwrap(), None);
 
         assert_eq!(
             std::fs::read_to_string(dest.join("a.txt")).ok().as_deref(),
@@ -805,16 +787,15 @@ mod tests {
         let local = tempfile::Builder::new()
             .prefix(".kiln-repo-test-")
             .tempdir_in(".")
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let name = local
             .path()
             .file_name()
             .map(PathBuf::from)
             .unwrap_or_default();
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap();
         let base = commit(&upstream, "a.txt", "one");
         let mirror = ensure_mirror(
             &name.join("cache"),
@@ -824,16 +805,15 @@ mod tests {
         );
         assert!(mirror.is_absolute(), "{}", mirror.display());
         assert_eq!(
-            checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap_or_else(|e| panic!("{e}")),
+            checkout_at(&mirror, &base, &tmp.path().join("work")).unwrap(),
             None
         );
     }
 
     #[test]
     fn submodules_are_fetched_from_relative_urls_or_reported() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let ok =
-            |dir: Option<&Path>, args: &[&str]| git(dir, args).unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
+        let ok = |dir: Option<&Path>, args: &[&str]| git(dir, args).unwrap();
         let lib = tmp.path().join("lib");
         ok(None, &["init", "--quiet", &lib.to_string_lossy()]);
         commit(&lib, "lib.h", "int f(void);");
@@ -861,19 +841,13 @@ mod tests {
             &base,
         );
         let dest = tmp.path().join("work");
-        assert_eq!(
-            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
-            None
-        );
+        assert_eq!(checkout_at(&mirror, &base, &dest).unwrap(), None);
         assert!(!dest.join("third_party/lib/lib.h").exists());
         assert_eq!(init_submodules(&dest, &up.to_string_lossy()), None);
         assert!(dest.join("third_party/lib/lib.h").is_file());
 
         let dest = tmp.path().join("work2");
-        assert_eq!(
-            checkout_at(&mirror, &base, &dest).unwrap_or_else(|e| panic!("{e}")),
-            None
-        );
+        assert_eq!(checkout_at(&mirror, &base, &dest).unwrap(), None);
         let missing = tmp.path().join("elsewhere/up");
         let error = init_submodules(&dest, &missing.to_string_lossy()).unwrap_or_default();
         assert!(!error.is_empty());
@@ -883,22 +857,21 @@ mod tests {
 
     #[test]
     fn a_mirror_missing_old_objects_gives_the_commit_alone() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let up = tmp.path().join("up");
-        git(None, &["init", "--quiet", &up.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &up.to_string_lossy()]).unwrap();
         commit(&up, "old.txt", "old contents that go missing");
         let base = commit(&up, "a.txt", "base");
         // Remove the blob of the first commit's file from the object store: the base tree
         // no longer holds it, so the base is intact while its history is not.
-        let blob = git(Some(&up), &["rev-parse", &format!("{base}~1:old.txt")])
-            .unwrap_or_else(|e| panic!("{e}"));
-        git(Some(&up), &["rm", "--quiet", "old.txt"]).unwrap_or_else(|e| panic!("{e}"));
+        let blob = git(Some(&up), &["rev-parse", &format!("{base}~1:old.txt")]).unwrap();
+        git(Some(&up), &["rm", "--quiet", "old.txt"]).unwrap();
         let base = commit(&up, "b.txt", "base without old.txt");
         let object = up.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
         std::fs::remove_file(&object).unwrap_or_else(|e| panic!("{}: {e}", object.display()));
 
         let dest = tmp.path().join("work");
-        let note = checkout_at(&up, &base, &dest).unwrap_or_else(|e| panic!("{e}"));
+        let note = checkout_at(&up, &base, &dest).unwrap();
         assert!(
             note.as_deref()
                 .is_some_and(|n| n.contains("holds that commit alone")),
@@ -911,10 +884,9 @@ mod tests {
 
     #[test]
     fn missing_commit_is_a_clear_error() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let upstream = tmp.path().join("up");
-        git(None, &["init", "--quiet", &upstream.to_string_lossy()])
-            .unwrap_or_else(|e| panic!("{e}"));
+        git(None, &["init", "--quiet", &upstream.to_string_lossy()]).unwrap();
         commit(&upstream, "a.txt", "one");
         let missing = "0123456789abcdef0123456789abcdef01234567";
         let error = MirrorCache::new(&tmp.path().join("c"))

@@ -967,10 +967,10 @@ mod tests {
 
     #[test]
     fn read_task_file_reads_and_reports_unreadable_files() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tasks.jsonl");
-        std::fs::write(&path, swe("o__r-1").to_string()).unwrap_or_else(|e| panic!("write: {e}"));
-        let rows = read_task_file(&path).unwrap_or_else(|e| panic!("read: {e}"));
+        std::fs::write(&path, swe("o__r-1").to_string()).expect("write");
+        let rows = read_task_file(&path).expect("read");
         assert_eq!(rows[0].origin, "tasks.jsonl:1");
         let missing = dir.path().join("missing.jsonl");
         let err = read_task_file(&missing).err();

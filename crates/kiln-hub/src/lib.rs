@@ -1008,7 +1008,7 @@ mod tests {
             path_in_repo: "a".into(),
             content: Content::Bytes(b"hello\n".to_vec()),
         })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         // `printf 'hello\n' | git hash-object --stdin`
         assert_eq!(
             prepared.git_sha1,

@@ -266,8 +266,8 @@ mod tests {
 
     #[test]
     fn the_work_directory_goes_away() {
-        let work = Workdir::new("test").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::create_dir_all(work.path.join("rootfs/etc")).unwrap_or_else(|e| panic!("{e}"));
+        let work = Workdir::new("test").unwrap();
+        std::fs::create_dir_all(work.path.join("rootfs/etc")).unwrap();
         let path = work.path.clone();
         drop(work);
         assert!(!path.exists());

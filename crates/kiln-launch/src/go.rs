@@ -172,7 +172,7 @@ mod tests {
             ],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert!(
             plan.image.tag.starts_with("kiln/go:1.19-"),
             "{}",
@@ -198,7 +198,7 @@ mod tests {
             ],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "go-module-vendor");
         assert!(plan.image.tag.starts_with("kiln/go:1.24-"));
         assert!(plan.setup.iter().all(|c| !c.contains("go mod download")));
@@ -216,14 +216,14 @@ mod tests {
             &[("go.mod", "module x\ngo 1.21\nrequire (\n)\n")],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.resolution, "no dependencies");
         let plan = plan_of(
             super::plan,
             &[("go.mod", "module x\ngo 1.21\nrequire (\n a.b/c v1.0.0\n)\n")],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert!(plan.test.starts_with("GOFLAGS=-mod=mod "), "{}", plan.test);
     }
 }

@@ -443,7 +443,7 @@ mod tests {
             ))
             .arg("--self-test")
             .output()
-            .unwrap_or_else(|e| panic!("python3 (needed by this test): {e}"));
+            .expect("python3 (needed by this test)");
         assert!(
             out.status.success(),
             "{}{}",

@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn maven_release_picks_the_jdk() {
         let pom = "<project><properties><java.version>21</java.version><maven.compiler.source>${java.version}</maven.compiler.source></properties></project>";
-        let plan = plan_of(plan, &[("pom.xml", pom)], None).unwrap_or_else(|| panic!("no plan"));
+        let plan = plan_of(plan, &[("pom.xml", pom)], None).expect("no plan");
         assert!(
             plan.image.tag.starts_with("kiln/java:21-"),
             "{}",
@@ -254,8 +254,7 @@ mod tests {
         assert!(plan.setup[1].contains("<offline>true"));
         assert!(plan.test.ends_with("exit $rc"));
         let pom = "<project><build><plugins><plugin><configuration><source>1.8</source></configuration></plugin></plugins></build></project>";
-        let plan =
-            plan_of(super::plan, &[("pom.xml", pom)], None).unwrap_or_else(|| panic!("no plan"));
+        let plan = plan_of(super::plan, &[("pom.xml", pom)], None).expect("no plan");
         assert!(plan.image.tag.starts_with("kiln/java:17-"));
         assert!(plan.version_reason.contains("builds Java 8"));
     }
@@ -273,7 +272,7 @@ mod tests {
             ],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "java-gradle");
         assert!(
             plan.setup
@@ -293,7 +292,7 @@ mod tests {
             )],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert!(plan.version_reason.contains("no gradlew"));
         assert!(plan.version_reason.contains("Java 8"));
         assert_eq!(java_release("VERSION_17"), Some(17));

@@ -528,7 +528,10 @@ fn apply_repair(
     None
 }
 
-#[allow(clippy::too_many_arguments)] // the launch's state, passed along rather than bundled
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the launch's state, passed along rather than bundled"
+)]
 async fn run_plan(
     session: &mut Session,
     request: &LaunchRequest,
@@ -771,7 +774,6 @@ fn judge_tests(
         return Some(Failure::new(class, command, &outcome.output));
     }
     let ran = passed + failed;
-    #[allow(clippy::cast_precision_loss)]
     let ratio = if ran == 0 {
         0.0
     } else {

@@ -235,13 +235,13 @@ pub(crate) mod testutil {
 
     /// Writes `files` (path, contents) under a new temporary directory.
     pub(crate) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         for (name, text) in files {
             let path = tmp.path().join(name);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::create_dir_all(parent).unwrap();
             }
-            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(path, text).unwrap();
         }
         tmp
     }

@@ -844,8 +844,7 @@ mod tests {
         // uv 0.13's message for a setuptools 62 backend.
         let log = "  × Failed to build `pkg @ file:///testbed`\n  ├─▶ The build backend returned an error\n  ╰─▶ Call to `setuptools.build_meta.build_editable` failed (exit status: 1)\n      AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'";
         let command = "uv pip install --python /opt/kiln/venv/bin/python -e '.[test]' pytest";
-        let (name, repair) =
-            found(Phase::Setup, command, log, "python").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Setup, command, log, "python").expect("no rule");
         assert_eq!(name, "python-editable-backend");
         let Repair::Replace(new) = repair else {
             panic!("{repair:?}")
@@ -870,8 +869,7 @@ mod tests {
     fn an_old_setup_py_gets_old_setuptools_and_a_rebuild() {
         let log = "      error in pkg setup command: use_2to3 is invalid.\n      [end of output]";
         let command = "uv pip install --python /opt/kiln/venv/bin/python --exclude-newer 2019-01-01T00:00:00Z --exclude-newer-package setuptools=2023-01-01T00:00:00Z -e . pytest";
-        let (name, repair) =
-            found(Phase::Setup, command, log, "python").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Setup, command, log, "python").expect("no rule");
         assert_eq!(name, "python-old-setuptools");
         let Repair::ReplaceWithRebuild { commands, rebuild } = repair else {
             panic!("{repair:?}")
@@ -889,8 +887,7 @@ mod tests {
         let command = format!(
             "uv pip install --python /opt/kiln/venv/bin/python -r requirements-dev.txt 'coverage<5' mypy==0.9 {TEST_REQUIREMENTS_MARK}"
         );
-        let (name, repair) =
-            found(Phase::Setup, &command, log, "python").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Setup, &command, log, "python").expect("no rule");
         assert_eq!(name, "python-test-requirements");
         let Repair::Replace(script) = repair else {
             panic!("{repair:?}")
@@ -905,14 +902,13 @@ mod tests {
         );
         // The script runs: in a scratch directory, mypy is dropped, pytest kept, and the
         // install command (here `echo`) gets the kept lines.
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         std::fs::write(
             tmp.path().join("requirements-dev.txt"),
             "pytest>=7\nmypy==0.910\ntypes-requests\nblack; python_version>'3'\n",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(tmp.path().join("test_uses_black.py"), "import black\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+        std::fs::write(tmp.path().join("test_uses_black.py"), "import black\n").unwrap();
         // A stand-in installer that prints what it was given.
         let installer = r#"inst() { while [ $# -gt 0 ]; do if [ "$1" = -r ]; then cat "$2"; shift 2; else echo "$1"; shift; fi; done; }; "#;
         let script = tiered_install(
@@ -925,7 +921,7 @@ mod tests {
             .arg(format!("{installer}{script}"))
             .current_dir(tmp.path())
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
@@ -957,7 +953,7 @@ mod tests {
             "src/x.c:3:10: fatal error: libxml/parser.h: No such file or directory",
             "c",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(name, "missing-header");
         let Repair::Before(commands) = repair else {
             panic!("{repair:?}")
@@ -973,7 +969,7 @@ mod tests {
             "/usr/bin/ld: cannot find -lssl: No such file",
             "c",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(name, "missing-library");
         let (name, repair) = found(
             Phase::Setup,
@@ -981,7 +977,7 @@ mod tests {
             "./configure: line 12: pkg-config: command not found",
             "python",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(name, "pkg-config");
         assert!(matches!(repair, Repair::Before(c) if c[0].contains("pkg-config")));
         let (name, repair) = found(
@@ -990,7 +986,7 @@ mod tests {
             "Error: error:0308010C:digital envelope routines::unsupported",
             "node",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(
             (name.as_str(), repair),
             (
@@ -1004,7 +1000,7 @@ mod tests {
             "      src/ext.c:4:10: fatal error: longintrepr.h: No such file or directory",
             "python",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(
             (name.as_str(), repair),
             (
@@ -1024,7 +1020,7 @@ mod tests {
             log,
             "node",
         )
-        .unwrap_or_else(|| panic!("no rule"));
+        .expect("no rule");
         assert_eq!(
             (name.as_str(), repair),
             (
@@ -1042,8 +1038,7 @@ mod tests {
         // loading jest.config.js, an ES module with top-level await).
         let log = "$ CI=true NODE_OPTIONS=--experimental-vm-modules yarn jest --runInBand --ci --json --outputFile=/tmp/kiln-jest.json\nError [ERR_REQUIRE_ASYNC_MODULE]: require() cannot be used on an ESM graph with top-level await. Use import() instead. To see where the top-level await comes from, use --experimental-print-required-tla.\n    at ModuleJobSync.runSync (node:internal/modules/esm/module_job:384:13)\n    at requireOrImportModule (/testbed/node_modules/jest-util/build/index.js:881:28)\n";
         let command = "rm -f /tmp/kiln-jest.json; CI=true NODE_OPTIONS=--experimental-vm-modules yarn jest --runInBand; rc=$?";
-        let (name, repair) =
-            found(Phase::Tests, command, log, "node").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Tests, command, log, "node").expect("no rule");
         assert_eq!(name, "node-require-async-module");
         assert_eq!(
             repair,
@@ -1077,8 +1072,7 @@ mod tests {
         // npm 9 on Node 18, re2's install script failing to fetch its prebuilt binary and to
         // build it (no Node headers: nodejs.org unreachable).
         let log = "npm ERR! code 1\nnpm ERR! path /testbed/node_modules/re2\nnpm ERR! command failed\nnpm ERR! command sh -c install-from-cache --artifact build/Release/re2.node --host-var RE2_DOWNLOAD_MIRROR --skip-path-var RE2_DOWNLOAD_SKIP_PATH --skip-ver-var RE2_DOWNLOAD_SKIP_VER || node-gyp -j max rebuild\nnpm ERR! gyp ERR! stack Error: 403 response downloading https://nodejs.org/download/release/v18.19.0/node-v18.19.0-headers.tar.gz\n";
-        let (name, repair) =
-            found(Phase::Setup, "npm install", log, "node").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Setup, "npm install", log, "node").expect("no rule");
         assert_eq!(
             (name.as_str(), repair),
             (
@@ -1087,8 +1081,7 @@ mod tests {
             )
         );
         let locked = "npm ci || { echo '[kiln] lockfile out of date; npm install'; npm install; }";
-        let (_, repair) =
-            found(Phase::Setup, locked, log, "node").unwrap_or_else(|| panic!("no rule"));
+        let (_, repair) = found(Phase::Setup, locked, log, "node").expect("no rule");
         assert_eq!(
             repair,
             Repair::Replace(
@@ -1108,10 +1101,10 @@ mod tests {
             output: openssl,
         };
         let context = cx("node");
-        let (rule, _, _) = find(&failed, &context, &[]).unwrap_or_else(|| panic!("no rule"));
+        let (rule, _, _) = find(&failed, &context, &[]).expect("no rule");
         assert_eq!(rule.name, "node-legacy-openssl");
         let (rule, repair, matched) =
-            find(&failed, &context, &["node-legacy-openssl"]).unwrap_or_else(|| panic!("no rule"));
+            find(&failed, &context, &["node-legacy-openssl"]).expect("no rule");
         assert_eq!(
             (rule.name, &repair, matched.as_str()),
             (
@@ -1129,7 +1122,7 @@ mod tests {
             node_major: 16,
             ..cx("node")
         };
-        let (rule, _, _) = find(&failed, &node16, &[]).unwrap_or_else(|| panic!("no rule"));
+        let (rule, _, _) = find(&failed, &node16, &[]).expect("no rule");
         assert_eq!(rule.name, "optional-step");
         // A step the plan needs is never skipped.
         let install = Failed {
@@ -1142,8 +1135,7 @@ mod tests {
     #[test]
     fn a_missing_test_module_is_installed_unless_it_is_the_projects_own() {
         let log = "E   ModuleNotFoundError: No module named 'yaml'\n=== 3 errors in 0.2s ===";
-        let (name, repair) =
-            found(Phase::Tests, "pytest", log, "python").unwrap_or_else(|| panic!("no rule"));
+        let (name, repair) = found(Phase::Tests, "pytest", log, "python").expect("no rule");
         assert_eq!(name, "python-missing-test-module");
         let Repair::Before(commands) = repair else {
             panic!("{repair:?}")

@@ -75,7 +75,6 @@ pub struct AskStats {
 
 impl AskStats {
     /// Adds these figures to a stage's stats (`lm.requests`, `lm.cost_usd`, ...).
-    #[allow(clippy::cast_precision_loss)]
     pub fn add_to(&self, stats: &mut BTreeMap<String, f64>) {
         for (name, value) in [
             ("lm.requests", self.requests as f64),

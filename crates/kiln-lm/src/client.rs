@@ -493,7 +493,6 @@ fn first_chars(text: &str, n: usize) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -283,7 +283,6 @@ fn cut(text: &str, n: usize) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

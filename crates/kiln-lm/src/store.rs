@@ -201,7 +201,6 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

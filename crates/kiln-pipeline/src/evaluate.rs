@@ -160,7 +160,6 @@ pub fn summarize(evaluations: &[Evaluation], predicted: usize) -> EvaluationSumm
         .iter()
         .filter(|e| e.resolution == Resolution::Resolved)
         .count();
-    #[allow(clippy::cast_precision_loss)]
     let resolved_rate = if evaluations.is_empty() {
         0.0
     } else {

@@ -448,7 +448,6 @@ pub fn lm_spent(run_dir: &std::path::Path) -> Result<Option<kiln_lm::Spent>, Pip
 /// The LM figures of a run's ledger as a stats line (`requests=3 prompt_tokens=...`).
 #[must_use]
 pub fn spent_line(spent: &kiln_lm::Spent) -> String {
-    #[allow(clippy::cast_precision_loss)]
     let stats = BTreeMap::from([
         ("requests".to_string(), spent.requests as f64),
         ("prompt_tokens".to_string(), spent.prompt_tokens as f64),

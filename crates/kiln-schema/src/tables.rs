@@ -346,7 +346,7 @@ mod tests {
         sorted_keys.sort_unstable();
         names.sort_unstable();
         assert_eq!(sorted_keys, names, "table {}", R::TABLE);
-        let back: R = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+        let back: R = serde_json::from_value(value).unwrap();
         assert_eq!(
             serde_json::to_value(back).ok(),
             serde_json::to_value(row).ok()

@@ -16,7 +16,7 @@
 //! The Python side is `scripts/bench-release.py`, run with the interpreter of
 //! `scripts/python-env.sh` (pyarrow, pandas).
 
-#![allow(clippy::print_stdout, clippy::print_stderr, missing_docs)]
+#![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
 use std::error::Error;
 use std::io::Write as _;

@@ -7,7 +7,11 @@
 //! fake on loopback and prints one JSON line (`url`, `token`, `clone_url`, `repos`, `since`,
 //! `until`). When its standard input closes it prints the requests it answered, by kind, as a
 //! second JSON line, and exits.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "printing is what this program is for"
+)]
 
 use std::collections::BTreeMap;
 use std::io::Read as _;

@@ -2,7 +2,11 @@
 //! scripts that run kiln on them (`scripts/bench-launch.sh eco`).
 //!
 //! Usage: `cargo run -p kiln-testkit --example write-ecosystems -- DIR`
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "printing is what this program is for"
+)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -371,11 +371,8 @@ mod tests {
 
     fn raw_exchange(server: &Server, request: &str) -> String {
         use std::io::{Read as _, Write as _};
-        let mut stream =
-            std::net::TcpStream::connect(server.addr()).unwrap_or_else(|e| panic!("{e}"));
-        stream
-            .write_all(request.as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = std::net::TcpStream::connect(server.addr()).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
         let mut out = String::new();
         let _ = stream.read_to_string(&mut out);
         out
@@ -393,7 +390,7 @@ mod tests {
             )
             .with_header("ETag", "\"x\"")
         })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         let out = raw_exchange(
             &server,
             "POST /p?a=1%202 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",

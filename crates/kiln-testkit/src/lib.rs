@@ -184,7 +184,7 @@ struct BuiltRepo {
 
 /// One line of a SWE-bench task file, fields in SWE-bench's order.
 #[derive(Debug, Serialize)]
-#[allow(non_snake_case)] // SWE-bench's field names.
+#[expect(non_snake_case, reason = "SWE-bench's field names")]
 struct TaskRow {
     repo: String,
     instance_id: String,

@@ -10,7 +10,7 @@
 //! `parse_many` (rayon) on many small logs is compared with a sequential loop.
 
 // A benchmark exists to print its figures.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![expect(clippy::print_stdout, reason = "printing is what this program is for")]
 
 use std::error::Error;
 use std::fs;

@@ -155,7 +155,7 @@ mod tests {
     /// applies nowhere, each read from the exit code alone.
     #[test]
     fn each_method_is_read_from_the_exit_code() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let sh = |script: &str| {
             std::process::Command::new("bash")
                 .args(["-c", script])
@@ -165,7 +165,7 @@ mod tests {
                 .env("GIT_COMMITTER_NAME", "k")
                 .env("GIT_COMMITTER_EMAIL", "k@k")
                 .output()
-                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap()
         };
         let setup = sh("git init -q . && seq 1 20 > a.txt && git add a.txt && git commit -qm a");
         assert!(setup.status.success(), "{setup:?}");
@@ -179,8 +179,8 @@ mod tests {
             (nowhere, Applied::Failed),
         ] {
             let _ = sh("git checkout -q -- . && git clean -fdq");
-            std::fs::create_dir_all(tmp.path().join("k")).unwrap_or_else(|e| panic!("{e}"));
-            std::fs::write(tmp.path().join("k/p.patch"), patch).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(tmp.path().join("k")).unwrap();
+            std::fs::write(tmp.path().join("k/p.patch"), patch).unwrap();
             let script = apply_script("p").replace(PATCH_DIR, "k");
             let out = sh(&script);
             let code = i64::from(out.status.code().unwrap_or(-1));

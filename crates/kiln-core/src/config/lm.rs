@@ -23,7 +23,6 @@ pub struct Price {
 impl Price {
     /// Cost in US dollars of the given token counts.
     #[must_use]
-    #[allow(clippy::cast_precision_loss)]
     pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> f64 {
         (prompt_tokens as f64 * self.prompt + completion_tokens as f64 * self.completion) / 1e6
     }
@@ -304,8 +303,8 @@ inputs = ["tasks", "filter"]
 judge = "lm"
 "#,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let lm = pipeline.lm.clone().unwrap_or_else(|| panic!("no [lm]"));
+        .unwrap();
+        let lm = pipeline.lm.clone().expect("no [lm]");
         assert_eq!(lm.base_url, "http://localhost:8000/v1");
         assert_eq!(lm.api_key_env, "VLLM_KEY");
         assert_eq!(lm.max_cost_usd, Some(2.5));
@@ -333,7 +332,7 @@ judge = "lm"
                 .replace(BASE, "")
                 .replace("localhost:8000", "localhost:9000"),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         assert_ne!(
             pipeline
                 .node("filter")

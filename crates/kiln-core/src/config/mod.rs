@@ -776,7 +776,7 @@ inputs = ["tasks", "launch", "validate"]
 
     #[test]
     fn good_config_compiles_in_topological_order() {
-        let pipeline = compile(GOOD).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(GOOD).unwrap();
         let names: Vec<&str> = pipeline.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["tasks", "launch", "validate", "export"]);
         assert_eq!(pipeline.dataset.root, PathBuf::from("/cfg/datasets"));
@@ -793,8 +793,7 @@ inputs = ["tasks", "launch", "validate"]
             "path = \"tasks.jsonl\"",
             "path = \"tasks.jsonl\"\nclone_url = \"{config_dir}/repos/{owner}/{name}\"",
         );
-        let pipeline =
-            Pipeline::compile(Path::new("pipeline.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = Pipeline::compile(Path::new("pipeline.toml"), &text).unwrap();
         let cwd = std::env::current_dir().expect("a current directory");
         assert_eq!(pipeline.dataset.root, cwd.join("datasets"));
         let Some(NodeSettings::Ingest(ingest)) = pipeline.node("tasks").map(|n| &n.settings) else {
@@ -851,7 +850,7 @@ kind = "transmogrify"
              [stages.export.frozen.lite]\nsample = 50\nseed = 7\n\
              [stages.export.frozen.verified]\nids = \"verified.txt\"\n"
         );
-        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(&text).unwrap();
         let Some(NodeSettings::Export(export)) = pipeline.node("export").map(|n| &n.settings)
         else {
             panic!("no export");
@@ -986,7 +985,7 @@ inputs = ["tasks", "a"]
 
     #[test]
     fn dot_lists_every_edge() {
-        let pipeline = compile(GOOD).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(GOOD).unwrap();
         let dot = pipeline.to_dot();
         assert!(dot.contains("\"tasks\" -> \"validate\""));
         assert!(dot.contains("\"launch\" -> \"export\""));
@@ -1009,7 +1008,7 @@ inputs = ["github"]
 
     #[test]
     fn a_crawl_source_compiles_and_feeds_stages() {
-        let pipeline = compile(CRAWL).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(CRAWL).unwrap();
         let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
             panic!("crawl settings missing");
         };
@@ -1018,9 +1017,7 @@ inputs = ["github"]
         assert_eq!(crawl.api_url, "https://api.github.com");
         assert_eq!(crawl.clone_url, "https://github.com/{repo}.git");
         assert_eq!(crawl.max_files, 50);
-        let filter = pipeline
-            .node("filter")
-            .unwrap_or_else(|| panic!("no filter"));
+        let filter = pipeline.node("filter").expect("no filter");
         assert_eq!(
             pipeline.source_of(filter).map(|n| n.name.as_str()),
             Some("github")
@@ -1043,7 +1040,7 @@ inputs = ["github"]
         );
         assert!(pipeline.check_environment(None, &|_| true).is_ok());
         let text = CRAWL.replace("month = \"2024-12\"", "since = \"2024-12-01\"");
-        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(&text).unwrap();
         let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
             panic!("crawl settings missing");
         };
@@ -1209,7 +1206,7 @@ test_timeout = "HUGE"
                 std::env::temp_dir()
             ),
         );
-        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(&text).unwrap();
         let message = pipeline
             .check_environment(None, &|_| true)
             .err()
@@ -1224,7 +1221,7 @@ test_timeout = "HUGE"
             "name = \"demo\"\n",
             "name = \"demo\"\n[docker]\nca_bundle = \"/nonexistent/ca.pem\"\n",
         );
-        let pipeline = compile(&text).unwrap_or_else(|e| panic!("{e}"));
+        let pipeline = compile(&text).unwrap();
         let message = pipeline
             .check_environment(None, &|_| true)
             .err()

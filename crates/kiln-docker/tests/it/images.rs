@@ -115,7 +115,7 @@ async fn python_image_installs_from_pypi_with_the_host_ca_bundle() {
     let mut log = Vec::new();
     let built = ensure_image(&rt, &build, &mut |b: &[u8]| log.extend_from_slice(b))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     eprintln!(
         "python image {} (built: {built}) in {:?}",
         build.tag,

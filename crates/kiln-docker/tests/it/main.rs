@@ -2,8 +2,10 @@
 //! `scripts/docker-engine.sh start`; `debian:bookworm` comes from `scripts/base-images.sh`).
 //! Tests that need the engine fail when it is missing: they never skip.
 
-#![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
-
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 mod engine;
 mod images;
 mod support;

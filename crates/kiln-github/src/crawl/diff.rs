@@ -195,7 +195,7 @@ mod tests {
             .args(["-c", "user.name=t", "-c", "user.email=t@t"])
             .args(args)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert!(
             out.status.success(),
             "git {args:?}: {}",
@@ -206,13 +206,13 @@ mod tests {
 
     fn write(dir: &Path, path: &str, bytes: &[u8]) {
         let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().unwrap_or(dir)).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(path.parent().unwrap_or(dir)).unwrap();
+        std::fs::write(path, bytes).unwrap();
     }
 
     #[test]
     fn a_pull_request_splits_into_code_and_tests_with_renames_and_binaries() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         git(dir, &["init", "-q", "-b", "main"]);
         let old_test = "def test_a():\n    assert True\n\n".repeat(8);
@@ -223,7 +223,7 @@ mod tests {
         let base = git(dir, &["rev-parse", "HEAD"]);
         git(dir, &["checkout", "-qb", "pr"]);
         write(dir, "src/calc.py", b"def add(a, b):\n    return a + b\n");
-        std::fs::remove_file(dir.join("tests/test_old.py")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(dir.join("tests/test_old.py")).unwrap();
         write(
             dir,
             "tests/test_calc.py",
@@ -238,9 +238,8 @@ mod tests {
         git(dir, &["add", "-A"]);
         git(dir, &["commit", "-qm", "fix"]);
         let head = git(dir, &["rev-parse", "HEAD"]);
-        let repo = Repository::open(dir).unwrap_or_else(|e| panic!("{e}"));
-        let split =
-            pull_request_diff(&repo, &base, &head, "Python").unwrap_or_else(|e| panic!("{e}"));
+        let repo = Repository::open(dir).unwrap();
+        let split = pull_request_diff(&repo, &base, &head, "Python").unwrap();
         let files: Vec<(&str, Option<&str>, bool, bool)> = split
             .files
             .iter()
@@ -273,7 +272,7 @@ mod tests {
             format!("{}{}", split.patch, split.test_patch).as_bytes(),
             "Python",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         assert_eq!(again.files, split.files);
         git(dir, &["checkout", "-q", &base]);
         let work = dir.join("..").join("apply-check");
@@ -289,11 +288,9 @@ mod tests {
                 .args(["apply", "-"])
                 .stdin(Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| panic!("{e}"));
+                .unwrap();
             if let Some(mut stdin) = child.stdin.take() {
-                stdin
-                    .write_all(patch.as_bytes())
-                    .unwrap_or_else(|e| panic!("{e}"));
+                stdin.write_all(patch.as_bytes()).unwrap();
             }
             assert!(child.wait().is_ok_and(|s| s.success()));
         }
@@ -309,14 +306,14 @@ mod tests {
 
     #[test]
     fn a_patch_that_does_not_fit_the_base_is_refused() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         git(dir, &["init", "-q", "-b", "main"]);
         write(dir, "a.txt", b"one\ntwo\nthree\n");
         git(dir, &["add", "-A"]);
         git(dir, &["commit", "-qm", "base"]);
         let base = git(dir, &["rev-parse", "HEAD"]);
-        let repo = Repository::open(dir).unwrap_or_else(|e| panic!("{e}"));
+        let repo = Repository::open(dir).unwrap();
         let wrong = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-zwei\n+2\n three\n";
         assert!(!applies_at(&repo, &dir.join(".git"), &base, wrong));
         // Shifted by two lines: libgit2 refuses, git applies with an offset.

@@ -88,7 +88,6 @@ fn language_share(repo: &FoundRepository, language: &str) -> f64 {
         .filter(|e| e.node.name.eq_ignore_ascii_case(language))
         .map(|e| e.size)
         .sum();
-    #[allow(clippy::cast_precision_loss)] // byte counts far below 2^52
-    let share = size as f64 / repo.languages.total_size as f64;
-    share
+    // Byte counts are far below 2^52, so the conversions are exact.
+    size as f64 / repo.languages.total_size as f64
 }

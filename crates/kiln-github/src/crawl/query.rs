@@ -380,7 +380,7 @@ mod tests {
               "nodes": [null, {"__typename": "PullRequest", "number": 5, "body": null, "mergeCommit": null,
                 "closingIssuesReferences": {"nodes": [null, {"number": 3, "comments": {"nodes": [{"body": "hi", "createdAt": "2024-01-01T00:00:00Z", "author": null}]}}]}}]}
         });
-        let parsed: PullRequestSearch = parse(answer).unwrap_or_else(|e| panic!("{e}"));
+        let parsed: PullRequestSearch = parse(answer).unwrap();
         assert_eq!(parsed.search.nodes.len(), 1);
         let pr = &parsed.search.nodes[0];
         assert_eq!((pr.number, pr.body.as_str()), (5, ""));

@@ -1,6 +1,10 @@
 //! Integration tests of kiln-github: ingest of task files, and the crawl against the fake
 //! GitHub of kiln-testkit.
-#![allow(clippy::unwrap_used)]
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 
 mod crawl;
 mod fidelity;

@@ -1,8 +1,10 @@
 //! kiln's Hub client against the fake Hub of kiln-testkit, which checks every protocol step
 //! (tokens, media types, hashes, parts) as the Hub does.
 
-#![allow(clippy::unwrap_used, missing_docs)]
-
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 use std::time::Duration;
 
 use kiln_hub::{CommitPlan, Content, Hub, HubError, Outcome, Upload};

@@ -698,7 +698,7 @@ mod tests {
             ),
             ("vendor/present/a.h", ""),
         ]);
-        let project = detect(tmp.path()).unwrap_or_else(|| panic!("no project"));
+        let project = detect(tmp.path()).expect("no project");
         assert_eq!(project.packages, ["libfmt-dev", "zlib1g-dev"]);
         let stand_ins: Vec<(&str, &submodules::StandIn)> = project
             .missing_submodules
@@ -724,7 +724,7 @@ mod tests {
             test_files: &[],
             scope: crate::plan::TestScope::Auto,
         })
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert!(
             plan.version_reason.contains("(third_party/fmt: Debian libfmt-dev, third_party/googletest: the image's copy, vendor/frobnicator: no Debian package known)"),
             "{}",
@@ -749,7 +749,7 @@ mod tests {
             ],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "cpp-cmake");
         assert_eq!(
             plan.setup[1],
@@ -785,7 +785,7 @@ mod tests {
             )],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.parser, "junit-xml");
         assert!(plan.setup[1].contains("libglib2.0-dev"));
         assert!(
@@ -798,7 +798,7 @@ mod tests {
             &[("configure.ac", "AC_INIT([x],[1])\nPKG_CHECK_MODULES([XML], [libxml-2.0 >= 2.9])\nAC_CHECK_LIB([m], [cos])\n")],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "cpp-autotools");
         assert!(
             plan.setup
@@ -815,7 +815,7 @@ mod tests {
             ],
             None,
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.test, "make test 2>&1");
         assert_eq!(plan.parser, "gtest");
         assert!(detect(tree(&[("Makefile", "all:\n\tcc x.c\n")]).path()).is_none());
@@ -825,7 +825,7 @@ mod tests {
     fn automake_summaries_parse_as_tap() {
         // What the translation prints for a typical `make check`.
         let log = "| PASS: t/a\n# automake results as TAP (kiln)\nok - t/a\nnot ok - t/b\nok - t/c # SKIP\n";
-        let parsed = kiln_testlog::parse("tap", log).unwrap_or_else(|e| panic!("{e}"));
+        let parsed = kiln_testlog::parse("tap", log).unwrap();
         assert_eq!(parsed.statuses.len(), 3, "{:?}", parsed.statuses);
         assert_eq!(
             parsed.statuses.get("t/b"),

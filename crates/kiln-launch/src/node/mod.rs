@@ -685,7 +685,7 @@ mod tests {
     use crate::plan::testutil::plan_of;
 
     fn node_plan(files: &[(&str, &str)], cutoff: Option<&str>) -> Plan {
-        plan_of(plan, files, cutoff).unwrap_or_else(|| panic!("no plan"))
+        plan_of(plan, files, cutoff).expect("no plan")
     }
 
     #[test]
@@ -716,13 +716,13 @@ mod tests {
             .iter()
             .find(|c| c.contains(JASMINE_REPORTER_PATH))
             .unwrap_or_else(|| panic!("no reporter in {:?}", plan.setup));
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let target = tmp.path().join("kiln");
         let command = writer.replace("/opt/kiln", &target.to_string_lossy());
         let status = std::process::Command::new("sh")
             .args(["-c", &command])
             .status()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert!(status.success());
         let written = std::fs::read_to_string(target.join("jasmine-tap.cjs")).unwrap_or_default();
         assert_eq!(written, JASMINE_REPORTER);

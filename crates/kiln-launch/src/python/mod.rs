@@ -859,13 +859,13 @@ mod tests {
     use super::*;
 
     fn project(files: &[(&str, &str)]) -> Option<PythonProject> {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         for (name, text) in files {
             let path = tmp.path().join(name);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::create_dir_all(parent).unwrap();
             }
-            std::fs::write(path, text).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(path, text).unwrap();
         }
         detect(tmp.path())
     }
@@ -1060,7 +1060,7 @@ setup(name='x', extras_require=EXTRAS_REQUIRE)
             test_files: &files,
             scope: crate::plan::TestScope::Auto,
         })
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "python-django-runtests");
         assert!(
             plan.image.tag.starts_with("kiln/python:3.9-"),

@@ -244,7 +244,7 @@ mod tests {
             .arg(command)
             .current_dir(dir)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert!(out.status.success(), "{command}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }

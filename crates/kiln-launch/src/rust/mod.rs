@@ -270,7 +270,7 @@ mod tests {
             ],
             Some("2024-01-01T00:00:00Z"),
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "rust-cargo");
         assert_eq!(plan.parser, "cargo");
         assert!(
@@ -309,7 +309,7 @@ mod tests {
             )],
             Some("2024-01-01T00:00:00Z"),
         )
-        .unwrap_or_else(|| panic!("no plan"));
+        .expect("no plan");
         assert_eq!(plan.name, "rust-workspace");
         assert_eq!(plan.setup[1], "cargo generate-lockfile");
         assert_eq!(
@@ -348,7 +348,7 @@ mod tests {
                 test_files: &files,
                 scope,
             })
-            .unwrap_or_else(|| panic!("no plan"))
+            .expect("no plan")
         };
         let core = plan_for(&["core/tests/parse.rs"], crate::plan::TestScope::Auto);
         assert_eq!(core.test, "cargo test -p app-core --no-fail-fast 2>&1");
@@ -375,8 +375,8 @@ mod tests {
 
     #[test]
     fn without_lockfile_or_cutoff_the_newest_versions_are_resolved() {
-        let plan = plan_of(plan, &[("Cargo.toml", "[package]\nname = \"x\"\n")], None)
-            .unwrap_or_else(|| panic!("no plan"));
+        let plan =
+            plan_of(plan, &[("Cargo.toml", "[package]\nname = \"x\"\n")], None).expect("no plan");
         assert_eq!(plan.setup[1..3], ["cargo generate-lockfile", "cargo fetch"]);
         assert_eq!(plan.cutoff, None);
         assert!(plan.resolution.contains("no date cut-off"));

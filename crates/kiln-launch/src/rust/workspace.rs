@@ -317,7 +317,7 @@ mod tests {
             specs(&["tests/help.rs", "clap_derive/tests/a.rs"]),
             Some(strings(&["clap@3.0.0-beta.4", "clap_derive"]))
         );
-        std::fs::remove_file(clap.path().join("Cargo.lock")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(clap.path().join("Cargo.lock")).unwrap();
         assert_eq!(
             specs(&["clap_derive/tests/a.rs"]),
             Some(strings(&["clap_derive@3.0.0"]))

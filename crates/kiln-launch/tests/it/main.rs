@@ -3,8 +3,10 @@
 //! generated in a temporary git repository, asserting the plan, the parser and the baseline.
 //! Tests that need the engine fail when it is missing: they never skip.
 
-#![allow(clippy::unwrap_used, clippy::print_stderr, missing_docs)]
-
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 mod support;
 
 use kiln_schema::TestStatus;
@@ -633,7 +635,7 @@ async fn a_missing_debian_base_image_is_made_with_debootstrap() {
     let mut sink = |bytes: &[u8]| log.extend_from_slice(bytes);
     let made = kiln_launch::debian::ensure_as(runtime.as_ref(), "debian:bookworm", &tag, &mut sink)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let log = String::from_utf8_lossy(&log).into_owned();
     assert_eq!(made, kiln_launch::debian::Made::Bootstrapped, "{log}");
     assert!(log.contains("making it with debootstrap"), "{log}");

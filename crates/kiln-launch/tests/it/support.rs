@@ -169,14 +169,20 @@ pub async fn launch_history(
         not_removed.is_empty(),
         "containers not removed: {not_removed:?}"
     );
-    eprintln!(
-        "[{name}] {} in {:.0}s (setup {:.0}s, tests {:.0}s); image {}",
-        record.status,
-        started.elapsed().as_secs_f64(),
-        record.setup_seconds,
-        record.test_seconds,
-        record.base_image
-    );
+    #[expect(
+        clippy::print_stderr,
+        reason = "the launch times are what the test log should show"
+    )]
+    {
+        eprintln!(
+            "[{name}] {} in {:.0}s (setup {:.0}s, tests {:.0}s); image {}",
+            record.status,
+            started.elapsed().as_secs_f64(),
+            record.setup_seconds,
+            record.test_seconds,
+            record.base_image
+        );
+    }
     if record.image.is_some() && !keep_image {
         let _ = runtime.remove_image(&image_tag).await;
     }

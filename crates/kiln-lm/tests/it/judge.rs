@@ -74,7 +74,6 @@ async fn three_votes_keep_by_majority_and_record_each_vote() {
     let prompt = verdict.prompt_tokens.unwrap();
     let completion = verdict.completion_tokens.unwrap();
     assert!(prompt > 300 && completion > 10, "{verdict:?}");
-    #[allow(clippy::cast_precision_loss)]
     let expected = (prompt as f64 * 1.0 + completion as f64 * 4.0) / 1e6;
     assert!((verdict.cost_usd.unwrap() - expected).abs() < 1e-12);
     let stats = asker.stats();

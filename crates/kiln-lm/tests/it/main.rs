@@ -1,7 +1,10 @@
 //! Integration tests of kiln-lm: the client against the fake endpoint and against the shapes of
 //! real servers' answers, the judges over realistic issue texts, replay, budget and fallbacks.
-#![allow(clippy::unwrap_used, missing_docs)]
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 mod client;
 mod heuristic;
 mod judge;
@@ -53,6 +56,7 @@ pub fn asker(settings: &LmSettings, run: &std::path::Path, replay: bool) -> Aske
     Asker::new(client(settings), store, "filter", settings, replay).unwrap()
 }
 
+/// Filter settings with the LM judge when `lm` is given, the heuristic otherwise.
 pub fn filter_settings(lm: Option<LmSettings>) -> FilterSettings {
     FilterSettings {
         judge: if lm.is_some() { "lm" } else { "heuristic" }.into(),
@@ -65,6 +69,7 @@ pub fn filter_settings(lm: Option<LmSettings>) -> FilterSettings {
     }
 }
 
+/// Split settings that ask `lm` where the platform keywords are mixed.
 pub fn split_settings(lm: LmSettings) -> SplitSettings {
     SplitSettings {
         keep: vec!["linux".into()],

@@ -184,7 +184,6 @@ pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
             || key == "retries"
             || key.ends_with(".waits")
         {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts
             let earlier = *value as u64;
             *counters.entry(key.clone()).or_default() += earlier;
         }
@@ -195,7 +194,6 @@ pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
         .get("rows_written")
         .copied()
         .unwrap_or(0.0);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let total_written = written + earlier_written as u64;
     let earlier_wall = table
         .manifest()
@@ -400,7 +398,6 @@ fn stats(
     let mut stats: BTreeMap<String, f64> = BTreeMap::new();
     let mut requests = 0u64;
     for (key, value) in counters {
-        #[allow(clippy::cast_precision_loss)] // counts far below 2^52
         stats.insert(key.clone(), *value as f64);
         if key.starts_with("graphql.") && key != "graphql.points" || key.starts_with("rest.") {
             requests += value;
@@ -408,7 +405,6 @@ fn stats(
     }
     let kept = rows.iter().filter(|r| r.status == "ok").count();
     let seen: BTreeSet<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
-    #[allow(clippy::cast_precision_loss)]
     {
         stats.insert("requests".into(), requests as f64);
         stats.insert("rows_written".into(), written as f64);

@@ -160,7 +160,7 @@ mod tests {
     use super::image_tag;
 
     fn id(text: &str) -> InstanceId {
-        InstanceId::new(text).unwrap_or_else(|e| panic!("{e}"))
+        InstanceId::new(text).unwrap()
     }
 
     #[test]

@@ -302,7 +302,6 @@ where
     let mut stats = table.manifest().stats.clone();
     asker.stats().add_to(&mut stats);
     let fallbacks = table.rows()?.iter().filter(|r| r.fell_back()).count();
-    #[allow(clippy::cast_precision_loss)]
     stats.insert("lm.fallback_rows".into(), fallbacks as f64);
     table.set_stats(stats)?;
     processed

@@ -25,7 +25,7 @@ fn pipeline(dir: &Path, dataset: &str) -> Pipeline {
     );
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, &text).unwrap();
-    Pipeline::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    Pipeline::load(&path).unwrap()
 }
 
 fn open(pipeline: &Pipeline, engine: &Arc<BrokenEngine>) -> Runner {
@@ -36,7 +36,7 @@ fn open(pipeline: &Pipeline, engine: &Arc<BrokenEngine>) -> Runner {
         Arc::new(NullReporter),
         Some(runtime),
     )
-    .unwrap_or_else(|e| panic!("{e}"))
+    .unwrap()
 }
 
 #[tokio::test]

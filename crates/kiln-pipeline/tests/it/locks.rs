@@ -17,7 +17,7 @@ fn pipeline(dir: &std::path::Path) -> Pipeline {
     );
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, text).unwrap();
-    Pipeline::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    Pipeline::load(&path).unwrap()
 }
 
 #[test]
@@ -85,6 +85,6 @@ fn runs_started_at_the_same_instant_make_one_run() {
         Arc::new(NullReporter),
         None,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     assert_eq!(runner.run_id(), runs[1]);
 }

@@ -2,8 +2,10 @@
 //! container engines written for the purpose (one that fails, one that records what it is
 //! asked to remove), so that faults land exactly where a test puts them.
 
-#![allow(clippy::unwrap_used, missing_docs)]
-
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
 mod engine;
 mod faults;
 mod locks;

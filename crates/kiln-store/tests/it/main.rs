@@ -1,12 +1,9 @@
 //! Integration tests of kiln-store, in one binary.
 
-#![allow(
+#![expect(
     clippy::unwrap_used,
-    clippy::print_stdout,
-    clippy::print_stderr,
-    missing_docs
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
 )]
-
 mod analytics;
 mod convert;
 mod crash;

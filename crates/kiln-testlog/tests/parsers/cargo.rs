@@ -157,7 +157,7 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| panic!("sh: {e}"));
+                .expect("sh");
             let mut stdin = child.stdin.take().expect("stdin");
             stdin.write_all(log.as_bytes()).expect("write the log");
             drop(stdin);
@@ -171,7 +171,7 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
         }
         // `parse_log_cargo` reads every id but doctests' (they hold spaces), and
         // `parse_log_jest_json` every id, as kiln reads them.
-        let kiln = kiln_testlog::parse("cargo", log).unwrap_or_else(|e| panic!("{e}"));
+        let kiln = kiln_testlog::parse("cargo", log).unwrap();
         let cargo = harness_parse("parse_log_cargo", &expected).expect("ported");
         let lines = harness_parse("parse_log_jest_json", &expected).expect("ported");
         for (id, status) in &kiln.statuses {

@@ -16,7 +16,7 @@ pub fn render(parsed: &ParsedLog) -> String {
 /// Parses `log` with `parser` and compares the statuses with `expected`, a text of `status id`
 /// lines (order, indentation and blank lines do not matter). Returns the parse for further checks.
 pub fn check(parser: &str, log: &str, expected: &str) -> ParsedLog {
-    let parsed = parse(parser, log).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = parse(parser, log).unwrap();
     let mut want: Vec<(String, String)> = expected
         .lines()
         .map(str::trim)

@@ -1,5 +1,10 @@
 //! Data-driven parser tests over real captured logs in `tests/data/<format>/`.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
+
 mod api;
 mod cargo;
 mod check;
