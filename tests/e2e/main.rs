@@ -15,6 +15,7 @@ mod faults;
 mod hostile;
 mod leftovers;
 mod lm;
+mod modules;
 mod refresh;
 mod report;
 mod resume;

@@ -678,40 +678,44 @@ fn parse_log(path: &Path, parser: Option<&str>, json: bool) -> Result<u8, Failur
 }
 
 fn list_repairs(json: bool) -> Result<(), Failure> {
-    use kiln_launch::repair::{Phase, RULES, Scope};
-    let scope = |s: Scope| match s {
-        Scope::Any => "any".to_string(),
-        Scope::Language(l) => l.to_string(),
-    };
-    let phase = |p: Phase| match p {
-        Phase::Setup => "setup",
-        Phase::Tests => "tests",
+    let table = kiln_launch::rule_table();
+    let scope = |ecosystems: &[kiln_launch::Ecosystem]| {
+        if kiln_launch::applies_everywhere(ecosystems) {
+            "any".to_string()
+        } else {
+            ecosystems
+                .iter()
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
     };
     if json {
-        let rules: Vec<serde_json::Value> = RULES
+        let rules: Vec<serde_json::Value> = table
             .iter()
-            .map(|r| {
+            .map(|(r, ecosystems)| {
                 serde_json::json!({
-                    "name": r.name, "scope": scope(r.scope), "phase": phase(r.phase),
-                    "command": r.command, "signature": r.signature, "description": r.description,
+                    "name": r.name, "scope": scope(ecosystems), "phase": r.phase.as_str(),
+                    "step": r.target.describe(), "signature": r.signature,
+                    "description": r.description,
                 })
             })
             .collect();
         return print_json(&serde_json::json!({ "rules": rules }));
     }
     println!(
-        "Repair rules, tried in this order, each at most once per launch (a row's `repairs` says which ran):\n"
+        "Repair rules, tried in this order within each ecosystem, each at most once per launch (a row's `repairs` says which ran):\n"
     );
-    for rule in RULES {
+    for (rule, ecosystems) in &table {
         println!(
             "{} ({} {}):",
             rule.name,
-            scope(rule.scope),
-            phase(rule.phase)
+            scope(ecosystems),
+            rule.phase.as_str()
         );
         println!("  {}", rule.description);
-        if let Some(command) = rule.command {
-            println!("  when the command contains: {command}");
+        if let Some(step) = rule.target.describe() {
+            println!("  when the failing step is {step}");
         }
         println!("  signature: {}\n", rule.signature);
     }

@@ -18,6 +18,29 @@ pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 /// The suites kiln's images start from.
 pub const SUITES: &[&str] = &["bullseye", "bookworm", "trixie"];
 
+/// A Debian release that kiln's images start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// Debian 11 (`scripts/base-images.sh bullseye` makes its base image).
+    Bullseye,
+    /// Debian 12.
+    Bookworm,
+    /// Debian 13.
+    Trixie,
+}
+
+impl Suite {
+    /// The suite's code name, as in `debian:<name>`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bullseye => "bullseye",
+            Self::Bookworm => "bookworm",
+            Self::Trixie => "trixie",
+        }
+    }
+}
+
 /// The suite of a `debian:<suite>` image kiln can make, or `None`.
 #[must_use]
 pub fn suite_of(image: &str) -> Option<&'static str> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kiln_core::{ContainerRuntime, ImageBuild, RuntimeError};
 use kiln_schema::{EnvironmentRecord, TestStatus};
 
-use crate::WORKDIR;
+use kiln_core::runtime::WORKDIR;
 
 /// Name of the repository directory in the build context.
 pub const CONTEXT_DIR: &str = "testbed";

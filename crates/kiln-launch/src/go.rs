@@ -3,8 +3,27 @@
 
 use std::path::Path;
 
-use crate::images::{self, Suite};
-use crate::plan::{GIT_SETUP, Plan, PlanContext, read};
+use kiln_core::ImageBuild;
+
+use crate::debian::Suite;
+use crate::images;
+use crate::plan::{Plan, PlanContext, RepairContext, read};
+use crate::steps::{Step, TestCommand};
+
+/// Dockerfile of the Go image (`ARG SUITE` picks Debian's Go 1.19 or 1.24).
+pub const DOCKERFILE: &str = include_str!("../images/go.Dockerfile");
+
+/// The Go image of `suite` (bookworm: Go 1.19, trixie: Go 1.24), tagged `kiln/go:<version>-<hash>`.
+#[must_use]
+pub fn image(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let version = match suite {
+        Suite::Bullseye => "1.15",
+        Suite::Bookworm => "1.19",
+        Suite::Trixie => "1.24",
+    };
+    let dockerfile = images::with_arg(DOCKERFILE, "SUITE", suite.name());
+    images::image(dockerfile, "go", version, ca_bundle)
+}
 
 /// What `go.mod` and the tree say.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -116,21 +135,23 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     } else {
         ""
     };
-    let mut setup = vec![GIT_SETUP.to_string()];
+    let mut setup = vec![Step::git_setup()];
     let resolution = if module.vendored {
         "vendor/ holds every dependency (-mod=vendor)".to_string()
     } else if module.go_sum {
-        setup.push(format!("{flags}go mod download"));
+        setup.push(Step::Shell(format!("{flags}go mod download")));
         "go.mod and go.sum pin every dependency (minimal version selection)".to_string()
     } else if module.has_requires {
-        setup.push(format!("{flags}go mod download"));
+        setup.push(Step::Shell(format!("{flags}go mod download")));
         "go.mod pins every dependency (minimal version selection); no go.sum, so -mod=mod records the sums".to_string()
     } else {
         "no dependencies".to_string()
     };
     // Compiling the test binaries once fills the build cache that the image keeps, so later
     // test runs only rebuild what a patch touches; `-run` matching no test keeps it quick.
-    let compile = format!("{flags}go test -count=1 -run '^KILN_NO_TEST$' ./...");
+    let compile = Step::Shell(format!(
+        "{flags}go test -count=1 -run '^KILN_NO_TEST$' ./..."
+    ));
     setup.push(compile.clone());
     Some(Plan {
         name: if module.vendored {
@@ -140,17 +161,17 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         }
         .to_string(),
         language: "go",
-        image: images::go_image(suite, cx.ca_bundle),
+        image: image(suite, cx.ca_bundle),
         version_reason,
         setup,
         rebuild: vec![compile],
-        test: format!("{flags}go test -json -count=1 ./... 2>&1"),
+        test: TestCommand::plain(format!("{flags}go test -json -count=1 ./... 2>&1")),
         test_scope: "all".into(),
         parser: "go-test-json",
         resolution,
         // go.mod states exact minimum versions; there is nothing to resolve as of a date.
         cutoff: None,
-        repair: crate::repair::RepairContext::of("go"),
+        repair: RepairContext::default(),
     })
 }
 
@@ -201,8 +222,16 @@ mod tests {
         .expect("no plan");
         assert_eq!(plan.name, "go-module-vendor");
         assert!(plan.image.tag.starts_with("kiln/go:1.24-"));
-        assert!(plan.setup.iter().all(|c| !c.contains("go mod download")));
-        assert!(plan.test.starts_with("GOFLAGS=-mod=vendor go test -json"));
+        assert!(
+            plan.setup
+                .iter()
+                .all(|c| !c.render().contains("go mod download"))
+        );
+        assert!(
+            plan.test
+                .render()
+                .starts_with("GOFLAGS=-mod=vendor go test -json")
+        );
         assert!(plan.version_reason.contains("toolchain `go1.22.5`"));
 
         let module = GoModule {
@@ -224,6 +253,10 @@ mod tests {
             None,
         )
         .expect("no plan");
-        assert!(plan.test.starts_with("GOFLAGS=-mod=mod "), "{}", plan.test);
+        assert!(
+            plan.test.render().starts_with("GOFLAGS=-mod=mod "),
+            "{}",
+            plan.test
+        );
     }
 }

@@ -9,8 +9,29 @@
 
 use std::path::Path;
 
+use kiln_core::ImageBuild;
+
+use crate::debian::Suite;
 use crate::images;
-use crate::plan::{GIT_SETUP, Plan, PlanContext, read};
+use crate::plan::{Plan, PlanContext, RepairContext, read};
+use crate::steps::{Step, TestCommand};
+
+/// Dockerfile of the Java image (`ARG SUITE` and `ARG JDK` pick OpenJDK 17 or 21, plus Maven).
+pub const DOCKERFILE: &str = include_str!("../images/java.Dockerfile");
+
+/// The Java image for OpenJDK `jdk` (17 on bookworm, 21 on trixie; anything newer than 17
+/// gets 21), tagged `kiln/java:<jdk>-<hash>`.
+#[must_use]
+pub fn image(jdk: u32, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let (suite, jdk) = if jdk > 17 {
+        (Suite::Trixie, 21)
+    } else {
+        (Suite::Bookworm, 17)
+    };
+    let dockerfile = images::with_arg(DOCKERFILE, "SUITE", suite.name());
+    let dockerfile = images::with_arg(&dockerfile, "JDK", &jdk.to_string());
+    images::image(dockerfile, "java", &jdk.to_string(), ca_bundle)
+}
 
 /// Debian's Maven repository, used offline when Maven Central cannot be reached.
 pub const DEBIAN_MAVEN_REPO: &str = "/usr/share/maven-repo";
@@ -174,10 +195,10 @@ else exit $rc; fi"
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let (jdk, mut version_reason) = choose_jdk(&project);
-    let mut setup = vec![GIT_SETUP.to_string()];
+    let mut setup = vec![Step::git_setup()];
     let (name, compile, test, resolution) = match &project.build {
         JavaBuild::Maven => {
-            setup.push(maven_with_fallback("test-compile"));
+            setup.push(Step::Shell(maven_with_fallback("test-compile")));
             (
                 "java-maven",
                 "mvn -B -ntp test-compile".to_string(),
@@ -199,10 +220,10 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                 "gradle"
             };
             if *wrapper {
-                setup.push("chmod +x gradlew".to_string());
+                setup.push(Step::shell("chmod +x gradlew"));
             }
             let compile = format!("{gradle} --no-daemon --console=plain testClasses");
-            setup.push(compile.clone());
+            setup.push(Step::Shell(compile.clone()));
             (
                 "java-gradle",
                 compile,
@@ -217,16 +238,16 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     Some(Plan {
         name: name.to_string(),
         language: "java",
-        image: images::java_image(jdk, cx.ca_bundle),
+        image: image(jdk, cx.ca_bundle),
         version_reason,
         setup,
-        rebuild: vec![compile],
-        test,
+        rebuild: vec![Step::Shell(compile)],
+        test: TestCommand::plain(test),
         test_scope: "all".into(),
         parser: "junit-xml",
         resolution,
         cutoff: None,
-        repair: crate::repair::RepairContext::of("java"),
+        repair: RepairContext::default(),
     })
 }
 
@@ -251,8 +272,8 @@ mod tests {
             plan.version_reason
         );
         assert_eq!(plan.parser, "junit-xml");
-        assert!(plan.setup[1].contains("<offline>true"));
-        assert!(plan.test.ends_with("exit $rc"));
+        assert!(plan.setup[1].render().contains("<offline>true"));
+        assert!(plan.test.render().ends_with("exit $rc"));
         let pom = "<project><build><plugins><plugin><configuration><source>1.8</source></configuration></plugin></plugins></build></project>";
         let plan = plan_of(super::plan, &[("pom.xml", pom)], None).expect("no plan");
         assert!(plan.image.tag.starts_with("kiln/java:17-"));
@@ -274,11 +295,10 @@ mod tests {
         )
         .expect("no plan");
         assert_eq!(plan.name, "java-gradle");
-        assert!(
-            plan.setup
-                .contains(&"./gradlew --no-daemon --console=plain testClasses".to_string())
-        );
-        assert!(plan.test.contains("build/test-results/test/*.xml"));
+        assert!(plan.setup.contains(&Step::shell(
+            "./gradlew --no-daemon --console=plain testClasses"
+        )));
+        assert!(plan.test.render().contains("build/test-results/test/*.xml"));
         assert!(
             plan.version_reason.contains("Java 11"),
             "{}",

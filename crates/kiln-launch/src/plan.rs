@@ -1,14 +1,16 @@
-//! Build plans: what the repository's own files say about installing, building and testing it.
+//! Build plans: what the repository's own files say about installing, building and testing it,
+//! and the vocabulary the planners share.
 //!
-//! Each ecosystem module offers `plan(&PlanContext) -> Option<Plan>`; [`choose`] asks them in
-//! order and takes the first that recognises the repository. A plan is data (commands, image,
-//! parser), so launch runs every plan the same way and the Dockerfile replays any of them.
+//! Each ecosystem folder offers `plan(&PlanContext) -> Option<Plan>`; the registry
+//! (`ecosystems`) asks them in order. A plan is data (typed steps, image, parser), so launch
+//! runs every plan the same way and the Dockerfile replays any of them.
 
 use std::path::Path;
 
 use kiln_core::ImageBuild;
 
-use crate::{go, java, native, node, python, rust};
+use crate::debian::Suite;
+use crate::steps::{PipInstall, Step, TestCommand};
 
 /// What a plan may look at.
 #[derive(Debug, Clone, Copy)]
@@ -55,18 +57,19 @@ impl TestScope {
 pub struct Plan {
     /// Plan name recorded in the environment row (`python-pyproject`, ...).
     pub name: String,
-    /// Ecosystem (`python`, ...).
+    /// The language the row records (`python`, `javascript`, `typescript`, `rust`, `go`,
+    /// `cpp`, `java`).
     pub language: &'static str,
     /// The base image to start from.
     pub image: ImageBuild,
     /// Why this image (and toolchain version) was chosen.
     pub version_reason: String,
-    /// Setup commands, run in order from the repository root; all must succeed.
-    pub setup: Vec<String>,
-    /// Commands to re-run after the source changes, before the tests.
-    pub rebuild: Vec<String>,
+    /// Setup steps, run in order from the repository root; all must succeed.
+    pub setup: Vec<Step>,
+    /// Steps to re-run after the source changes, before the tests.
+    pub rebuild: Vec<Step>,
     /// The test command.
-    pub test: String,
+    pub test: TestCommand,
     /// Which tests the test command runs, for the environment row: `all`, or the files it
     /// selects and why (`touched: 2 of 812 test modules`).
     pub test_scope: String,
@@ -78,60 +81,31 @@ pub struct Plan {
     /// The dependency cut-off the commands actually apply, when they apply one; `None` when a
     /// lockfile pins the versions or the ecosystem offers no way to resolve as of a date.
     pub cutoff: Option<String>,
-    /// What the repair rules may use about this plan (see [`crate::repair`]).
-    pub repair: crate::repair::RepairContext,
+    /// What the repair rules may use about this plan.
+    pub repair: RepairContext,
 }
 
-/// Commands every plan runs first: git must accept the copied-in repository, and commits made
-/// while patching need an identity.
-pub const GIT_SETUP: &str = "git config --global --add safe.directory '*' && git config --global user.email kiln@localhost && git config --global user.name kiln";
-
-/// The first plan that recognises the repository, or `None`.
-#[must_use]
-pub fn choose(cx: &PlanContext<'_>) -> Option<Plan> {
-    // Python first (a repository with bindings in several languages is most often tested from
-    // Python), then the order of the brief: Rust, Node, Go, C/C++, Java. Within C/C++ the
-    // build systems go from the most to the least structured.
-    let planners: &[fn(&PlanContext<'_>) -> Option<Plan>] = &[
-        python::plan,
-        rust::plan,
-        node::plan,
-        go::plan,
-        native::plan,
-        java::plan,
-    ];
-    // Each planner names its ecosystem in `plan.repair` as the rules' scopes do (`node` for
-    // JavaScript and TypeScript plans, `c` for C and C++).
-    planners.iter().find_map(|planner| planner(cx))
+/// What a plan offers its repair rules besides the failure.
+#[derive(Debug, Clone, Default)]
+pub struct RepairContext {
+    /// The Debian suite of the plan's image.
+    pub suite: Option<Suite>,
+    /// `[build-system] requires` of a Python project.
+    pub build_requires: Vec<String>,
+    /// A Python plan's install into its venv (cut-off included, nothing to install yet), for
+    /// repairs that install something more.
+    pub pip: Option<PipInstall>,
+    /// The Node major of a Node plan's image (0 otherwise).
+    pub node_major: u32,
+    /// Setup steps the test command may not need (a package's own build script): when one
+    /// fails and no other rule repairs it, the launch goes on without it and the baseline run
+    /// decides.
+    pub optional: Vec<Step>,
 }
 
 /// The contents of `name` under `root`, when it is a readable text file.
 pub(crate) fn read(root: &Path, name: &str) -> Option<String> {
     std::fs::read_to_string(root.join(name)).ok()
-}
-
-/// Quotes `text` for a POSIX shell.
-pub(crate) fn shell_quote(text: &str) -> String {
-    if !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+".contains(c))
-    {
-        return text.to_string();
-    }
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// The setup command that installs Debian `packages` (none: `None`).
-pub(crate) fn apt_install<S: AsRef<str>>(packages: &[S]) -> Option<String> {
-    if packages.is_empty() {
-        return None;
-    }
-    let list: Vec<String> = packages.iter().map(|p| shell_quote(p.as_ref())).collect();
-    Some(format!(
-        "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
-        list.join(" ")
-    ))
 }
 
 /// Paths a unified diff leaves in the tree (the `b/` side of each `diff --git` header; files
@@ -193,32 +167,6 @@ mod tests {
         assert!(!super::glob_match("test_*.py", "xtest_x.py"));
         assert!(!super::glob_match("*_test.py", "test.py"));
         assert!(super::glob_match("*", "anything"));
-    }
-
-    #[test]
-    fn every_planner_names_an_ecosystem_the_repair_rules_know() {
-        let trees: &[&[(&str, &str)]] = &[
-            &[("pyproject.toml", "[project]\nname = 'x'\n")],
-            &[("Cargo.toml", "[package]\nname = 'x'\nversion = '0.1.0'\n")],
-            &[("package.json", r#"{"scripts":{"test":"jest"}}"#)],
-            &[("go.mod", "module x\n\ngo 1.19\n")],
-            &[("CMakeLists.txt", "project(x)\nenable_testing()\n")],
-            &[("pom.xml", "<project></project>\n")],
-        ];
-        let mut seen = Vec::new();
-        for files in trees {
-            let tmp = super::testutil::tree(files);
-            let plan = super::choose(&super::PlanContext {
-                root: tmp.path(),
-                cutoff: None,
-                ca_bundle: None,
-                test_files: &[],
-                scope: super::TestScope::Auto,
-            })
-            .unwrap_or_else(|| panic!("no plan for {files:?}"));
-            seen.push(plan.repair.language);
-        }
-        assert_eq!(seen, crate::repair::ECOSYSTEMS);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use kiln_core::{ContainerRuntime, ImageBuild, NetworkMode, RuntimeError};
-use kiln_launch::images::{ensure_image, python_image, tagged};
+use kiln_launch::{ensure_image, python_image, tagged};
 
 use crate::support::{run, runtime, sh, spec, start, unique};
 

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use super::{call_args, package_for};
+use super::build_files::{call_args, package_for};
 
 /// Submodule directory names (the last path component, lower-case) of libraries whose Debian
 /// package is named differently from the library.

@@ -7,8 +7,40 @@
 //! project runs on the Node 14 it was written for rather than on a Node whose OpenSSL 3 or V8
 //! its build tools predate.
 
-use crate::images::Suite;
+use kiln_core::ImageBuild;
+
+use crate::debian::Suite;
+use crate::images;
 use crate::plan::cutoff_day;
+
+/// Dockerfile of the Node image (`ARG SUITE` picks Debian's Node 18 or 20).
+pub const DOCKERFILE: &str = include_str!("../../images/node.Dockerfile");
+
+/// Dockerfile of the Node image for other majors: an official build from the npm registry
+/// (`ARG NODE_VERSION`, `ARG NPM_VERSION`, `ARG REGISTRY`).
+pub const OFFICIAL_DOCKERFILE: &str = include_str!("../../images/node-official.Dockerfile");
+
+/// The registry the official Node builds come from.
+pub const NPM_REGISTRY: &str = "https://registry.npmjs.org";
+
+/// The Node image of `release`: Debian's `nodejs` for 18 (bookworm) and 20 (trixie), an
+/// official build otherwise; tagged `kiln/node:<major>-<hash>`.
+#[must_use]
+pub fn image(release: &Release, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let dockerfile = match release.debian {
+        Some(suite) => images::with_arg(DOCKERFILE, "SUITE", suite.name()),
+        None => {
+            let file = images::with_arg(
+                OFFICIAL_DOCKERFILE,
+                "NODE_VERSION",
+                &release.version_string(),
+            );
+            let file = images::with_arg(&file, "NPM_VERSION", release.npm);
+            images::with_arg(&file, "REGISTRY", NPM_REGISTRY)
+        }
+    };
+    images::image(dockerfile, "node", &release.major.to_string(), ca_bundle)
+}
 
 /// One Node major kiln's images offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +118,7 @@ const fn official(
 
 /// The release of `major`, if kiln offers it.
 #[must_use]
+#[cfg(test)]
 pub fn release(major: u32) -> Option<&'static Release> {
     RELEASES.iter().find(|r| r.major == major)
 }

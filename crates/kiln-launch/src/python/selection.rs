@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use crate::plan::{TestScope, glob_match, shell_quote};
+use crate::plan::{TestScope, glob_match};
+use crate::shell::quote as shell_quote;
 
 /// Test functions (`def test...` lines in test modules) above which `auto` runs only the
 /// touched modules: astropy has about 7 200, sympy 9 000 to 11 000, pytest itself 3 000; most

@@ -2,10 +2,40 @@
 //! lock generated and moved back to the crates published before the base commit's date),
 //! compiled once during setup and tested with `cargo test`, on Debian trixie's Rust 1.85.
 
+use kiln_core::ImageBuild;
+
 use crate::images;
-use crate::plan::{GIT_SETUP, Plan, PlanContext, read, shell_quote};
+use crate::plan::{Plan, PlanContext, RepairContext, read};
+use crate::shell::quote as shell_quote;
+use crate::steps::{Step, TestCommand};
 
 pub mod workspace;
+
+/// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
+pub const DOCKERFILE: &str = include_str!("../../images/rust.Dockerfile");
+
+/// kiln's script that moves a generated `Cargo.lock` to crates published before a date; the
+/// Rust image holds it at [`CARGO_CUTOFF_PATH`].
+pub const CARGO_CUTOFF_SCRIPT: &str = include_str!("../../images/cargo-cutoff.py");
+
+/// Where the Rust image holds [`CARGO_CUTOFF_SCRIPT`].
+pub const CARGO_CUTOFF_PATH: &str = "/usr/local/lib/kiln/cargo-cutoff.py";
+
+/// The Rust image (`kiln/rust:1.85-<hash>`): Debian trixie's rustc and cargo.
+#[must_use]
+pub fn image(ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let script = (
+        "cargo-cutoff.py".to_string(),
+        CARGO_CUTOFF_SCRIPT.as_bytes().to_vec(),
+    );
+    images::image_with(
+        DOCKERFILE.to_string(),
+        vec![script],
+        "rust",
+        "1.85",
+        ca_bundle,
+    )
+}
 
 /// The toolchain of the Rust image (Debian trixie's rustc).
 pub const RUSTC_VERSION: (u32, u32) = (1, 85);
@@ -197,16 +227,15 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         ),
         None => ("--workspace".to_string(), "all".to_string()),
     };
-    let mut setup = vec![GIT_SETUP.to_string()];
+    let mut setup = vec![Step::git_setup()];
     let mut applied_cutoff = None;
     let resolution = if project.lockfile {
         // A lockfile that no longer matches the manifests (edited by hand, or written by an old
         // cargo that resolved differently) makes `--locked` fail; resolving anew is then the
         // closest thing to what the developers built, and the log says it happened.
-        setup.push(
-            "cargo fetch --locked || { echo '[kiln] Cargo.lock does not match the manifests; resolving again'; cargo fetch; }"
-                .to_string(),
-        );
+        setup.push(Step::shell(
+            "cargo fetch --locked || { echo '[kiln] Cargo.lock does not match the manifests; resolving again'; cargo fetch; }",
+        ));
         "Cargo.lock pins every dependency".to_string()
     } else if let Some(cutoff) = cx.cutoff {
         // Cargo cannot resolve as of a date: kiln's script moves the generated lock to the
@@ -214,23 +243,22 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         // each version's publication time). The image also sets
         // CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback, so what stays newer still prefers
         // versions that Rust 1.85 supports.
-        setup.push("cargo generate-lockfile".to_string());
-        setup.push(format!(
-            "python3 {} {}",
-            images::CARGO_CUTOFF_PATH,
+        setup.push(Step::shell("cargo generate-lockfile"));
+        setup.push(Step::Shell(format!(
+            "python3 {CARGO_CUTOFF_PATH} {}",
             shell_quote(cutoff)
-        ));
-        setup.push("cargo fetch".to_string());
+        )));
+        setup.push(Step::shell("cargo fetch"));
         applied_cutoff = Some(cutoff.to_string());
         format!(
             "no Cargo.lock: generated, then every crates.io package moved to its newest compatible release published before {cutoff} (the setup log lists any left newer)"
         )
     } else {
-        setup.push("cargo generate-lockfile".to_string());
-        setup.push("cargo fetch".to_string());
+        setup.push(Step::shell("cargo generate-lockfile"));
+        setup.push(Step::shell("cargo fetch"));
         "no Cargo.lock and no date cut-off: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback)".to_string()
     };
-    let compile = format!("cargo test {packages} --no-run{features}");
+    let compile = Step::Shell(format!("cargo test {packages} --no-run{features}"));
     setup.push(compile.clone());
     let name = match (project.workspace, project.package.is_some()) {
         (true, false) => "rust-workspace",
@@ -239,16 +267,18 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     Some(Plan {
         name: name.to_string(),
         language: "rust",
-        image: images::rust_image(cx.ca_bundle),
+        image: image(cx.ca_bundle),
         version_reason: version_reason(&project),
         setup,
         rebuild: vec![compile],
-        test: format!("cargo test {packages} --no-fail-fast{features} 2>&1"),
+        test: TestCommand::plain(format!(
+            "cargo test {packages} --no-fail-fast{features} 2>&1"
+        )),
         test_scope,
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
-        repair: crate::repair::RepairContext::of("rust"),
+        repair: RepairContext::default(),
     })
 }
 
@@ -274,7 +304,7 @@ mod tests {
         assert_eq!(plan.name, "rust-cargo");
         assert_eq!(plan.parser, "cargo");
         assert!(
-            plan.setup[1].starts_with("cargo fetch --locked"),
+            plan.setup[1].render().starts_with("cargo fetch --locked"),
             "{:?}",
             plan.setup
         );
@@ -325,7 +355,7 @@ mod tests {
             "{}",
             plan.version_reason
         );
-        assert!(!plan.test.contains("--features"));
+        assert!(!plan.test.render().contains("--features"));
     }
 
     #[test]
@@ -399,5 +429,31 @@ mod tests {
         assert_eq!(project.toolchain.as_deref(), Some("nightly-2023-05-01"));
         assert!(version_reason(&project).contains("stable 1.85 is used instead"));
         assert!(detect(tree(&[("README.md", "")]).path()).is_none());
+    }
+
+    #[test]
+    fn the_cargo_cutoff_script_passes_its_self_test() {
+        // The script runs inside the Rust image; its pure parts (version order, caret
+        // compatibility, index paths, lock rewriting) are checked here with the host's Python.
+        let out = std::process::Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/images/cargo-cutoff.py"
+            ))
+            .arg("--self-test")
+            .output()
+            .expect("python3 (needed by this test)");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rust = image(None);
+        assert!(
+            rust.dockerfile
+                .contains("COPY cargo-cutoff.py /usr/local/lib/kiln/cargo-cutoff.py")
+        );
+        assert_eq!(rust.context[0].0, "cargo-cutoff.py");
     }
 }

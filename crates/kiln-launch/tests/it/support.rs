@@ -209,7 +209,7 @@ pub async fn run_in_image(
         labels: BTreeMap::new(),
         limits: DockerSettings::default().limits(),
         network: kiln_core::NetworkMode::None,
-        workdir: Some(kiln_launch::WORKDIR.into()),
+        workdir: Some(kiln_core::runtime::WORKDIR.into()),
         max_lifetime: Duration::from_secs(300),
     };
     let id = runtime.create(&spec).await.unwrap();

@@ -91,7 +91,7 @@ fn directive_after_a_wide_character_is_read() {
     );
 }
 
-/// jasmine 3.6.3 under kiln's reporter (`kiln_launch::node::JASMINE_REPORTER`): full spec
+/// jasmine 3.6.3 under kiln's reporter (`kiln_launch::JASMINE_REPORTER`): full spec
 /// names, a `#` escaped, a pending spec, and a failing `afterAll` reported as its suite.
 #[test]
 fn jasmine_through_kilns_reporter() {

@@ -1,0 +1,875 @@
+//! The launch loop: the checkout, its plan and its packing on the host (in a blocking task),
+//! then the plan's steps in a container with the repair rules of its ecosystem, the image
+//! committed before the baseline test run, and the Dockerfile check.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kiln_core::config::{DockerSettings, LaunchSettings};
+use kiln_core::runtime::LABEL_RUN;
+use kiln_core::runtime::WORKDIR;
+use kiln_core::session::tail;
+use kiln_core::{
+    ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Removals, Reporter,
+    RuntimeError, Session,
+};
+use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
+
+use crate::classify::classify_setup;
+use crate::debian::{self, Suite};
+use crate::ecosystems::{self, Ecosystem};
+use crate::plan::{self, Plan, PlanContext, TestScope};
+use crate::repair::{self, Failed, Failing, Repair};
+use crate::steps::Step;
+use crate::{dockerfile, images, repo};
+
+/// Everything launch needs for one candidate.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Clone URL (or local path) of its repository.
+    pub clone_url: String,
+    /// Directory of repository mirrors.
+    pub cache_dir: PathBuf,
+    /// Directory for this instance's launch logs.
+    pub log_dir: PathBuf,
+    /// Log directory as recorded in the row (relative to the run directory).
+    pub log_dir_label: String,
+    /// A PEM CA bundle to install in the images (TLS-inspecting proxies).
+    pub ca_bundle: Option<Arc<Vec<u8>>>,
+    /// Tag to commit a successful environment to.
+    pub image_tag: String,
+    /// Labels for containers and images (run label included).
+    pub labels: BTreeMap<String, String>,
+    /// Stage settings.
+    pub settings: LaunchSettings,
+    /// Container limits.
+    pub docker: DockerSettings,
+    /// Stage name, for progress events.
+    pub stage: String,
+    /// Where the container's removal goes: the launch returns without waiting for it, the
+    /// stage waits for all of them at its end.
+    pub removals: Removals,
+}
+
+/// An infrastructure failure that stops the stage: it says nothing about the repository, so
+/// it is never written as a row, and a re-run retries the item.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The engine went away or failed.
+    #[error(transparent)]
+    Engine(#[from] RuntimeError),
+    /// The host could not hold the work (a full or read-only disk).
+    #[error("{what}: {message}")]
+    Host {
+        /// What kiln was doing, as a verb phrase.
+        what: String,
+        /// The error.
+        message: String,
+    },
+}
+
+impl LaunchError {
+    fn host(what: &str, message: impl std::fmt::Display) -> Self {
+        Self::Host {
+            what: what.to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// How a launch attempt ended, before it is written as a row.
+struct Failure {
+    class: FailureClass,
+    command: Option<String>,
+    log_tail: String,
+}
+
+impl Failure {
+    fn new(class: FailureClass, command: Option<&str>, log: &str) -> Self {
+        Self {
+            class,
+            command: command.map(str::to_string),
+            log_tail: tail(log, 40),
+        }
+    }
+}
+
+/// Builds the environment for one candidate. Failures of the repository are returned as a
+/// `failed` row; failures of the engine or the host are errors, never rows.
+///
+/// # Errors
+/// [`LaunchError::Engine`] when the engine cannot be reached or fails, [`LaunchError::Host`]
+/// when the host's disk cannot hold the work.
+pub async fn launch(
+    runtime: Arc<dyn ContainerRuntime>,
+    request: &LaunchRequest,
+    reporter: &dyn Reporter,
+) -> Result<EnvironmentRecord, LaunchError> {
+    let started = Instant::now();
+    let candidate = &request.candidate;
+    let mut record = EnvironmentRecord {
+        instance_id: candidate.instance_id.clone(),
+        repo: candidate.repo.clone(),
+        base_commit: candidate.base_commit.clone(),
+        status: "failed".into(),
+        failure_class: None,
+        failure_command: None,
+        log_tail: None,
+        language: "unknown".into(),
+        plan: "none".into(),
+        base_image: String::new(),
+        image: None,
+        setup_commands: Vec::new(),
+        repairs: Vec::new(),
+        environment: BTreeMap::new(),
+        rebuild_commands: Vec::new(),
+        test_command: String::new(),
+        test_scope: String::new(),
+        parser: String::new(),
+        dependency_cutoff: None,
+        version_reason: String::new(),
+        baseline: BTreeMap::new(),
+        baseline_passed: 0,
+        baseline_failed: 0,
+        setup_seconds: 0.0,
+        test_seconds: 0.0,
+        total_seconds: 0.0,
+        dockerfile: None,
+        dockerfile_check: None,
+        log_dir: request.log_dir_label.clone(),
+    };
+    let step = |text: &str| {
+        reporter.report(Event::ItemStep {
+            stage: request.stage.clone(),
+            item: candidate.instance_id.clone(),
+            step: text.to_string(),
+        });
+    };
+    let mut verify_context = None;
+    let outcome = build(
+        Arc::clone(&runtime),
+        request,
+        &mut record,
+        &mut verify_context,
+        &step,
+    )
+    .await;
+    record.total_seconds = started.elapsed().as_secs_f64();
+    // The Dockerfile check comes after the timing: it proves the record, it is not the launch.
+    if let (Ok(None), Some(context)) = (&outcome, verify_context) {
+        step("check the Dockerfile");
+        let tag = format!("{}.dockerfile-check", request.image_tag);
+        let checked = Instant::now();
+        let verdict = dockerfile::verify(
+            runtime.as_ref(),
+            &record,
+            &context,
+            &tag,
+            request.settings.test_timeout,
+            &request.labels,
+        )
+        .await;
+        record.dockerfile_check = Some(match verdict {
+            Ok(verdict) => format!("{verdict} ({:.1}s)", checked.elapsed().as_secs_f64()),
+            Err(e @ RuntimeError::ContainerStopped { .. }) => format!("rebuilt, but failed to {e}"),
+            Err(e) => return Err(LaunchError::Engine(e)),
+        });
+    }
+    match outcome {
+        Ok(None) => record.status = "built".into(),
+        Ok(Some(failure)) => {
+            record.failure_class = Some(failure.class.as_str().to_string());
+            record.failure_command = failure.command;
+            record.log_tail = Some(failure.log_tail);
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(record)
+}
+
+/// Wall time per phase of one launch, written as the last line of `launch.log` so that the
+/// time kiln adds around the repository's own commands can be read off (`clone 0.08, ...`).
+struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, f64)>,
+}
+
+impl Phases {
+    fn new() -> Self {
+        Self {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name` now.
+    fn end(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.done
+            .push((name, now.duration_since(self.last).as_secs_f64()));
+        self.last = now;
+    }
+
+    /// Appends the phases to the log at `path`.
+    fn write(&self, path: &std::path::Path) {
+        use std::io::Write as _;
+        let list: Vec<String> = self
+            .done
+            .iter()
+            .map(|(name, secs)| format!("{name} {secs:.2}"))
+            .collect();
+        if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(path) {
+            let _ = writeln!(log, "# launch phases (s): {}", list.join(", "));
+        }
+    }
+}
+
+/// What the host prepares before any container: the plan of the checkout and the checkout
+/// packed for the container.
+struct Prepared {
+    ecosystem: Ecosystem,
+    plan: Plan,
+    /// What the checkout did beyond a plain clone (tags kept, submodules missing).
+    checkout_note: Option<String>,
+    /// The checkout as a tar archive whose entries sit under `testbed/`.
+    tar: Vec<u8>,
+}
+
+/// Clones the candidate's repository at its base commit, fetches its submodules, reads the
+/// commit's date, chooses the plan and packs the checkout: all of it blocking work (git, a
+/// walk of the tree, a tar of it in memory), run in a blocking task by [`build`].
+/// `Ok(Err(..))` is a failure of the repository.
+fn prepare(
+    request: &LaunchRequest,
+    phases: &mut Phases,
+) -> Result<Result<Prepared, Failure>, LaunchError> {
+    let candidate = &request.candidate;
+    let checkout = tempfile::Builder::new()
+        .prefix("kiln-checkout-")
+        .tempdir()
+        .map_err(|e| LaunchError::host("create a temporary directory for the checkout", e))?;
+    let workdir = checkout.path().join("repo");
+    let cloned = kiln_git::MirrorCache::new(&request.cache_dir).and_then(|cache| {
+        cache.checkout(
+            &candidate.repo,
+            &request.clone_url,
+            &candidate.base_commit,
+            &workdir,
+        )
+    });
+    let checkout_note = match cloned {
+        Ok(note) => note,
+        // A full or read-only disk is the host's failure, not the repository's.
+        Err(e) if e.is_local_storage_problem() => {
+            return Err(LaunchError::host("clone the repository", e));
+        }
+        Err(e) => {
+            return Ok(Err(Failure::new(
+                FailureClass::Clone,
+                Some(&e.command),
+                &e.message,
+            )));
+        }
+    };
+    if let Some(error) = kiln_git::init_submodules(&workdir, &request.clone_url) {
+        // Not fatal: the C/C++ planner lets Debian packages stand in for what is missing and
+        // says so in the version reason.
+        tracing::warn!(instance = %candidate.instance_id, "git submodules not fetched: {error}");
+    }
+    let cutoff = if request.settings.date_cutoff {
+        kiln_git::commit_date(&workdir, &candidate.base_commit).ok()
+    } else {
+        None
+    };
+    phases.end("clone");
+    let test_files = plan::patch_files(&candidate.test_patch);
+    let plan_cx = PlanContext {
+        root: &workdir,
+        cutoff: cutoff.as_deref(),
+        ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
+        test_files: &test_files,
+        scope: TestScope::parse(&request.settings.test_scope),
+    };
+    let Some((ecosystem, plan)) = ecosystems::choose(&plan_cx) else {
+        return Ok(Err(Failure::new(
+            FailureClass::UnsupportedProject,
+            None,
+            "no build plan matched the repository's files",
+        )));
+    };
+    let tar = repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
+        .map_err(|e| LaunchError::host("pack the checkout", e))?;
+    drop(checkout);
+    phases.end("plan+pack");
+    Ok(Ok(Prepared {
+        ecosystem,
+        plan,
+        checkout_note,
+        tar,
+    }))
+}
+
+/// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine or
+/// the host.
+async fn build(
+    runtime: Arc<dyn ContainerRuntime>,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    verify_context: &mut Option<Vec<u8>>,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Option<Failure>, LaunchError> {
+    let _ = std::fs::create_dir_all(&request.log_dir);
+
+    step("clone");
+    // The host's part (git, possibly a wait for another launch cloning the same repository, a
+    // walk of the tree, packing it) runs off the async workers.
+    let (prepared, mut phases) = {
+        let request = request.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut phases = Phases::new();
+            let prepared = prepare(&request, &mut phases);
+            (prepared, phases)
+        })
+        .await
+        .map_err(|e| LaunchError::host("prepare the checkout", e))?
+    };
+    let Prepared {
+        ecosystem,
+        mut plan,
+        checkout_note,
+        tar,
+    } = match prepared? {
+        Ok(prepared) => prepared,
+        Err(failure) => return Ok(Some(failure)),
+    };
+    record.language = plan.language.into();
+    record.plan.clone_from(&plan.name);
+    record.parser = plan.parser.into();
+    record.test_command = plan.test.render();
+    record.test_scope.clone_from(&plan.test_scope);
+    // The row has no column of its own for how versions were fixed; it follows the image's
+    // reason, and the cut-off column holds the date only when the plan applied it.
+    let mut version_reason = if plan.resolution.is_empty() {
+        plan.version_reason.clone()
+    } else {
+        format!("{}; dependencies: {}", plan.version_reason, plan.resolution)
+    };
+    if let Some(note) = checkout_note {
+        version_reason.push_str("; checkout: ");
+        version_reason.push_str(&note);
+    }
+    record.dependency_cutoff.clone_from(&plan.cutoff);
+    // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
+    let context = request.settings.verify_dockerfile.then(|| tar.clone());
+
+    // A repair may start the launch over on another interpreter, once.
+    let mut restarted = false;
+    loop {
+        record.base_image.clone_from(&plan.image.tag);
+        record.version_reason.clone_from(&version_reason);
+        record.rebuild_commands = plan.rebuild.iter().map(Step::render).collect();
+        record.setup_commands.clear();
+        record.environment.clear();
+
+        step("base image");
+        if let Some(base) = images::base_image(&plan.image.dockerfile)
+            && debian::suite_of(&base).is_some()
+            && !runtime.image_exists(&plan.image.tag).await?
+            && !runtime.image_exists(&base).await?
+        {
+            step(&format!(
+                "base image: making {base} (a pull, else debootstrap)"
+            ));
+        }
+        ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?;
+        phases.end("base image");
+
+        step("start container");
+        let spec = ContainerSpec {
+            image: plan.image.tag.clone(),
+            env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
+            labels: request.labels.clone(),
+            limits: request.docker.limits(),
+            network: NetworkMode::Bridge,
+            workdir: Some(WORKDIR.into()),
+            max_lifetime: request.settings.command_timeout * 4
+                + request.settings.test_timeout
+                + Duration::from_secs(600),
+        };
+        let mut session = Session::start(
+            Arc::clone(&runtime),
+            &spec,
+            &request.log_dir.join("launch.log"),
+        )
+        .await?;
+        phases.end("start");
+        let result = run_plan(
+            &mut session,
+            request,
+            record,
+            Attempted {
+                ecosystem,
+                plan: &plan,
+                spec: &spec,
+            },
+            tar.clone(),
+            step,
+            &mut phases,
+        )
+        .await;
+        session.close_later(&request.removals);
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                return Err(e.into());
+            }
+        };
+        match outcome {
+            Attempt::Restart(suite, Some(image)) if !restarted => {
+                restarted = true;
+                // The first attempt's log stays, as launch-1.log.
+                let log = request.log_dir.join("launch.log");
+                let _ = std::fs::rename(&log, request.log_dir.join("launch-1.log"));
+                plan.image = image;
+                plan.repair.suite = Some(suite);
+                version_reason = format!(
+                    "{} (a repair started the launch over on Debian {}'s Python)",
+                    version_reason,
+                    suite.name()
+                );
+            }
+            Attempt::Restart(..) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                return Ok(Some(Failure::new(
+                    FailureClass::Build,
+                    record.setup_commands.last().map(String::as_str),
+                    "a repair asked for another interpreter a second time",
+                )));
+            }
+            Attempt::Done(failure) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                if failure.is_none() {
+                    *verify_context = context;
+                }
+                return Ok(failure);
+            }
+        }
+    }
+}
+
+/// How one attempt of the plan ended.
+enum Attempt {
+    /// Built (`None`) or failed.
+    Done(Option<Failure>),
+    /// A repair asked to start over on another Debian suite's interpreter, with the image of
+    /// that interpreter (`None` when the ecosystem has no such images).
+    Restart(Suite, Option<kiln_core::ImageBuild>),
+}
+
+/// What one attempt runs: the plan of an ecosystem in a container of `spec`.
+#[derive(Clone, Copy)]
+struct Attempted<'a> {
+    ecosystem: Ecosystem,
+    plan: &'a Plan,
+    spec: &'a ContainerSpec,
+}
+
+/// Adds the `[kiln] ...` lines a repaired command printed (what it dropped, which package
+/// held a header) to the latest repair of the row, from `from` on.
+fn note_repair_output(record: &mut EnvironmentRecord, output: &str, from: usize) {
+    if record.repairs.len() <= from {
+        return;
+    }
+    let notes: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[kiln] "))
+        .take(20)
+        .collect();
+    if let (false, Some(last)) = (notes.is_empty(), record.repairs.last_mut()) {
+        last.push_str("; ");
+        last.push_str(&notes.join("; "));
+    }
+}
+
+/// Marks `rule` tried, and writes the repair into the row and the log.
+fn record_repair(
+    session: &mut Session,
+    record: &mut EnvironmentRecord,
+    tried: &mut Vec<&'static str>,
+    rule: &'static repair::Rule,
+    repair: &Repair,
+    matched: &str,
+) {
+    tried.push(rule.name);
+    record.repairs.push(repair::describe(rule, repair, matched));
+    session.note(&format!(
+        "# kiln repair {}: {}",
+        rule.name, rule.description
+    ));
+}
+
+/// At most this many repairs in one launch: each costs a retry, and a repository that needs
+/// more is better left failed with its log.
+const MAX_REPAIRS: usize = 6;
+
+/// The steps and test command of one attempt, as repairs change them.
+struct Work {
+    /// Setup steps still to run.
+    queue: std::collections::VecDeque<Step>,
+    /// Steps to re-run after a source change.
+    rebuild: Vec<Step>,
+    /// The test command.
+    test: TestCommandSlot,
+}
+
+/// Applies a setup-phase repair; `Some` when it restarts the launch on another interpreter.
+fn apply_repair(
+    session: &mut Session,
+    record: &mut EnvironmentRecord,
+    work: &mut Work,
+    failed: Step,
+    repair: Repair,
+) -> Option<Suite> {
+    match repair {
+        Repair::Env(name, value) => {
+            record.environment.insert(name, value);
+            session.set_env(
+                record
+                    .environment
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
+            work.queue.push_front(failed);
+        }
+        Repair::Before(steps) => {
+            work.queue.push_front(failed);
+            for step in steps.into_iter().rev() {
+                work.queue.push_front(step);
+            }
+        }
+        Repair::Replace(steps) => {
+            for step in steps.into_iter().rev() {
+                work.queue.push_front(step);
+            }
+        }
+        Repair::ReplaceWithRebuild { steps, rebuild } => {
+            for step in steps.into_iter().rev() {
+                work.queue.push_front(step);
+            }
+            work.rebuild.extend(rebuild);
+        }
+        Repair::Tests(test) => {
+            work.test.set(test, record);
+            work.queue.push_front(failed);
+        }
+        Repair::Interpreter(suite) => return Some(suite),
+        Repair::Skip(step) => work.rebuild.retain(|s| *s != step),
+        Repair::DropCutoff(step) => {
+            record.dependency_cutoff = None;
+            work.queue.push_front(step);
+        }
+    }
+    record.rebuild_commands = work.rebuild.iter().map(Step::render).collect();
+    None
+}
+
+async fn run_plan(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    attempted: Attempted<'_>,
+    tar: Vec<u8>,
+    step: &(dyn Fn(&str) + Sync),
+    phases: &mut Phases,
+) -> Result<Attempt, RuntimeError> {
+    let Attempted {
+        ecosystem,
+        plan,
+        spec,
+    } = attempted;
+    let runtime = Arc::clone(session.runtime());
+    runtime.copy_in(session.id(), "/", tar).await?;
+    phases.end("copy-in");
+
+    let rules = ecosystems::rules(ecosystem);
+    let mut tried: Vec<&'static str> = Vec::new();
+    // The row's repairs from this index on may still gain what their commands report.
+    let repaired_from = record.repairs.len();
+    let mut work = Work {
+        queue: plan.setup.iter().cloned().collect(),
+        rebuild: plan.rebuild.clone(),
+        test: TestCommandSlot::new(plan.test.clone(), record),
+    };
+    let setup_started = Instant::now();
+    while let Some(setup_step) = work.queue.pop_front() {
+        let command = setup_step.render();
+        step(short(&command));
+        let outcome = match run_or_fail(
+            session,
+            &command,
+            request.settings.command_timeout,
+            FailureClass::Build,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                record.setup_seconds = setup_started.elapsed().as_secs_f64();
+                return Ok(Attempt::Done(Some(failure)));
+            }
+        };
+        if outcome.exit_code == 0 {
+            note_repair_output(record, &outcome.output, repaired_from);
+            record.setup_commands.push(command);
+            continue;
+        }
+        let class = classify_setup(&outcome);
+        let failed = Failed {
+            failing: Failing::Step(&setup_step),
+            output: &outcome.output,
+        };
+        let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
+            .then(|| repair::find(&failed, &plan.repair, &rules, &tried))
+            .flatten();
+        let Some((rule, repair, matched)) = found else {
+            record.setup_seconds = setup_started.elapsed().as_secs_f64();
+            return Ok(Attempt::Done(Some(Failure::new(
+                class,
+                Some(&command),
+                &outcome.output,
+            ))));
+        };
+        record_repair(session, record, &mut tried, rule, &repair, &matched);
+        if let Some(suite) = apply_repair(session, record, &mut work, setup_step, repair) {
+            record.setup_seconds = setup_started.elapsed().as_secs_f64();
+            let ca_bundle = request.ca_bundle.as_deref().map(Vec::as_slice);
+            let image = ecosystems::interpreter_image(ecosystem, suite, ca_bundle);
+            return Ok(Attempt::Restart(suite, image));
+        }
+    }
+    record.setup_seconds = setup_started.elapsed().as_secs_f64();
+    phases.end("setup");
+
+    // The environment is committed before the baseline run, so that nothing the tests write
+    // (temporary files, caches, files in the checkout) reaches the image that validation
+    // starts every run from.
+    step("commit image");
+    let mut labels = request.labels.clone();
+    labels.remove(LABEL_RUN);
+    labels.insert("kiln.instance".into(), record.instance_id.clone());
+    loop {
+        session.commit(&request.image_tag, &labels).await?;
+        phases.end("commit");
+
+        step("baseline tests");
+        let outcome = match run_or_fail(
+            session,
+            &record.test_command,
+            request.settings.test_timeout,
+            FailureClass::TestRun,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
+        };
+        record.test_seconds = outcome.duration.as_secs_f64();
+        let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) else {
+            phases.end("tests");
+            record.image = Some(request.image_tag.clone());
+            record.dockerfile = Some(dockerfile::dockerfile(record));
+            return Ok(Attempt::Done(None));
+        };
+        let test = work.test.command.clone();
+        let failed = Failed {
+            failing: Failing::Tests(&test),
+            output: &outcome.output,
+        };
+        let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
+            .then(|| repair::find(&failed, &plan.repair, &rules, &tried))
+            .flatten();
+        let Some((rule, repair, matched)) = found else {
+            // The image of a failed launch is no environment.
+            runtime.remove_image(&request.image_tag).await?;
+            return Ok(Attempt::Done(Some(failure)));
+        };
+        record_repair(session, record, &mut tried, rule, &repair, &matched);
+        // A test-run repair adds setup steps, which run before the next commit, or changes the
+        // test command. The baseline's own leftovers are in this container now, so the
+        // repaired environment is rebuilt from the image committed before the run.
+        let steps = match repair {
+            Repair::Before(steps) => steps,
+            Repair::Tests(test) => {
+                work.test.set(test, record);
+                Vec::new()
+            }
+            _ => {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
+        };
+        let from_image = ContainerSpec {
+            image: request.image_tag.clone(),
+            ..spec.clone()
+        };
+        let mut fresh = session.next(&from_image).await?;
+        std::mem::swap(session, &mut fresh);
+        fresh.close_later(&request.removals);
+        for setup_step in steps {
+            let command = setup_step.render();
+            step(short(&command));
+            let outcome = run_or_fail(
+                session,
+                &command,
+                request.settings.command_timeout,
+                FailureClass::Build,
+            )
+            .await?;
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(stopped) => {
+                    runtime.remove_image(&request.image_tag).await?;
+                    return Ok(Attempt::Done(Some(stopped)));
+                }
+            };
+            if outcome.exit_code != 0 {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(failure)));
+            }
+            note_repair_output(record, &outcome.output, repaired_from);
+            record.setup_commands.push(command);
+        }
+    }
+}
+
+/// The test command of an attempt, kept typed for the repairs and rendered into the row
+/// whenever it changes.
+struct TestCommandSlot {
+    command: crate::steps::TestCommand,
+}
+
+impl TestCommandSlot {
+    fn new(command: crate::steps::TestCommand, record: &mut EnvironmentRecord) -> Self {
+        record.test_command = command.render();
+        Self { command }
+    }
+
+    fn set(&mut self, command: crate::steps::TestCommand, record: &mut EnvironmentRecord) {
+        record.test_command = command.render();
+        self.command = command;
+    }
+}
+
+/// Runs `command` in the session. A container the command itself stopped is a failure of the
+/// item (of `class`); every other engine error stays an error, which stops the stage.
+async fn run_or_fail(
+    session: &mut Session,
+    command: &str,
+    timeout: Duration,
+    class: FailureClass,
+) -> Result<Result<ExecOutcome, Failure>, RuntimeError> {
+    // The baseline's report is parsed whole, with the room validation gives it; a setup
+    // command's output only feeds repair signatures and the log tail.
+    let cap = if class == FailureClass::TestRun {
+        kiln_core::session::TEST_OUTPUT_CAP
+    } else {
+        1 << 20
+    };
+    match session.run_capped(command, timeout, cap).await {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
+            class,
+            Some(command),
+            &format!("failed to {e}"),
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Builds the plan's base image unless it exists. Builds are serialised: concurrent items
+/// usually want the same image, and building it twice at once wastes minutes. The base images
+/// are kiln's own Dockerfiles, so a failed build is the machine's failure (no registry, no
+/// network), never the repository's: it stops the stage.
+async fn ensure_image(
+    runtime: &dyn ContainerRuntime,
+    image: &kiln_core::ImageBuild,
+    log_dir: &std::path::Path,
+) -> Result<(), RuntimeError> {
+    static BUILDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _guard = BUILDS.lock().await;
+    let mut log = Vec::new();
+    let mut sink = |bytes: &[u8]| log.extend_from_slice(bytes);
+    let built = images::ensure_image(runtime, image, &mut sink).await;
+    if !log.is_empty() {
+        let _ = std::fs::write(log_dir.join("image-build.log"), &log);
+    }
+    built.map(|_| ())
+}
+
+/// Reads the baseline run into the record; `Some` when it does not count as a working build.
+fn judge_tests(
+    outcome: &ExecOutcome,
+    record: &mut EnvironmentRecord,
+    min_pass_ratio: f64,
+) -> Option<Failure> {
+    let command = Some(record.test_command.as_str());
+    if outcome.timed_out {
+        return Some(Failure::new(
+            FailureClass::Timeout,
+            command,
+            &outcome.output,
+        ));
+    }
+    if outcome.oom_killed {
+        return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
+    }
+    let parsed = match kiln_testlog::parse(&record.parser, &outcome.output) {
+        Ok(parsed) => parsed.relative_to(WORKDIR),
+        Err(e) => return Some(Failure::new(FailureClass::TestRun, command, &e.to_string())),
+    };
+    record.baseline = parsed.statuses.clone();
+    let passed = parsed.count(TestStatus::Pass);
+    let failed = parsed.count(TestStatus::Fail) + parsed.count(TestStatus::Error);
+    record.baseline_passed = i64::try_from(passed).unwrap_or(i64::MAX);
+    record.baseline_failed = i64::try_from(failed).unwrap_or(i64::MAX);
+    if parsed.statuses.is_empty() {
+        // pytest exits 5 when it collected nothing.
+        let class = if outcome.exit_code == 5 {
+            FailureClass::NoTests
+        } else {
+            FailureClass::TestRun
+        };
+        return Some(Failure::new(class, command, &outcome.output));
+    }
+    let ran = passed + failed;
+    let ratio = if ran == 0 {
+        0.0
+    } else {
+        passed as f64 / ran as f64
+    };
+    if ratio < min_pass_ratio {
+        let mut log = outcome.output.clone();
+        log.push_str(&format!(
+            "\n[kiln] {passed} of {ran} tests passed, below the required share of {min_pass_ratio}"
+        ));
+        return Some(Failure::new(FailureClass::TestsFailing, command, &log));
+    }
+    None
+}
+
+fn short(command: &str) -> &str {
+    let end = command
+        .char_indices()
+        .nth(60)
+        .map_or(command.len(), |(i, _)| i);
+    &command[..end]
+}

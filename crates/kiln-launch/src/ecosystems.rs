@@ -1,0 +1,348 @@
+//! The registry of ecosystems: each one's planner and repair rules, in the order they are
+//! tried. Adding an ecosystem is a folder (its planner, image and rules) and a line here.
+
+use kiln_core::ImageBuild;
+
+use crate::debian::Suite;
+use crate::plan::{Plan, PlanContext};
+use crate::repair::{self, Rule};
+use crate::{go, java, native, node, python, rust};
+
+/// An ecosystem kiln has a planner for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ecosystem {
+    /// Python (pytest; Django's own runner).
+    Python,
+    /// Rust (Cargo).
+    Rust,
+    /// JavaScript and TypeScript (npm, yarn, pnpm).
+    Node,
+    /// Go modules.
+    Go,
+    /// C and C++ (CMake, Meson, autotools, make).
+    Native,
+    /// Java (Maven, Gradle).
+    Java,
+}
+
+impl Ecosystem {
+    /// The name `kiln repairs` shows.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::Rust => "rust",
+            Self::Node => "node",
+            Self::Go => "go",
+            Self::Native => "native",
+            Self::Java => "java",
+        }
+    }
+}
+
+/// The image of a Debian suite's interpreter, with a CA bundle.
+type InterpreterImage = fn(Suite, Option<&[u8]>) -> ImageBuild;
+
+/// One line of the registry.
+struct Entry {
+    ecosystem: Ecosystem,
+    /// The plan, when the repository is of this ecosystem.
+    plan: fn(&PlanContext<'_>) -> Option<Plan>,
+    /// The rule tables that apply to its plans, in the order they are tried.
+    rules: &'static [&'static [Rule]],
+    /// The image of another Debian suite's interpreter, for repairs that start over on it.
+    interpreter: Option<InterpreterImage>,
+}
+
+/// The ecosystems in the order they are asked: Python first (a repository with bindings in
+/// several languages is most often tested from Python), then Rust, Node, Go, C/C++ and Java.
+/// An ecosystem's own setup rules come before or after the system rules as each needs (Node's
+/// native addons are retried without scripts only once a missing header had its chance); the
+/// optional-step rule is always last.
+static REGISTRY: &[Entry] = &[
+    Entry {
+        ecosystem: Ecosystem::Python,
+        plan: python::plan,
+        rules: &[python::repairs::RULES, repair::SYSTEM, repair::LAST],
+        interpreter: Some(python::image),
+    },
+    Entry {
+        ecosystem: Ecosystem::Rust,
+        plan: rust::plan,
+        rules: &[repair::SYSTEM, repair::LAST],
+        interpreter: None,
+    },
+    Entry {
+        ecosystem: Ecosystem::Node,
+        plan: node::plan,
+        rules: &[repair::SYSTEM, node::repairs::RULES, repair::LAST],
+        interpreter: None,
+    },
+    Entry {
+        ecosystem: Ecosystem::Go,
+        plan: go::plan,
+        rules: &[repair::SYSTEM, repair::LAST],
+        interpreter: None,
+    },
+    Entry {
+        ecosystem: Ecosystem::Native,
+        plan: native::plan,
+        rules: &[repair::SYSTEM, repair::LAST],
+        interpreter: None,
+    },
+    Entry {
+        ecosystem: Ecosystem::Java,
+        plan: java::plan,
+        rules: &[repair::SYSTEM, repair::LAST],
+        interpreter: None,
+    },
+];
+
+fn entry(ecosystem: Ecosystem) -> &'static Entry {
+    REGISTRY
+        .iter()
+        .find(|e| e.ecosystem == ecosystem)
+        .unwrap_or(&REGISTRY[0])
+}
+
+/// The first ecosystem whose planner recognises the repository, and its plan.
+#[must_use]
+pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
+    REGISTRY
+        .iter()
+        .find_map(|e| (e.plan)(cx).map(|plan| (e.ecosystem, plan)))
+}
+
+/// The repair rules of `ecosystem`'s plans, in the order they are tried.
+#[must_use]
+pub fn rules(ecosystem: Ecosystem) -> Vec<&'static Rule> {
+    entry(ecosystem)
+        .rules
+        .iter()
+        .flat_map(|t| t.iter())
+        .collect()
+}
+
+/// The image of `suite`'s interpreter for a plan of `ecosystem`, when it has such images.
+#[must_use]
+pub fn interpreter_image(
+    ecosystem: Ecosystem,
+    suite: Suite,
+    ca_bundle: Option<&[u8]>,
+) -> Option<ImageBuild> {
+    entry(ecosystem)
+        .interpreter
+        .map(|image| image(suite, ca_bundle))
+}
+
+/// Every rule once, in a stable order (each ecosystem's, in registry order), with the
+/// ecosystems it applies to.
+#[must_use]
+pub fn rule_table() -> Vec<(&'static Rule, Vec<Ecosystem>)> {
+    let mut table: Vec<(&'static Rule, Vec<Ecosystem>)> = Vec::new();
+    for entry in REGISTRY {
+        for rule in entry.rules.iter().flat_map(|t| t.iter()) {
+            match table.iter_mut().find(|(r, _)| r.name == rule.name) {
+                Some((_, ecosystems)) => ecosystems.push(entry.ecosystem),
+                None => table.push((rule, vec![entry.ecosystem])),
+            }
+        }
+    }
+    // The rules every ecosystem shares come last, the optional step at the very end.
+    table.sort_by_key(|(rule, ecosystems)| {
+        (
+            ecosystems.len() == REGISTRY.len(),
+            rule.name == "optional-step",
+        )
+    });
+    table
+}
+
+/// Whether a rule applies to every ecosystem.
+#[must_use]
+pub fn applies_everywhere(ecosystems: &[Ecosystem]) -> bool {
+    ecosystems.len() == REGISTRY.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{RepairContext, TestScope};
+    use crate::repair::{Failed, Failing, Repair, find};
+    use crate::steps::Step;
+
+    #[test]
+    fn each_ecosystem_is_chosen_for_its_files_in_registry_order() {
+        let trees: &[(&[(&str, &str)], Ecosystem)] = &[
+            (
+                &[("pyproject.toml", "[project]\nname = 'x'\n")],
+                Ecosystem::Python,
+            ),
+            (
+                &[("Cargo.toml", "[package]\nname = 'x'\nversion = '0.1.0'\n")],
+                Ecosystem::Rust,
+            ),
+            (
+                &[("package.json", r#"{"scripts":{"test":"jest"}}"#)],
+                Ecosystem::Node,
+            ),
+            (&[("go.mod", "module x\n\ngo 1.19\n")], Ecosystem::Go),
+            (
+                &[("CMakeLists.txt", "project(x)\nenable_testing()\n")],
+                Ecosystem::Native,
+            ),
+            (&[("pom.xml", "<project></project>\n")], Ecosystem::Java),
+            // Python bindings of a Rust crate are tested from Python.
+            (
+                &[
+                    ("Cargo.toml", "[package]\nname = 'x'\n"),
+                    ("pyproject.toml", "[project]\nname = 'x'\n"),
+                ],
+                Ecosystem::Python,
+            ),
+        ];
+        for (files, expected) in trees {
+            let tmp = crate::plan::testutil::tree(files);
+            let (ecosystem, _) = choose(&PlanContext {
+                root: tmp.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &[],
+                scope: TestScope::Auto,
+            })
+            .unwrap_or_else(|| panic!("no plan for {files:?}"));
+            assert_eq!(ecosystem, *expected, "{files:?}");
+        }
+        let empty = crate::plan::testutil::tree(&[("README.md", "")]);
+        assert!(
+            choose(&PlanContext {
+                root: empty.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &[],
+                scope: TestScope::Auto,
+            })
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn rule_names_are_unique_and_every_signature_compiles() {
+        let table = rule_table();
+        let mut names = std::collections::BTreeSet::new();
+        for (rule, _) in &table {
+            assert!(repair::compiles(rule), "{} does not compile", rule.name);
+            assert!(names.insert(rule.name), "{} twice", rule.name);
+        }
+        for ecosystem in REGISTRY.iter().map(|e| e.ecosystem) {
+            let rules = rules(ecosystem);
+            assert_eq!(
+                rules.last().map(|r| r.name),
+                Some("optional-step"),
+                "{ecosystem:?}"
+            );
+        }
+        let (last, everywhere) = table.last().unwrap();
+        assert_eq!(last.name, "optional-step");
+        assert!(applies_everywhere(everywhere));
+        let python_only = table
+            .iter()
+            .find(|(r, _)| r.name == "python-editable-backend")
+            .unwrap();
+        assert_eq!(python_only.1, [Ecosystem::Python]);
+    }
+
+    #[test]
+    fn system_rules_apply_to_python_and_an_optional_step_comes_after_nodes_own() {
+        let context = RepairContext {
+            node_major: 18,
+            optional: vec![Step::shell("npm run build")],
+            ..RepairContext::default()
+        };
+        let configure = Step::shell("uv pip install -e .");
+        let failed = Failed {
+            failing: Failing::Step(&configure),
+            output: "./configure: line 12: pkg-config: command not found",
+        };
+        let (rule, _, _) = find(&failed, &context, &rules(Ecosystem::Python), &[]).unwrap();
+        assert_eq!(rule.name, "pkg-config");
+
+        let build = Step::shell("npm run build");
+        let failed = Failed {
+            failing: Failing::Step(&build),
+            output: "> webpack\nError: error:0308010C:digital envelope routines::unsupported\n    at new Hash\n\n",
+        };
+        let node = rules(Ecosystem::Node);
+        let (rule, _, _) = find(&failed, &context, &node, &[]).unwrap();
+        assert_eq!(rule.name, "node-legacy-openssl");
+        let (rule, repair, matched) =
+            find(&failed, &context, &node, &["node-legacy-openssl"]).unwrap();
+        assert_eq!(
+            (rule.name, &repair, matched.as_str()),
+            ("optional-step", &Repair::Skip(build.clone()), "at new Hash")
+        );
+        // Node 16 has OpenSSL 1.1: the switch does not exist there.
+        let node16 = RepairContext {
+            node_major: 16,
+            ..context.clone()
+        };
+        let (rule, _, _) = find(&failed, &node16, &node, &[]).unwrap();
+        assert_eq!(rule.name, "optional-step");
+        // Python rules are not Node's.
+        let pip_fail = Failed {
+            failing: Failing::Step(&configure),
+            output: "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'",
+        };
+        assert!(find(&pip_fail, &context, &node, &[]).is_none());
+    }
+
+    #[test]
+    fn every_image_installs_the_bundle_after_apt_and_gets_its_own_tag() {
+        let release = |major| node::version::release(major).expect("a Node release");
+        let images = [
+            rust::image(Some(b"PEM")),
+            node::image(release(18), Some(b"PEM")),
+            node::image(release(20), Some(b"PEM")),
+            go::image(Suite::Bookworm, Some(b"PEM")),
+            go::image(Suite::Trixie, Some(b"PEM")),
+            native::image(Some(b"PEM")),
+            java::image(11, Some(b"PEM")),
+            java::image(21, Some(b"PEM")),
+            node::image(release(14), Some(b"PEM")),
+            python::image(Suite::Bookworm, Some(b"PEM")),
+            python::image(Suite::Bullseye, Some(b"PEM")),
+        ];
+        for build in &images {
+            let file = &build.dockerfile;
+            let apt = file.find("apt-get install").unwrap_or(usize::MAX);
+            let update = file.find("RUN update-ca-certificates").unwrap_or(0);
+            assert!(apt < update, "{file}");
+            assert!(!file.contains(crate::images::CA_BUNDLE_MARKER));
+        }
+        let mut tags: Vec<&str> = images.iter().map(|b| b.tag.as_str()).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), images.len(), "{tags:?}");
+        assert!(images[2].tag.starts_with("kiln/node:20-"));
+        assert!(images[2].dockerfile.contains("ARG SUITE=trixie\n"));
+        assert!(images[7].dockerfile.contains("ARG JDK=21\n"));
+        assert!(images[6].tag.starts_with("kiln/java:17-"));
+        assert!(images[8].tag.starts_with("kiln/node:14-"));
+        for arg in [
+            "ARG NODE_VERSION=14.21.3\n",
+            "ARG NPM_VERSION=6.14.18\n",
+            "ARG REGISTRY=https://registry.npmjs.org\n",
+        ] {
+            assert!(
+                images[8].dockerfile.contains(arg),
+                "{}",
+                images[8].dockerfile
+            );
+        }
+        assert_eq!(
+            interpreter_image(Ecosystem::Python, Suite::Bullseye, Some(b"PEM")).map(|i| i.tag),
+            Some(images[10].tag.clone())
+        );
+        assert!(interpreter_image(Ecosystem::Rust, Suite::Bullseye, None).is_none());
+    }
+}

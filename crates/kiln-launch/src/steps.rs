@@ -1,0 +1,478 @@
+//! Typed setup steps and test commands: what a plan runs, kept as values until it is executed
+//! or written into a Dockerfile. Repairs change these values (a flag, a cut-off, a list), never
+//! the text they render to, and nothing parses a rendered command back.
+
+use crate::shell;
+
+/// Where Python plans put the project's virtualenv inside the container.
+pub const VENV: &str = "/opt/kiln/venv";
+
+/// What every plan runs first: git must accept the copied-in repository, and commits made
+/// while patching need an identity.
+pub const GIT_SETUP: &str = "git config --global --add safe.directory '*' && git config --global user.email kiln@localhost && git config --global user.name kiln";
+
+/// One setup step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Debian packages installed with apt (recommended packages left out).
+    Apt(Vec<String>),
+    /// Python distributions installed with uv into the plan's virtualenv.
+    Pip(PipInstall),
+    /// A Node project's dependencies, installed by its package manager.
+    Node(NodeInstall),
+    /// A command run as written.
+    Shell(String),
+}
+
+impl Step {
+    /// A command run as written.
+    #[must_use]
+    pub fn shell(command: impl Into<String>) -> Self {
+        Self::Shell(command.into())
+    }
+
+    /// The git setup every plan starts with ([`GIT_SETUP`]).
+    #[must_use]
+    pub fn git_setup() -> Self {
+        Self::shell(GIT_SETUP)
+    }
+
+    /// An apt step for `packages`, or `None` when there are none.
+    #[must_use]
+    pub fn apt<S: AsRef<str>>(packages: &[S]) -> Option<Self> {
+        (!packages.is_empty())
+            .then(|| Self::Apt(packages.iter().map(|p| p.as_ref().to_string()).collect()))
+    }
+
+    /// The shell command the step runs.
+    #[must_use]
+    pub fn render(&self) -> String {
+        match self {
+            Self::Apt(packages) => format!(
+                "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
+                shell::join(packages)
+            ),
+            Self::Pip(install) => install.render(),
+            Self::Node(install) => install.render(),
+            Self::Shell(command) => command.clone(),
+        }
+    }
+}
+
+/// What a Python install is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PipPurpose {
+    /// The project itself (with its test extras), or anything else.
+    #[default]
+    Project,
+    /// The test requirements: requirement files, tox's and nox's deps, pytest plugins. They
+    /// are a step of their own so that one that does not resolve can be repaired alone.
+    TestRequirements,
+}
+
+/// The project installed from the checkout (`.`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProjectInstall {
+    /// An editable install (`-e .`), which picks up source changes without a reinstall.
+    pub editable: bool,
+    /// Extras installed with it (`.[test]`).
+    pub extras: Vec<String>,
+}
+
+/// `uv pip install` into [`VENV`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PipInstall {
+    /// What it installs the requirements for.
+    pub purpose: PipPurpose,
+    /// `--no-cache`: the image does not keep uv's cache.
+    pub no_cache: bool,
+    /// `--offline --no-deps`: reinstall the project from what is installed already (a
+    /// rebuild after a source change).
+    pub offline: bool,
+    /// The dependency cut-off (`--exclude-newer`, RFC 3339).
+    pub cutoff: Option<String>,
+    /// Later cut-offs for single packages (`--exclude-newer-package setuptools=<date>`).
+    pub floors: Vec<(String, String)>,
+    /// Build in an isolated environment (uv's default); `false` builds against the venv.
+    pub build_isolation: bool,
+    /// Installed into the venv first, when building without isolation needs them there.
+    pub build_requirements: Vec<String>,
+    /// The project itself, from the checkout.
+    pub project: Option<ProjectInstall>,
+    /// Requirement files (`-r`).
+    pub files: Vec<String>,
+    /// Requirement specifiers (`pytest`, `mock>=2`).
+    pub specs: Vec<String>,
+    /// Lint, typing and docs tools the tests do not import are dropped from the files and
+    /// specs, and what does not resolve together is installed line by line, each line that
+    /// fails logged (see [`NON_TEST_TOOLS`]).
+    pub tolerant: bool,
+}
+
+impl PipInstall {
+    /// An install into the venv with the dependency cut-off, when there is one, and nothing
+    /// to install yet.
+    #[must_use]
+    pub fn new(cutoff: Option<&str>) -> Self {
+        Self {
+            no_cache: true,
+            cutoff: cutoff.map(str::to_string),
+            build_isolation: true,
+            ..Self::default()
+        }
+    }
+
+    /// The command up to what it installs, floors left out when `floors` is false.
+    fn options(&self, floors: bool) -> String {
+        let mut command = String::from("uv pip install");
+        if self.no_cache {
+            command.push_str(" --no-cache");
+        }
+        if self.offline {
+            command.push_str(" --offline --no-deps");
+        }
+        command.push_str(&format!(" --python {VENV}/bin/python"));
+        if let Some(cutoff) = &self.cutoff {
+            command.push_str(&format!(" --exclude-newer {cutoff}"));
+        }
+        if floors {
+            for (package, date) in &self.floors {
+                command.push_str(&format!(" --exclude-newer-package {package}={date}"));
+            }
+        }
+        command
+    }
+
+    /// The shell command.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let base = self.options(true);
+        let mut command = if self.tolerant {
+            tiered_install(&base, &self.files, &self.specs)
+        } else {
+            let mut command = base;
+            if !self.build_isolation {
+                command.push_str(" --no-build-isolation");
+            }
+            if let Some(project) = &self.project {
+                let target = if project.extras.is_empty() {
+                    ".".to_string()
+                } else {
+                    shell::quote(&format!(".[{}]", project.extras.join(",")))
+                };
+                command.push_str(if project.editable { " -e " } else { " " });
+                command.push_str(&target);
+            }
+            for file in &self.files {
+                command.push_str(&format!(" -r {}", shell::quote(file)));
+            }
+            for spec in &self.specs {
+                command.push(' ');
+                command.push_str(&shell::quote(spec));
+            }
+            command
+        };
+        if !self.build_requirements.is_empty() {
+            command = format!(
+                "{} {} && {command}",
+                self.options(false),
+                shell::join(&self.build_requirements)
+            );
+        }
+        command
+    }
+}
+
+/// Python tools for linting, typing, docs and releases: test requirement files list them, the
+/// tests never import them, and their pins break resolution (yanked `types-*` releases, a
+/// `mypy` pin for another Python). A [`PipInstall::tolerant`] install drops them when the
+/// tests do not import them.
+pub const NON_TEST_TOOLS: &[&str] = &[
+    "mypy",
+    "types-[a-z0-9-]+",
+    "flake8",
+    "flake8-[a-z0-9-]+",
+    "pyflakes",
+    "pycodestyle",
+    "pydocstyle",
+    "pylint",
+    "black",
+    "isort",
+    "ruff",
+    "pre-commit",
+    "tox",
+    "nox",
+    "sphinx",
+    "sphinx-[a-z0-9-]+",
+    "furo",
+    "myst-parser",
+    "twine",
+    "bump2version",
+    "bumpversion",
+    "check-manifest",
+    "codecov",
+    "coveralls",
+    "pyright",
+    "yapf",
+    "autopep8",
+    "docformatter",
+    "pip-tools",
+    "safety",
+    "bandit",
+    "doc8",
+    "rstcheck",
+    "towncrier",
+    "readme-renderer",
+    "pyroma",
+    "interrogate",
+    "darglint",
+    "blacken-docs",
+    "pyupgrade",
+];
+
+/// The shell script of a tolerant install: the requirement files and specs with the tools
+/// of [`NON_TEST_TOOLS`] the test sources do not import dropped, installed together with
+/// `pip_base`, or line by line when that fails, each line that cannot be installed skipped and
+/// logged.
+#[must_use]
+pub fn tiered_install(pip_base: &str, files: &[String], specs: &[String]) -> String {
+    let tools = NON_TEST_TOOLS.join("|");
+    let mut script = format!("tools='^[[:space:]]*({tools})([[:space:]]*([<>=!~;\\[]|$))'; ");
+    // A tool is kept when the test sources import it.
+    script.push_str(
+        "imported() { m=$(printf '%s' \"$1\" | tr - _); grep -rqsE \"^[[:space:]]*(import|from)[[:space:]]+$m([. ]|$)\" --include='*.py' . ; }; ",
+    );
+    script.push_str("keep() { while IFS= read -r line; do name=$(printf '%s' \"$line\" | sed -nE \"s/$tools.*/\\1/Ip\"); if [ -n \"$name\" ] && ! imported \"$name\"; then echo \"[kiln] dropped test requirement: $line (a tool the tests do not import)\" >&2; else printf '%s\\n' \"$line\"; fi; done; }; ");
+    let mut filtered = Vec::new();
+    for file in files {
+        let quoted = shell::quote(file);
+        let out = shell::quote(&format!("{file}.kiln-kept"));
+        script.push_str(&format!("keep < {quoted} > {out}; "));
+        filtered.push(out);
+    }
+    let spec_file = "'.kiln-test-requirements.txt'";
+    script.push_str(&format!(
+        "printf '%s\\n' {} | keep > {spec_file}; ",
+        if specs.is_empty() {
+            "''".to_string()
+        } else {
+            shell::join(specs)
+        }
+    ));
+    filtered.push(spec_file.to_string());
+    let all: Vec<String> = filtered.iter().map(|f| format!("-r {f}")).collect();
+    script.push_str(&format!(
+        "{{ {pip_base} {} || {{ echo '[kiln] the test requirements do not resolve together; installing them line by line'; cat {} | grep -v -E '^[[:space:]]*(#|$|-)' | while IFS= read -r req; do {pip_base} \"$req\" || echo \"[kiln] test requirement not installed: $req\"; done; }}; }}; status=$?; rm -f {}; exit $status",
+        all.join(" "),
+        filtered.join(" "),
+        filtered.join(" ")
+    ));
+    script
+}
+
+/// How a Node project's dependencies are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeManager {
+    /// `npm ci` from `package-lock.json` (or `npm-shrinkwrap.json`), `npm install` when the
+    /// lockfile no longer matches `package.json`.
+    NpmLocked,
+    /// `npm install` without a lockfile.
+    Npm,
+    /// Yarn 1 with its lockfile.
+    YarnClassic,
+    /// Yarn 2 and later with its lockfile.
+    YarnBerry,
+    /// pnpm with its lockfile.
+    Pnpm,
+}
+
+/// A Node project's dependency install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInstall {
+    /// The package manager and lockfile.
+    pub manager: NodeManager,
+    /// `npm install --before <cut-off>` (unlocked npm only).
+    pub cutoff: Option<String>,
+    /// `--ignore-scripts`: no install scripts run (a native addon that cannot be built).
+    pub ignore_scripts: bool,
+}
+
+impl NodeInstall {
+    /// An install by `manager`, scripts on, no cut-off.
+    #[must_use]
+    pub fn new(manager: NodeManager) -> Self {
+        Self {
+            manager,
+            cutoff: None,
+            ignore_scripts: false,
+        }
+    }
+
+    /// The shell command.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let scripts = if self.ignore_scripts {
+            " --ignore-scripts"
+        } else {
+            ""
+        };
+        match self.manager {
+            // A lockfile out of step with package.json makes `npm ci` refuse; `npm install`
+            // then keeps every version the lockfile still allows.
+            NodeManager::NpmLocked => format!(
+                "npm ci{scripts} || {{ echo '[kiln] package-lock.json does not match package.json; npm install{scripts}'; npm install{scripts}; }}"
+            ),
+            NodeManager::Npm => match &self.cutoff {
+                Some(cutoff) => format!("npm install{scripts} --before {}", shell::quote(cutoff)),
+                None => format!("npm install{scripts}"),
+            },
+            NodeManager::YarnClassic => {
+                format!("yarn install{scripts} --frozen-lockfile --non-interactive")
+            }
+            NodeManager::YarnBerry => format!("yarn install{scripts} --immutable"),
+            NodeManager::Pnpm => format!("pnpm install{scripts} --frozen-lockfile"),
+        }
+    }
+}
+
+/// A plan's test command.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TestCommand {
+    /// Variables assigned for the runner alone (`CI=true`), as `NAME` and a shell word (the
+    /// project's own text, or quoted by kiln).
+    pub env: Vec<(String, String)>,
+    /// The runner's command line.
+    pub run: String,
+    /// A report file the runner writes: removed before the run (the image keeps the
+    /// baseline's, and a run that crashes before writing its own must not be read as the
+    /// baseline again) and printed after it.
+    pub report: Option<String>,
+}
+
+impl TestCommand {
+    /// A command run as written.
+    #[must_use]
+    pub fn plain(run: impl Into<String>) -> Self {
+        Self {
+            run: run.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The shell command.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut run: String = self
+            .env
+            .iter()
+            .map(|(name, value)| format!("{name}={value} "))
+            .collect();
+        run.push_str(&self.run);
+        match &self.report {
+            Some(file) => {
+                format!("rm -f {file}; {run}; rc=$?; echo; cat {file} 2>/dev/null; exit $rc")
+            }
+            None => run,
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+impl std::fmt::Display for TestCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+/// Tests compare steps and test commands with the commands they render to.
+#[cfg(test)]
+impl PartialEq<&str> for Step {
+    fn eq(&self, other: &&str) -> bool {
+        self.render() == *other
+    }
+}
+
+#[cfg(test)]
+impl PartialEq<&str> for TestCommand {
+    fn eq(&self, other: &&str) -> bool {
+        self.render() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pip_installs_render_options_then_what_they_install() {
+        let mut install = PipInstall::new(Some("2019-01-01T00:00:00Z"));
+        install.floors = vec![("setuptools".into(), "2023-01-01T00:00:00Z".into())];
+        install.project = Some(ProjectInstall {
+            editable: true,
+            extras: vec!["test".into(), "yaml".into()],
+        });
+        install.specs = vec!["pytest".into()];
+        assert_eq!(
+            install.render(),
+            "uv pip install --no-cache --python /opt/kiln/venv/bin/python --exclude-newer 2019-01-01T00:00:00Z --exclude-newer-package setuptools=2023-01-01T00:00:00Z -e '.[test,yaml]' pytest"
+        );
+        let rebuild = PipInstall {
+            offline: true,
+            build_isolation: false,
+            project: Some(ProjectInstall::default()),
+            ..PipInstall::default()
+        };
+        assert_eq!(
+            rebuild.render(),
+            "uv pip install --offline --no-deps --python /opt/kiln/venv/bin/python --no-build-isolation ."
+        );
+        let requirements = PipInstall {
+            purpose: PipPurpose::TestRequirements,
+            files: vec!["requirements dev.txt".into()],
+            specs: vec!["mock>=2".into()],
+            ..PipInstall::new(None)
+        };
+        assert_eq!(
+            requirements.render(),
+            "uv pip install --no-cache --python /opt/kiln/venv/bin/python -r 'requirements dev.txt' 'mock>=2'"
+        );
+    }
+
+    #[test]
+    fn node_installs_and_test_commands_render() {
+        let mut locked = NodeInstall::new(NodeManager::NpmLocked);
+        assert_eq!(
+            locked.render(),
+            "npm ci || { echo '[kiln] package-lock.json does not match package.json; npm install'; npm install; }"
+        );
+        locked.ignore_scripts = true;
+        assert_eq!(
+            locked.render(),
+            "npm ci --ignore-scripts || { echo '[kiln] package-lock.json does not match package.json; npm install --ignore-scripts'; npm install --ignore-scripts; }"
+        );
+        let dated = NodeInstall {
+            cutoff: Some("2019-06-01T00:00:00Z".into()),
+            ..NodeInstall::new(NodeManager::Npm)
+        };
+        assert_eq!(dated.render(), "npm install --before 2019-06-01T00:00:00Z");
+        let jest = TestCommand {
+            env: vec![("CI".into(), "true".into())],
+            run: "npx --no-install jest --json --outputFile=/tmp/r.json 2>&1".into(),
+            report: Some("/tmp/r.json".into()),
+        };
+        assert_eq!(
+            jest.render(),
+            "rm -f /tmp/r.json; CI=true npx --no-install jest --json --outputFile=/tmp/r.json 2>&1; rc=$?; echo; cat /tmp/r.json 2>/dev/null; exit $rc"
+        );
+        assert_eq!(
+            Step::apt(&["libpq-dev", "pkg-config"]).map(|s| s.render()),
+            Some("apt-get update && apt-get install -y --no-install-recommends libpq-dev pkg-config && rm -rf /var/lib/apt/lists/*".into())
+        );
+        assert_eq!(Step::apt::<&str>(&[]), None);
+    }
+}
