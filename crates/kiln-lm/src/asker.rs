@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use kiln_core::config::{LmSettings, Price};
 use kiln_core::lm::{ChatAnswer, ChatRequest, LanguageModel, LmError, Usage};
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::{ANSWER_FORMAT, AnswerStore, Spent, StoredAnswer};
 
 /// What asking gave.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use kiln_core::config::FilterSettings;
 use kiln_schema::{Candidate, Verdict};
 
-use crate::Error;
 use crate::asker::{Asked, Asker};
+use crate::error::Error;
 use crate::heuristic::{heuristic_verdict, structural_verdict};
 use crate::prompts::{FILTER_LABELS, FilterAnswer, filter_request, parse_filter_answer};
 use crate::store::StoredAnswer;

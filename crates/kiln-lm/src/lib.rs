@@ -10,16 +10,16 @@
 
 mod asker;
 mod client;
+mod error;
 mod heuristic;
 mod judge;
 mod platform;
 pub mod prompts;
 mod store;
 
-use std::path::{Path, PathBuf};
-
 pub use asker::{AskStats, Asked, Asker};
 pub use client::OpenAiClient;
+pub use error::Error;
 pub use heuristic::{HEURISTIC_JUDGE, heuristic_verdict, structural_verdict};
 pub use judge::lm_verdict;
 pub use platform::{
@@ -28,42 +28,6 @@ pub use platform::{
 pub use store::{
     ANSWER_FORMAT, AnswerStore, LM_DIR, Spent, StoredAnswer, read_answers, read_spent,
 };
-
-/// Errors of this crate: only the run's answer files can stop a stage; an endpoint that fails
-/// is a fallback recorded in the row. Messages read well after "failed to".
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A file or directory of the answer store.
-    #[error("{action} {}: {source}", path.display())]
-    Io {
-        /// What was being done (`read`, `write`, ...).
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The IO error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A stored answer or ledger that is not valid JSON.
-    #[error("parse {}: {source}", path.display())]
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// The parse error.
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-impl Error {
-    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        Self::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

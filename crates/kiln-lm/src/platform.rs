@@ -3,8 +3,8 @@
 use kiln_core::config::SplitSettings;
 use kiln_schema::{Candidate, PlatformLabel};
 
-use crate::Error;
 use crate::asker::{Asked, Asker};
+use crate::error::Error;
 use crate::judge::{RowCost, unusable};
 use crate::prompts::{parse_split_answer, split_request};
 

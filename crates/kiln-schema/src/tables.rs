@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::{TestStatus, table};
+use crate::columns::table;
+use crate::status::TestStatus;
 
 table! {
     /// A task candidate: a merged pull request with its linked issue, from a crawl or a task file.
@@ -331,7 +332,7 @@ table! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Row;
+    use crate::columns::Row;
 
     /// A serialised row must have exactly the declared columns, in order: the column list is
     /// derived from the struct, and this catches a field added without going through `table!`.

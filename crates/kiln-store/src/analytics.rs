@@ -3,7 +3,7 @@
 //! dataset card and the run report show (group-bys and distributions over the release shards).
 //!
 //! polars only reads here. The shards people download are written by arrow-rs
-//! ([`crate::write_release`]): polars' eager Parquet writer stores strings as `string_view`, which
+//! ([`crate::release::write_release`]): polars' eager Parquet writer stores strings as `string_view`, which
 //! pyarrow cannot filter.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use kiln_schema::ReleaseInstance;
 use polars::prelude::*;
 
-use crate::StoreError;
+use crate::error::StoreError;
 use crate::release::is_shard_of;
 
 /// A polars failure while reading `path`.

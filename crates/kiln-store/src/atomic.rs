@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Marker in the names of temporary files; files whose name starts with `.` and contains it are
 /// leftovers of a crash and may be deleted by whoever owns the directory.

@@ -23,7 +23,7 @@ use parquet::file::properties::WriterProperties;
 use serde_json::{Map, Value};
 
 use crate::atomic::AtomicFile;
-use crate::{ConvertError, StoreError};
+use crate::{error::ConvertError, error::StoreError};
 
 /// Parquet key-value metadata key holding [`SCHEMA_VERSION`].
 pub const META_SCHEMA_VERSION: &str = "kiln.schema_version";

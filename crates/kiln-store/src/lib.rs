@@ -32,6 +32,7 @@ mod atomic;
 mod convert;
 mod error;
 mod lock;
+mod names;
 mod release;
 mod run;
 mod stage;

@@ -5,8 +5,8 @@ use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use crate::StoreError;
 use crate::atomic::sync_dir;
+use crate::error::StoreError;
 
 /// File name of the lock inside a run directory.
 pub const LOCK_FILE: &str = "run.lock";
@@ -137,7 +137,7 @@ impl DatasetLock {
     /// with [`StoreError::Locked`] naming the holder when another process, or another runner
     /// of this one, holds it for longer than a second.
     pub fn acquire(root: &Path, dataset: &str) -> Result<Self, StoreError> {
-        crate::run::check_component(root, "dataset name", dataset)?;
+        crate::names::check_component(root, "dataset name", dataset)?;
         let dir = root.join(dataset);
         fs::create_dir_all(&dir).map_err(|e| StoreError::io("create directory", &dir, e))?;
         let path = dir.join(DATASET_LOCK_FILE);

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use kiln_schema::Row;
 
-use crate::StoreError;
 use crate::atomic::{is_temp_name, sync_dir, write_atomic};
 use crate::convert::write_parquet;
+use crate::error::StoreError;
 
 /// Checks a split name: Hugging Face requires `\w+`.
 fn check_split(dir: &Path, split: &str) -> Result<(), StoreError> {

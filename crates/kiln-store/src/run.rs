@@ -9,8 +9,9 @@ use kiln_schema::{InstanceId, Row};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::write_atomic;
+use crate::names::check_component;
 use crate::stage::now_rfc3339;
-use crate::{RunLock, StageTable, Status, StoreError};
+use crate::{error::StoreError, lock::RunLock, stage::StageTable, stage::Status};
 
 /// File name of the run description inside a run directory.
 pub const RUN_FILE: &str = "run.json";
@@ -37,23 +38,6 @@ pub struct RunInfo {
 pub struct RunStore {
     dir: PathBuf,
     info: RunInfo,
-}
-
-/// Checks that `name` is usable as one path component.
-pub(crate) fn check_component(parent: &Path, what: &str, name: &str) -> Result<(), StoreError> {
-    let ok = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0'])
-        && !name.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::invalid(
-            parent,
-            format!("{what} {name:?} is not a valid file name"),
-        ))
-    }
 }
 
 /// The current UTC time as `YYYYMMDD-HHMMSS`, the form of run ids (also used to name
@@ -280,14 +264,5 @@ mod tests {
                 "20240102-000000",
             ]
         );
-    }
-
-    #[test]
-    fn components() {
-        let p = Path::new("p");
-        assert!(check_component(p, "x", "a__b-1").is_ok());
-        for bad in ["", ".", "..", "a/b", ".hidden", "a\\b"] {
-            assert!(check_component(p, "x", bad).is_err(), "{bad:?}");
-        }
     }
 }

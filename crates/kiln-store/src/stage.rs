@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::atomic::{is_temp_name, sync_dir, write_atomic};
 use crate::convert::{read_batch, rows_to_batch, table_schema, write_batches};
-use crate::{StoreError, batch_to_rows};
+use crate::{convert::batch_to_rows, error::StoreError};
 
 /// File name of a stage manifest.
 pub const MANIFEST: &str = "manifest.json";
@@ -210,7 +210,7 @@ fn content_hash<R: Row>(rows: &[R]) -> Result<String, serde_json::Error> {
 /// The output table of one stage of a run, open for writing.
 ///
 /// Only one process may write a stage table at a time; hold the run's
-/// [`RunLock`](crate::RunLock) while a `StageTable` is open. Readers in other processes use
+/// [`RunLock`](crate::lock::RunLock) while a `StageTable` is open. Readers in other processes use
 /// [`read_rows`].
 ///
 /// Guarantees, for a process that may be killed at any instant:

@@ -19,7 +19,7 @@ use kiln_schema::TestStatus;
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 static RUNNING: Re = Re::new(r"^\s*Running (?:(unittests) )?(\S+)(?: \((.+)\))?\s*$");
 static DOC_TESTS: Re = Re::new(r"^\s*Doc-tests (\S+)\s*$");

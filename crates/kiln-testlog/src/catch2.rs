@@ -12,7 +12,7 @@ use kiln_schema::TestStatus;
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, count, strip_ansi, worst};
 use crate::xml::{DocumentLines, XmlEvent, attr, walk};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 const ROOTS: &[&str] = &["Catch", "Catch2TestRun"];
 
@@ -75,7 +75,7 @@ impl Catch2 {
         let Some(case) = path.first() else {
             return;
         };
-        let case = crate::normalize_test_id(case);
+        let case = crate::normalize::normalize_test_id(case);
         if path.len() > 1 {
             self.out.record_uncounted(&path.join("/"), status);
         }

@@ -9,7 +9,7 @@ use kiln_schema::TestStatus;
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// `1/7 Test #1: name .....   Passed    0.01 sec`; long names leave fewer (or no) dots.
 static RESULT: Re =

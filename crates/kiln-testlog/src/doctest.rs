@@ -13,7 +13,7 @@ use kiln_schema::TestStatus;
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, add_summary, count, strip_ansi, worst};
 use crate::xml::{DocumentLines, XmlEvent, attr, walk};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 const ROOTS: &[&str] = &["doctest"];
 
@@ -80,7 +80,10 @@ impl Doctest {
         };
         // A block without a failed assertion only appears under `-s`, for a passing run.
         let status = block.status.unwrap_or(TestStatus::Pass);
-        let id = case_id(block.suite.as_deref(), &crate::normalize_test_id(&case));
+        let id = case_id(
+            block.suite.as_deref(),
+            &crate::normalize::normalize_test_id(&case),
+        );
         if !block.subcases.is_empty() {
             let path = format!("{id}/{}", block.subcases.join("/"));
             self.out.record_uncounted(&path, status);

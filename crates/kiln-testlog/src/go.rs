@@ -8,8 +8,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use kiln_schema::TestStatus;
 
-use crate::ParsedLog;
 use crate::lines::LineParser;
+use crate::parsed::ParsedLog;
 use crate::util::{Collector, Re, strip_ansi};
 
 /// `--- PASS: TestX/sub (0.00s)`; the timing is required, which rejects output that a test printed

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, add_summary, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// A ctest `-V` prefix: `12: [ RUN      ] ...`.
 static CTEST_PREFIX: Re = Re::new(r"^\d+: ");

@@ -8,7 +8,7 @@ use kiln_schema::TestStatus;
 use serde_json::Value;
 
 use crate::util::Collector;
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// At most this many candidate objects are tried, so a log full of `{` lines stays linear-ish.
 const MAX_ATTEMPTS: usize = 64;

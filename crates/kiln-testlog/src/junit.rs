@@ -8,7 +8,7 @@ use kiln_schema::TestStatus;
 
 use crate::util::{Collector, count};
 use crate::xml::{Attrs, XmlEvent, attr, walk};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 struct Suite {
     totals: Option<Summary>,

@@ -184,89 +184,23 @@ mod junit;
 mod lines;
 mod node;
 mod normalize;
+mod parsed;
 mod pytest;
 pub mod swebench;
 mod tap;
+mod text;
 mod unittest;
 mod util;
 mod xml;
 
 use std::io::BufRead;
 
-use kiln_schema::{TestStatus, TestStatuses};
 use rayon::prelude::*;
 
 use crate::lines::LineParser;
 
 pub use normalize::normalize_test_id;
-
-/// Result of parsing one log.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ParsedLog {
-    /// Normalised test id -> status.
-    pub statuses: TestStatuses,
-    /// Totals the framework printed, if any.
-    pub summary: Option<Summary>,
-    /// Disagreements found while parsing, e.g. "summary says 3 passed but 2 parsed": the log is
-    /// truncated or garbled.
-    pub problems: Vec<String>,
-}
-
-impl ParsedLog {
-    /// True when nothing contradicts the parsed statuses (no problems were found).
-    #[must_use]
-    pub fn is_consistent(&self) -> bool {
-        self.problems.is_empty()
-    }
-
-    /// Number of distinct tests with status `status`.
-    #[must_use]
-    pub fn count(&self, status: TestStatus) -> usize {
-        self.statuses.values().filter(|s| **s == status).count()
-    }
-
-    /// The same log with ids that start with the directory `root` made relative to it
-    /// (`/testbed/test/a.test.js::t` → `test/a.test.js::t`): JavaScript runners print absolute
-    /// file paths, and ids relative to the repository match other datasets' lists and do not
-    /// depend on where the repository was checked out. Should two ids meet, the worst status
-    /// is kept.
-    #[must_use]
-    pub fn relative_to(mut self, root: &str) -> Self {
-        let prefix = format!("{}/", root.trim_end_matches('/'));
-        if !self.statuses.keys().any(|id| id.starts_with(&prefix)) {
-            return self;
-        }
-        let mut statuses = TestStatuses::new();
-        for (id, status) in std::mem::take(&mut self.statuses) {
-            let id = match id.strip_prefix(&prefix) {
-                Some(rest) => rest.to_string(),
-                None => id,
-            };
-            statuses
-                .entry(id)
-                .and_modify(|kept| *kept = util::worst(*kept, status))
-                .or_insert(status);
-        }
-        self.statuses = statuses;
-        self
-    }
-}
-
-/// Totals a framework printed at the end of a run.
-///
-/// Counts are of reports, as the framework counts them: a test that passes and then errors in
-/// teardown counts once as passed and once as an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Summary {
-    /// Tests that passed (including expected failures).
-    pub passed: u64,
-    /// Tests that failed (including unexpected passes).
-    pub failed: u64,
-    /// Tests that were skipped or ignored.
-    pub skipped: u64,
-    /// Tests, fixtures or files that errored.
-    pub errors: u64,
-}
+pub use parsed::{ParsedLog, Summary};
 
 /// The parser name given to [`parse`] is not one of [`parser_names`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@
 
 use std::io::{self, BufRead};
 
-use crate::ParsedLog;
+use crate::parsed::ParsedLog;
 
 /// Longest line a parser sees; the rest of a longer line is dropped.
 pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;

@@ -10,7 +10,7 @@ use kiln_schema::TestStatus;
 use crate::lines::LineParser;
 use crate::tap::{PATH_SEPARATOR, Tap};
 use crate::util::{Collector, Re, add, add_summary, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// A spec-reporter result: `✔ name (1.5ms)`, `✖ name (2ms)`, `﹣ name (0.1ms) # reason`,
 /// `✔ name (0.1ms) # TODO`.
@@ -86,7 +86,7 @@ impl NodeTest {
         }
         if let Some(caps) = NODE_SPEC_PARENT.captures(text) {
             self.stack.retain(|(at, _)| *at < indent);
-            let name = crate::normalize_test_id(&caps[1]);
+            let name = crate::normalize::normalize_test_id(&caps[1]);
             self.stack.push((indent, name));
         } else if let Some(caps) = NODE_SPEC_RESULT.captures(text) {
             let todo = caps
@@ -98,7 +98,7 @@ impl NodeTest {
                 "✖" => TestStatus::Fail,
                 _ => TestStatus::Skip,
             };
-            let name = crate::normalize_test_id(&caps[2]);
+            let name = crate::normalize::normalize_test_id(&caps[2]);
             let closes_parent = self
                 .stack
                 .last()

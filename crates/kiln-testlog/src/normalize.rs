@@ -1,6 +1,6 @@
 //! Test-id normalisation shared by every parser.
 
-use crate::util::{Re, strip_ansi};
+use crate::text::{Re, strip_ansi};
 
 /// Temporary directories whose names change between runs. Each is replaced by `<tmp>` so that the
 /// same test gets the same id in every run (pytest's `tmp_path` leaks into parametrized ids).

@@ -8,7 +8,7 @@ use kiln_schema::{TestStatus, TestStatuses};
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// A short-summary line: `PASSED id`, `FAILED id - msg`, `SKIPPED [2] path:12: reason`.
 static SUMMARY_LINE: Re = Re::new(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(.+)$");
@@ -102,7 +102,7 @@ fn resolve_id<'a>(rest: &'a str, known_ids: &TestStatuses, headers: &BTreeSet<St
     let mut best = None;
     for cut in cuts {
         let candidate = &rest[..cut];
-        let id = crate::normalize_test_id(candidate);
+        let id = crate::normalize::normalize_test_id(candidate);
         if known_ids.contains_key(&id) || headers.contains(&head_line(&id)) {
             best = Some(candidate);
         }
@@ -147,7 +147,7 @@ impl Pytest {
         self.out.record_n(raw_id, status, n);
         std::mem::swap(&mut self.out.events, events);
         if status == TestStatus::Skip {
-            let id = crate::normalize_test_id(raw_id);
+            let id = crate::normalize::normalize_test_id(raw_id);
             if id.contains("::") {
                 self.files_with_named_skips.insert(file_of(&id).to_owned());
             }

@@ -13,7 +13,7 @@ use kiln_schema::TestStatus;
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, add, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// `ok 1 - description # SKIP reason`, after the indentation.
 static RESULT: Re = Re::new(r"^(not ok|ok)\b(?:\s+(\d+))?(?:\s*-(?:\s|$))?\s*(.*)$");

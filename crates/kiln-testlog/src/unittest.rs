@@ -7,7 +7,7 @@ use kiln_schema::TestStatus;
 
 use crate::lines::LineParser;
 use crate::util::{Collector, Re, add, count, strip_ansi};
-use crate::{ParsedLog, Summary};
+use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// A test header: `test_x (mod.Class)` or `test_x (mod.Class.test_x)`, then the rest of the line.
 static HEADER: Re = Re::new(r"^\s*(\w+) \(([A-Za-z_][\w.]*)\)((?: \([^)]*\))?)(.*)$");

@@ -1,69 +1,11 @@
 //! Shared helpers: lazily compiled regexes, the status collector and the summary cross-check.
 
-use std::borrow::Cow;
-use std::sync::OnceLock;
-
 use kiln_schema::{TestStatus, TestStatuses};
-use regex::{Captures, Regex};
 
-use crate::{ParsedLog, Summary, normalize_test_id};
-
-/// A regex compiled on first use.
-///
-/// Patterns are constants of this crate, so a compile failure is a programming error; instead of
-/// panicking in library code, a pattern that does not compile never matches, and the real-log tests
-/// (which exercise every pattern) fail loudly.
-pub(crate) struct Re {
-    pattern: &'static str,
-    cell: OnceLock<Option<Regex>>,
-}
-
-impl Re {
-    pub(crate) const fn new(pattern: &'static str) -> Self {
-        Self {
-            pattern,
-            cell: OnceLock::new(),
-        }
-    }
-
-    fn get(&self) -> Option<&Regex> {
-        self.cell
-            .get_or_init(|| Regex::new(self.pattern).ok())
-            .as_ref()
-    }
-
-    pub(crate) fn captures<'h>(&self, haystack: &'h str) -> Option<Captures<'h>> {
-        self.get()?.captures(haystack)
-    }
-
-    pub(crate) fn is_match(&self, haystack: &str) -> bool {
-        self.get().is_some_and(|re| re.is_match(haystack))
-    }
-
-    pub(crate) fn replace_all<'h>(&self, haystack: &'h str, replacement: &str) -> Cow<'h, str> {
-        match self.get() {
-            Some(re) => re.replace_all(haystack, replacement),
-            None => Cow::Borrowed(haystack),
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn compiles(&self) -> bool {
-        self.get().is_some()
-    }
-}
-
-/// Severity used when the same test id is reported more than once in a log (a pass followed by a
-/// teardown error, or a test run by two invocations): the worst report wins, so a test that ever
-/// broke is never recorded as a pass.
-fn severity(status: TestStatus) -> u8 {
-    match status {
-        TestStatus::Skip => 0,
-        TestStatus::Pass => 1,
-        TestStatus::Fail => 2,
-        TestStatus::Error => 3,
-    }
-}
+use crate::normalize::normalize_test_id;
+pub(crate) use crate::parsed::worst;
+use crate::parsed::{ParsedLog, Summary, severity};
+pub(crate) use crate::text::{Re, count, strip_ansi};
 
 /// Accumulates statuses and counts every report (not every distinct id) so that the totals a
 /// framework prints can be compared with what was parsed.
@@ -160,31 +102,10 @@ pub(crate) fn cross_check(printed: &Summary, parsed: &Summary) -> Vec<String> {
         .collect()
 }
 
-/// Removes ANSI escape sequences (colours, cursor moves, OSC hyperlinks).
-pub(crate) fn strip_ansi(text: &str) -> Cow<'_, str> {
-    static ANSI: Re =
-        Re::new(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])");
-    if text.contains('\x1b') {
-        ANSI.replace_all(text, "")
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
-/// Parses a decimal count, saturating on absurd values instead of failing.
-pub(crate) fn count(text: &str) -> u64 {
-    text.trim().parse().unwrap_or(u64::MAX)
-}
-
 /// Adds every count of `other` to `summary`.
 pub(crate) fn add_summary(summary: &mut Summary, other: &Summary) {
     summary.passed = summary.passed.saturating_add(other.passed);
     summary.failed = summary.failed.saturating_add(other.failed);
     summary.skipped = summary.skipped.saturating_add(other.skipped);
     summary.errors = summary.errors.saturating_add(other.errors);
-}
-
-/// The worse of two statuses, by the order of [`severity`].
-pub(crate) fn worst(a: TestStatus, b: TestStatus) -> TestStatus {
-    if severity(b) > severity(a) { b } else { a }
 }

@@ -11,8 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use kiln_schema::Candidate;
 
+use super::error::CrawlError;
 use super::query::{self, Issue, PullRequest};
-use super::{CrawlError, Shared, diff, links, parse_time, paths};
+use super::shared::{Shared, parse_time};
+use super::{diff, links, paths};
 
 /// How an issue was linked, as recorded in `issue_links`.
 const CLOSING_REFERENCE: &str = "closing-reference";

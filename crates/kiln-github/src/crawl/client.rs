@@ -31,7 +31,7 @@ use octocrab::Octocrab;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::CrawlError;
+use super::error::CrawlError;
 
 /// A token and the environment variable it came from.
 #[derive(Clone)]

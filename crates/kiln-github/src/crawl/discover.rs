@@ -8,8 +8,10 @@ use std::collections::VecDeque;
 
 use kiln_core::config::DiscoverSettings;
 
+use super::client::GitHub;
+use super::error::CrawlError;
 use super::query::{self, FoundRepository, RepositorySearch};
-use super::{CrawlError, GitHub, SEARCH_CAP};
+use super::shared::SEARCH_CAP;
 
 /// The repositories that match `settings`, most starred first, at most `max_repos`.
 ///

@@ -18,168 +18,28 @@ mod candidate;
 pub mod client;
 pub mod diff;
 mod discover;
+mod error;
 pub mod links;
 pub mod paths;
 pub mod query;
+mod shared;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 
 use chrono::{DateTime, Duration as TimeDelta, Utc};
-use kiln_core::config::CrawlSettings;
-use kiln_git::MirrorCache;
-use kiln_schema::Candidate;
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 pub use client::{ClientOptions, GitHub, RateLimitHeaders, Token};
 pub use discover::discover;
+pub use error::CrawlError;
+pub use shared::{CrawlRequest, Output, Prior, RepoProgress, Window};
 
-/// Why a crawl (or one repository of it) could not go on.
-#[derive(Debug, thiserror::Error)]
-pub enum CrawlError {
-    /// No token to authenticate with.
-    #[error("find a GitHub token: none of the variables named in `token_env` is set")]
-    NoToken,
-    /// GitHub answered 401 for a token.
-    #[error("use the GitHub token in ${env}: GitHub rejected it ({message})")]
-    TokenRejected {
-        /// The environment variable holding the token.
-        env: String,
-        /// GitHub's message.
-        message: String,
-    },
-    /// Connection failures or timeouts that outlasted the retries.
-    #[error("reach GitHub: {0}")]
-    Transport(String),
-    /// An error status that is not retried, or that outlasted the retries.
-    #[error("get an answer from GitHub (HTTP {status}): {message}")]
-    Http {
-        /// The status.
-        status: u16,
-        /// GitHub's message.
-        message: String,
-    },
-    /// The GraphQL answer carried errors.
-    #[error("run a GitHub query: {0}")]
-    GraphQl(String),
-    /// A repository (or object) does not exist or is not visible to the token.
-    #[error("find {0}")]
-    NotFound(String),
-    /// An answer did not have the expected shape.
-    #[error("read GitHub's answer to {what}: {message}")]
-    Answer {
-        /// Which request.
-        what: String,
-        /// What was wrong.
-        message: String,
-    },
-    /// The client could not be set up from the settings.
-    #[error("set up the GitHub client: {0}")]
-    Config(String),
-    /// The repository mirror could not be cloned or fetched.
-    #[error(transparent)]
-    Git(#[from] kiln_git::GitError),
-}
-
-impl CrawlError {
-    /// Whether the error stops the whole crawl (no token works), rather than one repository.
-    #[must_use]
-    pub fn is_fatal(&self) -> bool {
-        matches!(
-            self,
-            Self::NoToken | Self::TokenRejected { .. } | Self::Config(_)
-        )
-    }
-}
-
-/// Where the crawl of one repository stands; stored with the rows it belongs to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RepoProgress {
-    /// `owner/name` as configured (or discovered).
-    pub repo: String,
-    /// The repository's name on GitHub now, when it differs (a rename).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canonical: Option<String>,
-    /// Every pull request merged before this time (within the window) is done.
-    pub watermark: String,
-    /// End of the segment being paged, when one is under way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segment_end: Option<String>,
-    /// Cursor of the next page of that segment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-    /// The whole window is done.
-    pub done: bool,
-    /// When the window was finished (the crawl's own clock).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
-    /// Why the repository could not be crawled, when it could not: retried by the next start,
-    /// unless the repository does not exist (then `done` is set too).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// A merge window: its start (inclusive) and end (exclusive).
-pub type Window = (DateTime<Utc>, DateTime<Utc>);
-
-/// What earlier crawls of the dataset did.
-#[derive(Debug, Clone, Default)]
-pub struct Prior {
-    /// Instance ids that already have a row (this run, earlier runs): skipped, no new row.
-    pub seen: BTreeSet<String>,
-    /// Per repository (lowercase `owner/name`), merge windows an earlier run finished whose
-    /// results were final when it finished them: not searched again.
-    pub covered: BTreeMap<String, Vec<Window>>,
-}
-
-/// What the crawl sends its caller, in order.
-#[derive(Debug, Clone)]
-pub enum Output {
-    /// The repositories the crawl covers (once, before any page; discovery's result).
-    Repositories(Vec<String>),
-    /// Rows of one page of one repository, and the progress they complete.
-    Page {
-        /// The repository.
-        repo: String,
-        /// Rows (candidates and dropped pull requests).
-        rows: Vec<Candidate>,
-        /// Progress including these rows.
-        progress: RepoProgress,
-    },
-    /// Something the user should see.
-    Note(String),
-}
-
-/// One crawl: settings resolved to a window, the mirror cache, what earlier crawls did and where
-/// this one stands.
-#[derive(Debug, Clone)]
-pub struct CrawlRequest {
-    /// The source's settings.
-    pub settings: CrawlSettings,
-    /// Window start.
-    pub since: DateTime<Utc>,
-    /// Window end (exclusive), fixed when the crawl first started.
-    pub until: DateTime<Utc>,
-    /// Mirrors, shared with launch.
-    pub mirrors: MirrorCache,
-    /// Earlier work.
-    pub prior: Prior,
-    /// Repositories from an earlier start of this crawl (discovery is not repeated).
-    pub repositories: Option<Vec<String>>,
-    /// Progress per repository from an earlier start.
-    pub progress: BTreeMap<String, RepoProgress>,
-    /// Kept candidates this run already has (counted against `max_candidates`).
-    pub kept_so_far: i64,
-}
+use shared::{SEARCH_CAP, Shared, parse_time};
 
 /// How long after a window's end its search results count as final (GitHub's search index
 /// trails merges by minutes).
 pub const SETTLE: TimeDelta = TimeDelta::hours(1);
-
-/// Largest search result set GitHub pages through.
-const SEARCH_CAP: u64 = 1000;
 
 /// What the crawl did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,26 +50,6 @@ pub struct CrawlSummary {
     pub repositories_failed: usize,
     /// Whether `max_candidates` stopped the crawl.
     pub limit_reached: bool,
-}
-
-/// Shared by the tasks of one crawl.
-struct Shared {
-    request: CrawlRequest,
-    client: Arc<GitHub>,
-    out: mpsc::Sender<Output>,
-    /// Kept candidates still allowed (`i64::MAX` without a limit).
-    budget: AtomicI64,
-}
-
-impl Shared {
-    async fn send(&self, output: Output) {
-        // A caller that stopped listening is shutting down; there is nothing left to tell.
-        let _ = self.out.send(output).await;
-    }
-
-    fn budget_left(&self) -> bool {
-        self.budget.load(Ordering::SeqCst) > 0
-    }
 }
 
 /// Runs the crawl, sending rows and progress to `out` as pages finish.
@@ -319,12 +159,6 @@ fn fresh_progress(request: &CrawlRequest, repo: &str) -> RepoProgress {
         watermark: kiln_core::config::format_time(&request.since),
         ..RepoProgress::default()
     }
-}
-
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// The parts of `[since, until)` that `covered` does not cover, in order.

@@ -1,0 +1,122 @@
+//! Statuses and failure classes: the closed sets of values rows store as names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Outcome of one test in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    /// The test ran and passed (pytest's XFAIL counts as a pass: the expected failure happened).
+    Pass,
+    /// The test ran and an assertion failed (pytest's XPASS under `strict` counts as a failure).
+    Fail,
+    /// The test was collected and skipped.
+    Skip,
+    /// The test could not run: a fixture, setup or collection error.
+    Error,
+}
+
+impl TestStatus {
+    /// Lowercase name, as stored.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Per-test statuses of one run, keyed by normalised test id.
+pub type TestStatuses = BTreeMap<String, TestStatus>;
+
+/// Why a repository or instance did not make it through a stage. Stored as its kebab-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureClass {
+    /// The task row itself is malformed (bad JSON, missing field).
+    InvalidInput,
+    /// The repository could not be cloned or the base commit is missing.
+    Clone,
+    /// No build plan matched the repository's files.
+    UnsupportedProject,
+    /// A dependency could not be resolved or downloaded.
+    DependencyResolution,
+    /// Installing or compiling the project failed.
+    Build,
+    /// The test command could not run or produced no parseable statuses.
+    TestRun,
+    /// The test run produced too few passing tests to count as a working environment.
+    TestsFailing,
+    /// A command ran past its timeout.
+    Timeout,
+    /// A command was killed for exceeding the memory limit.
+    Oom,
+    /// The test or gold patch applied nowhere.
+    PatchApply,
+    /// The test run found no tests.
+    NoTests,
+    /// Flaky tests left nothing to validate.
+    Flaky,
+    /// The gold patch did not make any test go from failing to passing.
+    NoFailToPass,
+    /// A test passed before the gold patch and fails after it.
+    PassToFail,
+    /// A run's exit code contradicts its parsed statuses.
+    InvalidRun,
+    /// Docker, disk or other infrastructure failed for this item.
+    Infra,
+}
+
+impl FailureClass {
+    /// The stored kebab-case name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidInput => "invalid-input",
+            Self::Clone => "clone",
+            Self::UnsupportedProject => "unsupported-project",
+            Self::DependencyResolution => "dependency-resolution",
+            Self::Build => "build",
+            Self::TestRun => "test-run",
+            Self::TestsFailing => "tests-failing",
+            Self::Timeout => "timeout",
+            Self::Oom => "oom",
+            Self::PatchApply => "patch-apply",
+            Self::NoTests => "no-tests",
+            Self::Flaky => "flaky",
+            Self::NoFailToPass => "no-fail-to-pass",
+            Self::PassToFail => "pass-to-fail",
+            Self::InvalidRun => "invalid-run",
+            Self::Infra => "infra",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_class_names_match_serde() {
+        for class in [
+            FailureClass::InvalidInput,
+            FailureClass::DependencyResolution,
+            FailureClass::PassToFail,
+            FailureClass::Oom,
+        ] {
+            let json = serde_json::to_value(class).unwrap_or_default();
+            assert_eq!(json, serde_json::json!(class.as_str()));
+        }
+    }
+}
