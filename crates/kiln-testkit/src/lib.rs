@@ -6,6 +6,7 @@
 //! those expectations were checked against real pytest runs (see the crate's integration test).
 //! [`write_tasks_with_errors`] writes a task file with broken lines for error-handling tests.
 //! [`fake_lm`] is a fake OpenAI-compatible LM endpoint on the loopback server of [`http`].
+//! [`runtime`] is a scripted container runtime: kiln's `ContainerRuntime` without an engine.
 //!
 //! Everything is deterministic: the same fixture sources give the same commit shas on every
 //! machine, because identity, dates and git configuration are all fixed.
@@ -23,6 +24,7 @@ mod hostile;
 pub use hostile::write_hostile_cases;
 pub mod http;
 pub mod hub;
+pub mod runtime;
 
 pub use ecosystems::write_ecosystems;
 mod validation_cases;
