@@ -7,6 +7,7 @@
     clippy::unwrap_used,
     reason = "test helpers outside #[test] functions: a panic is how a test fails"
 )]
+mod scripted;
 mod support;
 
 use kiln_schema::TestStatus;

@@ -1,0 +1,726 @@
+//! The launch loop on a scripted container runtime: no engine, each test in well under a
+//! second. A real git repository is cloned as in production; the commands it plans are
+//! answered by `kiln_testkit::runtime::ScriptedRuntime`, so repairs, failure classes and engine
+//! failures can be provoked at will.
+//!
+//! These tests assert only on what a user of `launch` sees (the row, the error, the commands
+//! the engine was asked to run and the images left behind), never on launch's internals.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kiln_core::config::{DockerSettings, LaunchSettings};
+use kiln_core::runtime::LABEL_RUN;
+use kiln_core::{ContainerRuntime, NullReporter, RuntimeError};
+use kiln_launch::{LaunchError, LaunchRequest, launch};
+use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
+use kiln_testkit::runtime::{Answer, Call, ImageOrigin, Operation, Script, ScriptedRuntime};
+
+/// Commit date of the generated repositories.
+const COMMIT_DATE: &str = "2024-06-01T12:00:00Z";
+
+/// A Python project with a `test` extra: the plan installs it editable, then runs pytest.
+const PYTHON: &[(&str, &str)] = &[
+    (
+        "pyproject.toml",
+        "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\n\n[project.optional-dependencies]\ntest = [\"pytest\"]\n",
+    ),
+    ("src/demo/__init__.py", "def add(a, b):\n    return a + b\n"),
+    (
+        "tests/test_demo.py",
+        "from demo import add\n\ndef test_adds():\n    assert add(1, 2) == 3\n\ndef test_fails():\n    assert add(1, 2) == 4\n",
+    ),
+];
+
+/// A Node project whose entry point is a build output, so the plan builds it (a step the
+/// tests may not need) before `node --test`.
+const NODE: &[(&str, &str)] = &[
+    (
+        "package.json",
+        r#"{"name":"demo","version":"1.0.0","main":"dist/index.js","scripts":{"build":"webpack","test":"node --test"},"engines":{"node":">=18"}}"#,
+    ),
+    (
+        "test/math.test.js",
+        "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => assert.strictEqual(1 + 2, 3));\n",
+    ),
+];
+
+/// What the plan's editable install prints when the pinned backend has no PEP 660 (uv 0.13).
+const NO_BUILD_EDITABLE: &str = "  × Failed to build `demo @ file:///testbed`\n  ├─▶ The build backend returned an error\n  ╰─▶ Call to `setuptools.build_meta.build_editable` failed (exit status: 1)\n      AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'\n";
+
+/// The baseline every Python launch here gets unless a test says otherwise: one test passes,
+/// one fails, which counts as a working build.
+fn pytest_baseline() -> Answer {
+    Answer::pytest(&[
+        ("tests/test_demo.py::test_adds", "PASSED"),
+        ("tests/test_demo.py::test_fails", "FAILED"),
+    ])
+}
+
+/// pytest failing to import a test module for want of `yaml`.
+fn pytest_without_yaml() -> Answer {
+    Answer::exit(2).output(
+        "==================================== ERRORS ====================================\n\
+         _____________________ ERROR collecting tests/test_demo.py ______________________\n\
+         ImportError while importing test module '/testbed/tests/test_demo.py'.\n\
+         tests/test_demo.py:1: in <module>\n    import yaml\n\
+         E   ModuleNotFoundError: No module named 'yaml'\n\
+         =========================== short test summary info ============================\n\
+         ERROR tests/test_demo.py\n\
+         =============================== 1 error in 0.12s ===============================\n",
+    )
+}
+
+/// `node --test` TAP output with one passing test.
+fn node_test_passing() -> Answer {
+    Answer::ok().output("TAP version 13\nok 1 - adds\n1..1\n# tests 1\n# pass 1\n# fail 0\n")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_DATE", COMMIT_DATE)
+        .env("GIT_COMMITTER_DATE", COMMIT_DATE)
+        .env("GIT_AUTHOR_NAME", "kiln")
+        .env("GIT_AUTHOR_EMAIL", "kiln@localhost")
+        .env("GIT_COMMITTER_NAME", "kiln")
+        .env("GIT_COMMITTER_EMAIL", "kiln@localhost")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One launch of a repository holding `files` on `runtime`.
+struct Launched {
+    result: Result<EnvironmentRecord, LaunchError>,
+    image_tag: String,
+}
+
+impl Launched {
+    /// The row, which the launch must have returned.
+    fn record(&self) -> &EnvironmentRecord {
+        match &self.result {
+            Ok(record) => record,
+            Err(e) => panic!("the launch failed as a whole: {e}"),
+        }
+    }
+}
+
+/// Commits `files` to a fresh git repository and launches it on `runtime`. Checks what every
+/// launch must do whatever its outcome: every container it created is removed by the time the
+/// stage's removals are waited for, and carries the run label.
+async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> Launched {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for (path, text) in files {
+        let path = repo.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let image_tag = "kiln-env/scripted__demo-1:latest".to_string();
+    let request = LaunchRequest {
+        candidate: Candidate {
+            instance_id: "scripted__demo-1".into(),
+            status: "ok".into(),
+            repo: "scripted/demo".into(),
+            pull_number: Some(1),
+            base_commit,
+            created_at: COMMIT_DATE.into(),
+            origin: "kiln-launch scripted".into(),
+            ..Candidate::default()
+        },
+        clone_url: repo.display().to_string(),
+        cache_dir: tmp.path().join("cache"),
+        log_dir: tmp.path().join("logs"),
+        log_dir_label: "logs".into(),
+        ca_bundle: None,
+        image_tag: image_tag.clone(),
+        labels: BTreeMap::from([(LABEL_RUN.to_string(), "scripted/run-1".to_string())]),
+        settings: LaunchSettings {
+            concurrency: 1,
+            command_timeout: Duration::from_secs(1200),
+            test_timeout: Duration::from_secs(600),
+            min_pass_ratio: 0.5,
+            date_cutoff: true,
+            verify_dockerfile: false,
+            test_scope: "all".into(),
+        },
+        docker: DockerSettings::default(),
+        stage: "launch".into(),
+        removals: kiln_core::Removals::default(),
+    };
+    let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
+    // A loop that never ends (a repair tried again and again) fails the test, not the run.
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        launch(engine, &request, &NullReporter),
+    )
+    .await
+    .expect("the launch did not end within 30 s");
+    let not_removed = request.removals.wait().await;
+    assert!(not_removed.is_empty(), "removals failed: {not_removed:?}");
+    // A session dropped on an error path removes its container from a spawned task.
+    for _ in 0..100 {
+        if runtime.live_containers().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(runtime.live_containers(), [], "containers left behind");
+    for container in runtime.containers() {
+        assert_eq!(
+            container.labels.get(LABEL_RUN).map(String::as_str),
+            Some("scripted/run-1"),
+            "{:?}",
+            container.spec.image
+        );
+    }
+    Launched { result, image_tag }
+}
+
+/// Index of the first command at or after `from` that contains `needle`.
+fn position(commands: &[String], from: usize, needle: &str) -> usize {
+    commands
+        .iter()
+        .skip(from)
+        .position(|c| c.contains(needle))
+        .map(|at| at + from)
+        .unwrap_or_else(|| panic!("no command with {needle:?} from {from} in {commands:#?}"))
+}
+
+fn count_containing(commands: &[String], needle: &str) -> usize {
+    commands.iter().filter(|c| c.contains(needle)).count()
+}
+
+/// The editable install of the plan, as the engine was asked to run it.
+fn is_project_install(command: &str) -> bool {
+    command.contains("uv pip install") && command.contains(" -e '.[test]'")
+}
+
+#[tokio::test]
+async fn a_setup_failure_a_rule_knows_is_repaired_once_and_recorded() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'")
+            .nth(1)
+            .answer(Answer::exit(1).output(NO_BUILD_EDITABLE)),
+    );
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
+    assert!(
+        record.repairs[0].starts_with("python-editable-backend: "),
+        "{:?}",
+        record.repairs
+    );
+    assert!(
+        record.repairs[0].ends_with("(after: build_editable)"),
+        "the row names what triggered the repair: {}",
+        record.repairs[0]
+    );
+    // The failing install, then the repaired one right after it, then the tests.
+    let commands = runtime.commands();
+    let failed = position(&commands, 0, " -e '.[test]'");
+    assert!(!commands[failed].contains("--no-build-isolation"));
+    let repaired = &commands[failed + 1];
+    assert!(
+        repaired.contains("'setuptools>=64'") && repaired.contains("--no-build-isolation -e"),
+        "{repaired}"
+    );
+    assert_eq!(
+        commands.iter().filter(|c| is_project_install(c)).count(),
+        2,
+        "{commands:#?}"
+    );
+    assert_eq!(commands.last(), Some(&record.test_command));
+    // The row replays what worked, not what failed.
+    assert!(record.setup_commands.contains(repaired));
+    assert!(!record.setup_commands.contains(&commands[failed]));
+    assert!(
+        record
+            .dockerfile
+            .as_deref()
+            .is_some_and(|d| d.contains("--no-build-isolation")),
+        "{:?}",
+        record.dockerfile
+    );
+    assert_eq!(
+        record.baseline.get("tests/test_demo.py::test_adds"),
+        Some(&TestStatus::Pass)
+    );
+    assert_eq!(record.image.as_deref(), Some(launched.image_tag.as_str()));
+}
+
+#[tokio::test]
+async fn a_built_environment_is_committed_before_its_baseline_runs() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert!(record.repairs.is_empty());
+    assert_eq!(
+        (record.baseline_passed, record.baseline_failed),
+        (1, 1),
+        "{:?}",
+        record.baseline
+    );
+
+    // One container, from the plan's base image, which was built (its Debian base pulled
+    // first); the repository copied into it before any command ran.
+    let containers = runtime.containers();
+    assert_eq!(containers.len(), 1);
+    let container = &containers[0];
+    assert_eq!(container.spec.image, record.base_image);
+    assert_eq!(
+        runtime.image(&record.base_image).map(|i| i.origin),
+        Some(ImageOrigin::Built)
+    );
+    assert_eq!(
+        runtime
+            .builds()
+            .iter()
+            .map(|b| b.tag.as_str())
+            .collect::<Vec<_>>(),
+        [record.base_image.as_str()]
+    );
+    assert_eq!(
+        container.file("/testbed/tests/test_demo.py").as_deref(),
+        Some(PYTHON[2].1.as_bytes())
+    );
+    // Commit, then the test command: the image never holds what the tests leave.
+    let calls = runtime.calls();
+    let commit = calls
+        .iter()
+        .position(|c| matches!(c, Call::Commit { tag, .. } if *tag == launched.image_tag))
+        .expect("no commit");
+    let tests = calls
+        .iter()
+        .position(|c| matches!(c, Call::Exec { script, .. } if *script == record.test_command))
+        .expect("no test run");
+    assert!(commit < tests, "{calls:#?}");
+    assert_eq!(
+        container.commands().last(),
+        Some(&record.test_command.as_str())
+    );
+    let image = runtime
+        .image(&launched.image_tag)
+        .expect("no environment image");
+    assert_eq!(image.origin, ImageOrigin::Committed(container.id.clone()));
+    assert_eq!(
+        image.labels.get("kiln.instance").map(String::as_str),
+        Some("scripted__demo-1")
+    );
+    assert!(
+        !image.labels.contains_key(LABEL_RUN),
+        "the image outlives the run: {:?}",
+        image.labels
+    );
+}
+
+#[tokio::test]
+async fn a_setup_failure_no_rule_knows_is_a_failed_row_with_its_class() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let message = "  × No solution found when resolving dependencies:\n  ╰─▶ Because kiln-nonexistent was not found in the package registry and demo depends on it, we can conclude that demo's requirements are unsatisfiable.\n";
+    runtime.script(Script::contains(" -e '.[test]'").answer(Answer::exit(1).output(message)));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some("dependency-resolution")
+    );
+    let commands = runtime.commands();
+    let install = &commands[position(&commands, 0, " -e '.[test]'")];
+    assert_eq!(record.failure_command.as_ref(), Some(install));
+    assert!(
+        record
+            .log_tail
+            .as_deref()
+            .is_some_and(|t| t.contains("kiln-nonexistent was not found")),
+        "{:?}",
+        record.log_tail
+    );
+    assert!(record.repairs.is_empty(), "{:?}", record.repairs);
+    // Nothing ran after the failing command, and no environment was committed.
+    assert_eq!(commands.last(), Some(install));
+    assert_eq!(runtime.count(Operation::Commit), 0);
+    assert!(runtime.image(&launched.image_tag).is_none());
+    assert_eq!(record.image, None);
+}
+
+#[tokio::test]
+async fn a_compiler_failure_no_rule_knows_is_a_build_failure() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'")
+            .answer(Answer::exit(1).output("src/ext.c:10:5: error: unknown type name 'foo'\nerror: command '/usr/bin/gcc' failed with exit code 1\n")),
+    );
+    let record = launch_on(&runtime, PYTHON).await.record().clone();
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    assert!(record.repairs.is_empty(), "{:?}", record.repairs);
+}
+
+#[tokio::test]
+async fn every_setup_rule_is_tried_at_most_once() {
+    // Every install of the project fails the same way: the editable-backend repair is tried,
+    // then the next rule whose signature matches, and neither again.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains(" -e '.").answer(Answer::exit(1).output(NO_BUILD_EDITABLE)));
+    runtime.script(
+        Script::contains("--no-build-isolation '.")
+            .answer(Answer::exit(1).output(NO_BUILD_EDITABLE)),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        rules,
+        ["python-editable-backend", "python-old-setuptools"],
+        "{:#?}",
+        record.repairs
+    );
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, "-m pytest"), 0, "{commands:#?}");
+    assert!(runtime.image(&launched.image_tag).is_none());
+}
+
+#[tokio::test]
+async fn a_test_run_repair_installs_the_missing_module_and_starts_from_the_committed_image() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime
+        .script(Script::contains("-m pytest").answers([pytest_without_yaml(), pytest_baseline()]));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
+    assert!(
+        record.repairs[0].starts_with("python-missing-test-module: "),
+        "{:?}",
+        record.repairs
+    );
+    // tests, the install of the module's distribution, tests again.
+    let commands = runtime.commands();
+    let first = position(&commands, 0, "-m pytest");
+    let install = position(&commands, first + 1, "pyyaml");
+    let second = position(&commands, install + 1, "-m pytest");
+    assert_eq!((install, second), (first + 1, first + 2), "{commands:#?}");
+    assert!(record.setup_commands.contains(&commands[install]));
+    // The repair ran in a fresh container from the image committed before the first run, and
+    // the environment was committed again before the second run.
+    let containers = runtime.containers();
+    assert_eq!(containers.len(), 2, "{containers:#?}");
+    assert_eq!(containers[1].spec.image, launched.image_tag);
+    assert_eq!(
+        containers[1].commands(),
+        [commands[install].as_str(), commands[second].as_str()]
+    );
+    assert_eq!(containers[0].commits, [launched.image_tag.as_str()]);
+    assert_eq!(containers[1].commits, [launched.image_tag.as_str()]);
+    assert_eq!(
+        runtime.image(&launched.image_tag).map(|i| i.origin),
+        Some(ImageOrigin::Committed(containers[1].id.clone()))
+    );
+    assert_eq!(
+        record.baseline.get("tests/test_demo.py::test_adds"),
+        Some(&TestStatus::Pass)
+    );
+}
+
+#[tokio::test]
+async fn a_test_run_rule_is_not_tried_twice() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_without_yaml()));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, "-m pytest"), 2, "{commands:#?}");
+    assert_eq!(count_containing(&commands, "pyyaml"), 1, "{commands:#?}");
+    assert_eq!(record.failure_command.as_ref(), Some(&record.test_command));
+    // The collection error is a parsed test that does not pass.
+    assert_eq!(record.failure_class.as_deref(), Some("tests-failing"));
+    assert_eq!(
+        record.baseline.get("tests/test_demo.py"),
+        Some(&TestStatus::Error)
+    );
+    // The image of a failed launch is no environment.
+    assert!(runtime.image(&launched.image_tag).is_none());
+    assert_eq!(record.image, None);
+}
+
+#[tokio::test]
+async fn an_engine_failure_mid_launch_is_an_error_not_a_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'").answer(Answer::engine_error(RuntimeError::Unreachable {
+            endpoint: "unix:///var/run/docker.sock".into(),
+            message: "connection reset by peer".into(),
+        })),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    assert!(
+        matches!(
+            launched.result,
+            Err(LaunchError::Engine(RuntimeError::Unreachable { .. }))
+        ),
+        "{:?}",
+        launched.result
+    );
+    assert_eq!(count_containing(&runtime.commands(), "-m pytest"), 0);
+    assert!(runtime.image(&launched.image_tag).is_none());
+}
+
+#[tokio::test]
+async fn a_commit_the_engine_refuses_is_an_error_not_a_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.fail(
+        Operation::Commit,
+        1,
+        RuntimeError::engine("commit a container", "no space left on device"),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    assert!(
+        matches!(
+            &launched.result,
+            Err(LaunchError::Engine(RuntimeError::Engine { message, .. })) if message.contains("no space left")
+        ),
+        "{:?}",
+        launched.result
+    );
+    assert_eq!(count_containing(&runtime.commands(), "-m pytest"), 0);
+}
+
+#[tokio::test]
+async fn a_base_image_that_cannot_be_built_is_an_error_not_a_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.fail(
+        Operation::BuildImage,
+        1,
+        RuntimeError::Build {
+            image: "kiln/python".into(),
+            message: "apt-get update: network unreachable".into(),
+        },
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    assert!(
+        matches!(
+            launched.result,
+            Err(LaunchError::Engine(RuntimeError::Build { .. }))
+        ),
+        "{:?}",
+        launched.result
+    );
+    assert_eq!(runtime.count(Operation::Create), 0);
+}
+
+#[tokio::test]
+async fn a_container_stopped_by_the_tests_is_a_failed_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(Answer::stops_container(137)));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("test-run"));
+    assert_eq!(record.failure_command.as_ref(), Some(&record.test_command));
+    assert!(
+        record
+            .log_tail
+            .as_deref()
+            .is_some_and(|t| t.contains("the container stopped")),
+        "{:?}",
+        record.log_tail
+    );
+    assert!(runtime.image(&launched.image_tag).is_none());
+}
+
+#[tokio::test]
+async fn a_container_stopped_during_setup_is_a_build_failure() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains(" -e '.[test]'").answer(Answer::stops_container(1)));
+    let record = launch_on(&runtime, PYTHON).await.record().clone();
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    assert!(
+        record
+            .failure_command
+            .as_deref()
+            .is_some_and(is_project_install),
+        "{:?}",
+        record.failure_command
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_setup_command_is_a_timeout_and_is_not_repaired() {
+    // The output matches a rule's signature, but a killed command's output says nothing.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'").answer(Answer::timed_out().output(NO_BUILD_EDITABLE)),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("timeout"));
+    assert!(record.repairs.is_empty(), "{:?}", record.repairs);
+    assert_eq!(
+        runtime
+            .commands()
+            .iter()
+            .filter(|c| is_project_install(c))
+            .count(),
+        1
+    );
+    // The command ran with the stage's setup timeout.
+    let install = runtime
+        .containers()
+        .into_iter()
+        .flat_map(|c| c.execs)
+        .find(|e| is_project_install(&e.script))
+        .unwrap();
+    assert_eq!(install.timeout, Duration::from_secs(1200));
+}
+
+#[tokio::test]
+async fn a_test_run_killed_for_memory_is_an_oom_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(Answer::oom_killed()));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status, "failed");
+    assert_eq!(record.failure_class.as_deref(), Some("oom"));
+    assert!(runtime.image(&launched.image_tag).is_none());
+    let test_run = runtime
+        .containers()
+        .into_iter()
+        .flat_map(|c| c.execs)
+        .find(|e| e.script == record.test_command)
+        .unwrap();
+    assert_eq!(test_run.timeout, Duration::from_secs(600));
+}
+
+#[tokio::test]
+async fn a_repair_variable_reaches_later_commands_and_the_image() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("npm run build").nth(1).answer(
+            Answer::exit(1)
+                .output("> webpack\nError: error:0308010C:digital envelope routines::unsupported\n    at new Hash (node:internal/crypto/hash:69:19)\n"),
+        ),
+    );
+    runtime.script(Script::contains("node --test").answer(node_test_passing()));
+    let launched = launch_on(&runtime, NODE).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
+    assert!(
+        record.repairs[0]
+            .starts_with("node-legacy-openssl: set NODE_OPTIONS=--openssl-legacy-provider"),
+        "{:?}",
+        record.repairs
+    );
+    assert_eq!(
+        record.environment.get("NODE_OPTIONS").map(String::as_str),
+        Some("--openssl-legacy-provider")
+    );
+    // The build ran twice, the second time with the variable; the tests had it too.
+    let execs: Vec<_> = runtime
+        .containers()
+        .into_iter()
+        .flat_map(|c| c.execs)
+        .collect();
+    let builds: Vec<_> = execs
+        .iter()
+        .filter(|e| e.script.contains("npm run build"))
+        .collect();
+    assert_eq!(builds.len(), 2);
+    assert_eq!(builds[0].env_var("NODE_OPTIONS"), None);
+    assert_eq!(
+        builds[1].env_var("NODE_OPTIONS"),
+        Some("--openssl-legacy-provider")
+    );
+    let tests = execs
+        .iter()
+        .find(|e| e.script == record.test_command)
+        .unwrap();
+    assert_eq!(
+        tests.env_var("NODE_OPTIONS"),
+        Some("--openssl-legacy-provider")
+    );
+    // Every container made from the environment image has it.
+    let image = runtime.image(&launched.image_tag).unwrap();
+    assert!(
+        image.env.contains(&(
+            "NODE_OPTIONS".to_string(),
+            "--openssl-legacy-provider".to_string()
+        )),
+        "{:?}",
+        image.env
+    );
+    assert_eq!(record.baseline.get("adds"), Some(&TestStatus::Pass));
+}
+
+#[tokio::test]
+async fn an_optional_step_that_keeps_failing_is_skipped_and_the_tests_decide() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("npm run build").answer(
+            Answer::exit(1)
+                .output("> webpack\nError: error:0308010C:digital envelope routines::unsupported\n    at new Hash (node:internal/crypto/hash:69:19)\n"),
+        ),
+    );
+    runtime.script(Script::contains("node --test").answer(node_test_passing()));
+    let launched = launch_on(&runtime, NODE).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(rules, ["node-legacy-openssl", "optional-step"]);
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, "npm run build"), 2);
+    assert!(!record.setup_commands.iter().any(|c| c == "npm run build"));
+    assert!(
+        !record.rebuild_commands.iter().any(|c| c == "npm run build"),
+        "{:?}",
+        record.rebuild_commands
+    );
+    assert_eq!(commands.last(), Some(&record.test_command));
+}
