@@ -92,8 +92,25 @@ fn old_setuptools_non_editable(
         return None;
     }
     let template = cx.pip.clone()?;
+    // After python-editable-backend the install carries build requirements with a newer
+    // setuptools: those go in with the older setuptools (the newer one left out), and the
+    // install itself builds against the venv.
+    let mut specs = vec![old.to_string(), "wheel".to_string()];
+    specs.extend(
+        install
+            .build_requirements
+            .iter()
+            .filter(|r| {
+                let name = r.trim().to_ascii_lowercase();
+                let plugin =
+                    name.starts_with("setuptools_scm") || name.starts_with("setuptools-scm");
+                (plugin || !name.starts_with("setuptools")) && !name.starts_with("wheel")
+            })
+            .cloned(),
+    );
     let mut retry = install.clone();
     retry.floors.clear();
+    retry.build_requirements.clear();
     let mut rebuild = Vec::new();
     if let Some(project) = &mut retry.project {
         project.editable = false;
@@ -107,10 +124,7 @@ fn old_setuptools_non_editable(
     }
     Some(Repair::ReplaceWithRebuild {
         steps: vec![
-            Step::Pip(PipInstall {
-                specs: vec![old.into(), "wheel".into()],
-                ..template
-            }),
+            Step::Pip(PipInstall { specs, ..template }),
             Step::Pip(retry),
         ],
         rebuild,
@@ -306,6 +320,30 @@ mod tests {
             panic!()
         };
         assert!(step_repair(&rules()[1..2], &Step::Pip(again.clone()), log).is_none());
+    }
+
+    #[test]
+    fn an_old_setuptools_after_the_editable_repair_keeps_the_other_build_requirements() {
+        let step = Step::Pip(project_install(&["test"], &["pytest"]));
+        let editable =
+            "AttributeError: module 'setuptools.build_meta' has no attribute 'build_editable'";
+        let Some((_, Repair::Replace(steps))) = step_repair(&rules(), &step, editable) else {
+            panic!("no editable repair")
+        };
+        let use_2to3 = "      error in pkg setup command: use_2to3 is invalid.";
+        let (name, repair) = step_repair(&rules()[1..2], &steps[0], use_2to3).unwrap();
+        assert_eq!(name, "python-old-setuptools");
+        let Repair::ReplaceWithRebuild { steps, .. } = repair else {
+            panic!("{repair:?}")
+        };
+        assert_eq!(
+            steps[0].render(),
+            "uv pip install --python /opt/kiln/venv/bin/python 'setuptools<58' wheel 'setuptools_scm[toml]>=6.2' cython==0.29.22"
+        );
+        assert_eq!(
+            steps[1].render(),
+            "uv pip install --python /opt/kiln/venv/bin/python --no-build-isolation '.[test]' pytest"
+        );
     }
 
     #[test]

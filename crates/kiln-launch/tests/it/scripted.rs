@@ -415,6 +415,77 @@ async fn every_setup_rule_is_tried_at_most_once() {
 }
 
 #[tokio::test]
+async fn a_repair_that_asks_for_an_older_setuptools_gets_it() {
+    // The editable-backend repair installs a newer setuptools; when the project then turns
+    // out to need one older than 58, the next repair must leave the older one in place for
+    // the install that follows.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("--no-build-isolation -e").answer(Answer::exit(1).output(
+            "      error in demo setup command: use_2to3 is invalid.\n      [end of output]\n",
+        )),
+    );
+    runtime.script(
+        Script::contains(" -e '.[test]'")
+            .nth(1)
+            .answer(Answer::exit(1).output(NO_BUILD_EDITABLE)),
+    );
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    // A build plugin besides setuptools, which the build without isolation needs.
+    let mut files = PYTHON.to_vec();
+    files[0].1 = "[build-system]\nrequires = [\"setuptools>=40\", \"setuptools_scm>=3\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\n\n[project.optional-dependencies]\ntest = [\"pytest\"]\n";
+    let launched = launch_on(&runtime, &files).await;
+    let record = launched.record();
+
+    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    let rules: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        rules,
+        ["python-editable-backend", "python-old-setuptools"],
+        "{:#?}",
+        record.repairs
+    );
+    // After `setuptools<58` is installed (with the build plugin), no later setup command
+    // installs a newer one.
+    let commands = runtime.commands();
+    let old = position(&commands, 0, "'setuptools<58'");
+    assert!(
+        commands[old].contains("setuptools_scm>=3"),
+        "{}",
+        commands[old]
+    );
+    for later in &commands[old + 1..] {
+        assert!(
+            !later.contains("setuptools>=64"),
+            "a later command undoes the older setuptools: {later}"
+        );
+    }
+    let install = &commands[old + 1];
+    assert!(
+        install.contains("--no-build-isolation '.[test]'") && !install.contains(" -e "),
+        "{install}"
+    );
+    assert_eq!(
+        install.matches("--no-build-isolation").count(),
+        1,
+        "{install}"
+    );
+    // The non-editable install is redone after every patch.
+    assert!(
+        record
+            .rebuild_commands
+            .iter()
+            .any(|c| c.contains("--no-build-isolation")),
+        "{:?}",
+        record.rebuild_commands
+    );
+}
+
+#[tokio::test]
 async fn a_test_run_repair_installs_the_missing_module_and_starts_from_the_committed_image() {
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime
