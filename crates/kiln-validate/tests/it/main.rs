@@ -1,0 +1,575 @@
+//! Validation and evaluation on a scripted container runtime: no engine, every test in
+//! milliseconds. The test command's output and each patch command's exit code are scripted
+//! (`kiln_testkit::runtime::ScriptedRuntime`); what is asserted is what a user sees: the
+//! validation row, the evaluation, the error, and the containers and commands the engine was
+//! asked for.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions: a panic is how a test fails"
+)]
+
+mod evaluate;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kiln_core::config::{DockerSettings, ValidateSettings};
+use kiln_core::runtime::LABEL_RUN;
+use kiln_core::{ContainerRuntime, NetworkMode, NullReporter, RuntimeError};
+use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord};
+use kiln_testkit::runtime::{Answer, Call, Operation, Script, ScriptedRuntime};
+use kiln_validate::patch::Method;
+use kiln_validate::{RunFailure, RunSpec, ValidateError, ValidateRequest, run_tests, validate};
+
+/// The environment image every run starts from.
+const IMAGE: &str = "kiln-env/scripted__demo-1:latest";
+
+/// The test command of the environment.
+const TEST_COMMAND: &str = "/opt/kiln/venv/bin/python -m pytest -rA -v tests";
+
+/// The test patch: a new test for the bug.
+const TEST_PATCH: &str = "diff --git a/tests/test_demo.py b/tests/test_demo.py\n--- a/tests/test_demo.py\n+++ b/tests/test_demo.py\n@@ -1,2 +1,5 @@\n def test_old():\n     assert True\n+\n+def test_new():\n+    assert fixed()\n";
+
+/// The gold patch: the fix.
+const GOLD_PATCH: &str = "diff --git a/src/demo.py b/src/demo.py\n--- a/src/demo.py\n+++ b/src/demo.py\n@@ -1,2 +1,2 @@\n def fixed():\n-    return False\n+    return True\n";
+
+/// The command that applies the patch of this name (its script names the patch's file).
+fn applies(name: &str) -> String {
+    format!("kiln_apply /tmp/kiln/{name}.patch")
+}
+
+const NEW: &str = "tests/test_demo.py::test_new";
+const OLD: &str = "tests/test_demo.py::test_old";
+
+/// A test run on the side with the gold patch (scripts are tried in order, so an `after`
+/// script goes before the one for every other run).
+fn after_gold() -> Script {
+    Script::contains(TEST_COMMAND).after(applies("gold"))
+}
+
+/// Any test run not answered by an earlier script: the `before` side.
+fn before_gold() -> Script {
+    Script::contains(TEST_COMMAND)
+}
+
+fn settings(repeats: i64) -> ValidateSettings {
+    ValidateSettings {
+        repeats,
+        concurrency: 1,
+        test_timeout: Duration::from_secs(900),
+        network: "none".into(),
+        network_repos: Vec::new(),
+        base_run: false,
+    }
+}
+
+/// Validates the demo instance on `runtime` (which holds its image) with `rebuild` commands.
+/// Checks what every validation must do: each run in a container of its own from the
+/// environment image, without network, every container removed at the end.
+async fn validate_on(
+    runtime: &Arc<ScriptedRuntime>,
+    rebuild: &[&str],
+    settings: ValidateSettings,
+) -> Result<ValidationRecord, ValidateError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let request = ValidateRequest {
+        candidate: Candidate {
+            instance_id: "scripted__demo-1".into(),
+            status: "ok".into(),
+            repo: "scripted/demo".into(),
+            patch: GOLD_PATCH.into(),
+            test_patch: TEST_PATCH.into(),
+            ..Candidate::default()
+        },
+        environment: EnvironmentRecord {
+            instance_id: "scripted__demo-1".into(),
+            repo: "scripted/demo".into(),
+            status: "built".into(),
+            image: Some(IMAGE.into()),
+            rebuild_commands: rebuild.iter().map(|c| (*c).to_string()).collect(),
+            test_command: TEST_COMMAND.into(),
+            parser: "pytest".into(),
+            ..EnvironmentRecord::default()
+        },
+        log_dir: tmp.path().join("logs"),
+        log_dir_label: "logs".into(),
+        labels: BTreeMap::from([(LABEL_RUN.to_string(), "scripted/run-1".to_string())]),
+        settings,
+        docker: DockerSettings::default(),
+        stage: "validate".into(),
+        removals: kiln_core::Removals::default(),
+    };
+    let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        validate(engine, &request, &NullReporter),
+    )
+    .await
+    .expect("the validation did not end within 30 s");
+    let not_removed = request.removals.wait().await;
+    assert!(not_removed.is_empty(), "removals failed: {not_removed:?}");
+    assert_live_containers_removed(runtime).await;
+    for container in runtime.containers() {
+        assert_eq!(container.spec.image, IMAGE);
+        assert_eq!(container.spec.network, NetworkMode::None);
+        assert_eq!(
+            container.labels.get(LABEL_RUN).map(String::as_str),
+            Some("scripted/run-1")
+        );
+    }
+    result
+}
+
+/// Waits briefly for removals that a dropped session hands to a spawned task, then asserts
+/// that no container is left.
+async fn assert_live_containers_removed(runtime: &ScriptedRuntime) {
+    for _ in 0..100 {
+        if runtime.live_containers().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(runtime.live_containers(), [], "containers left behind");
+}
+
+/// A runtime holding the environment image.
+fn runtime() -> Arc<ScriptedRuntime> {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.add_image(IMAGE);
+    runtime
+}
+
+fn validated(result: Result<ValidationRecord, ValidateError>) -> ValidationRecord {
+    match result {
+        Ok(record) => record,
+        Err(e) => panic!("validation failed as a whole: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
+    let runtime = runtime();
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+
+    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.FAIL_TO_PASS, [NEW]);
+    assert_eq!(record.PASS_TO_PASS, [OLD]);
+    assert_eq!(
+        record.fail_to_pass_classes.get(NEW).map(String::as_str),
+        Some("f2p")
+    );
+    assert!(record.flaky.is_empty() && record.pass_to_fail.is_empty());
+    assert_eq!(record.network, "none");
+    assert_eq!(
+        record.log_parser.as_deref(),
+        Some("parse_log_pytest_v2"),
+        "{:?}",
+        record.log_parser_reason
+    );
+    // Three runs a side, each in a fresh container.
+    let labels: Vec<&str> = record.runs.keys().map(String::as_str).collect();
+    assert_eq!(
+        labels,
+        [
+            "after:1", "after:2", "after:3", "before:1", "before:2", "before:3"
+        ]
+    );
+    assert_eq!(record.runs["before:2"]["patch_methods"], "test:git-apply");
+    assert_eq!(
+        record.runs["after:2"]["patch_methods"],
+        "test:git-apply,gold:git-apply"
+    );
+    assert_eq!(record.runs["before:1"]["failed"], "1");
+    assert_eq!(
+        record.run_statuses["after:3"].get(NEW),
+        Some(&TestStatus::Pass)
+    );
+    let containers = runtime.containers();
+    assert_eq!(containers.len(), 6);
+    let sides: Vec<usize> = containers.iter().map(|c| c.execs.len()).collect();
+    assert_eq!(sides.iter().filter(|n| **n == 2).count(), 3, "{sides:?}");
+    assert_eq!(sides.iter().filter(|n| **n == 3).count(), 3, "{sides:?}");
+    for container in &containers {
+        let commands = container.commands();
+        // Each patch by a command of its own, then the tests, with the stage's timeout.
+        assert!(commands[0].contains(&applies("test")), "{commands:#?}");
+        if commands.len() == 3 {
+            assert!(commands[1].contains(&applies("gold")), "{commands:#?}");
+        }
+        assert_eq!(commands.last(), Some(&TEST_COMMAND));
+        assert_eq!(
+            container.execs.last().map(|e| e.timeout),
+            Some(Duration::from_secs(900))
+        );
+        assert_eq!(
+            container.file("/tmp/kiln/test.patch").as_deref(),
+            Some(TEST_PATCH.as_bytes())
+        );
+    }
+    // A patch is copied in just before its own command: the gold patch only after the test
+    // patch's command ran.
+    let after = containers.iter().find(|c| c.execs.len() == 3).unwrap();
+    let calls: Vec<Call> = runtime
+        .calls()
+        .into_iter()
+        .filter(|call| match call {
+            Call::CopyIn { container, .. } | Call::Exec { container, .. } => *container == after.id,
+            _ => false,
+        })
+        .collect();
+    let kinds: Vec<&str> = calls
+        .iter()
+        .map(|c| match c {
+            Call::CopyIn { .. } => "copy",
+            _ => "exec",
+        })
+        .collect();
+    assert_eq!(kinds, ["copy", "exec", "copy", "exec", "exec"]);
+    assert_eq!(
+        after.file("/tmp/kiln/gold.patch").as_deref(),
+        Some(GOLD_PATCH.as_bytes())
+    );
+}
+
+#[tokio::test]
+async fn a_flaky_test_is_dropped_and_recorded() {
+    let runtime = runtime();
+    let flaky = "tests/test_demo.py::test_timing";
+    runtime.script(after_gold().answer(Answer::pytest(&[
+        (NEW, "PASSED"),
+        (OLD, "PASSED"),
+        (flaky, "PASSED"),
+    ])));
+    runtime.script(before_gold().answers([
+        Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED"), (flaky, "PASSED")]),
+        Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED"), (flaky, "FAILED")]),
+        Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED"), (flaky, "PASSED")]),
+    ]));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+
+    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.FAIL_TO_PASS, [NEW]);
+    assert_eq!(
+        record.PASS_TO_PASS,
+        [OLD],
+        "a flaky test is in neither list"
+    );
+    let runs = &record.flaky[flaky];
+    assert_eq!(runs["before:1"], "pass");
+    assert_eq!(runs["before:2"], "fail");
+    assert_eq!(runs["after:2"], "pass");
+    assert_eq!(record.flaky.len(), 1);
+}
+
+#[tokio::test]
+async fn an_instance_whose_only_fix_is_flaky_is_rejected_as_flaky() {
+    let runtime = runtime();
+    runtime.script(after_gold().answers([
+        Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")]),
+        Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")]),
+    ]));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &[], settings(2)).await);
+    assert_eq!(record.status, "rejected");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::Flaky.as_str())
+    );
+    assert!(record.FAIL_TO_PASS.is_empty());
+    assert_eq!(record.flaky[NEW]["after:2"], "fail");
+}
+
+#[tokio::test]
+async fn a_test_the_gold_patch_breaks_rejects_the_instance() {
+    let runtime = runtime();
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "FAILED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+    assert_eq!(record.status, "rejected");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::PassToFail.as_str())
+    );
+    assert_eq!(record.pass_to_fail, [OLD]);
+    assert!(
+        record.reason.as_deref().is_some_and(|r| r.contains(OLD)),
+        "{:?}",
+        record.reason
+    );
+}
+
+#[tokio::test]
+async fn a_failing_exit_with_no_failing_test_is_an_invalid_run() {
+    // The after side prints passing tests and exits 1 (a crash after the report, or output
+    // the code under test forged): the run is not a pass.
+    let runtime = runtime();
+    runtime.script(
+        after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")]).with_exit_code(1)),
+    );
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &[], settings(1)).await);
+    assert_eq!(record.status, "rejected");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::InvalidRun.as_str())
+    );
+    assert!(
+        record
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("after:1 exited 1 but no failing test was parsed")),
+        "{:?}",
+        record.reason
+    );
+    assert!(record.FAIL_TO_PASS.is_empty());
+}
+
+#[tokio::test]
+async fn patch_methods_are_read_from_the_apply_commands_exit_codes() {
+    // git apply fails for the test patch and --3way applies it; both git methods fail for
+    // the gold patch and patch --fuzz applies it.
+    let runtime = runtime();
+    runtime.script(
+        Script::contains(applies("test")).answer(Answer::exit(Method::ThreeWay.exit_code())),
+    );
+    runtime
+        .script(Script::contains(applies("gold")).answer(Answer::exit(Method::Fuzz.exit_code())));
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let record = validated(validate_on(&runtime, &[], settings(1)).await);
+    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(
+        record.runs["before:1"]["patch_methods"],
+        "test:git-apply-3way"
+    );
+    assert_eq!(
+        record.runs["after:1"]["patch_methods"],
+        "test:git-apply-3way,gold:patch-fuzz"
+    );
+}
+
+#[tokio::test]
+async fn a_gold_patch_that_applies_nowhere_is_a_patch_apply_failure() {
+    let runtime = runtime();
+    runtime.script(Script::contains(applies("gold")).answer(Answer::exit(1)));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::PatchApply.as_str())
+    );
+    assert_eq!(
+        record.reason.as_deref(),
+        Some(
+            "after run 1: the gold patch applies with none of git apply, git apply --3way, patch --fuzz"
+        )
+    );
+    // The tests never ran on the side the patch did not reach.
+    let after = runtime
+        .containers()
+        .into_iter()
+        .find(|c| c.commands().iter().any(|s| s.contains(&applies("gold"))))
+        .unwrap();
+    assert!(!after.commands().contains(&TEST_COMMAND));
+}
+
+#[tokio::test]
+async fn a_before_side_that_does_not_build_makes_the_new_tests_absent_before() {
+    // The new test uses API the gold patch adds: without it the rebuild fails.
+    let runtime = runtime();
+    runtime.script(Script::contains("make -j2").after(applies("gold")));
+    runtime.script(
+        Script::contains("make -j2").answer(Answer::exit(2).output("error: undefined: fixed\n")),
+    );
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &["make -j2"], settings(2)).await);
+    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.FAIL_TO_PASS, [NEW, OLD]);
+    assert_eq!(
+        record.fail_to_pass_classes.get(NEW).map(String::as_str),
+        Some("n2p")
+    );
+    assert_eq!(
+        record.runs["before:1"]["build"],
+        "failed: rebuild command `make -j2` exited 2"
+    );
+    // The test command never ran where the build failed.
+    assert_eq!(
+        runtime
+            .commands()
+            .iter()
+            .filter(|c| *c == TEST_COMMAND)
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn an_engine_failure_is_an_error_not_a_row() {
+    let runtime = runtime();
+    runtime.fail_from(
+        Operation::Create,
+        3,
+        RuntimeError::Unreachable {
+            endpoint: "unix:///var/run/docker.sock".into(),
+            message: "connection refused".into(),
+        },
+    );
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let result = validate_on(&runtime, &[], settings(3)).await;
+    assert!(
+        matches!(
+            result,
+            Err(ValidateError::Engine(RuntimeError::Unreachable { .. }))
+        ),
+        "{result:?}"
+    );
+    assert_eq!(runtime.count(Operation::Create), 3);
+}
+
+#[tokio::test]
+async fn a_test_run_that_stops_its_container_is_a_failed_row() {
+    let runtime = runtime();
+    runtime.script(after_gold().answer(Answer::stops_container(137)));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::TestRun.as_str())
+    );
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.starts_with("after run 1: failed to run") && reason.contains("container stopped"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn an_environment_without_an_image_is_an_infra_row_and_starts_nothing() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let request = ValidateRequest {
+        candidate: Candidate::default(),
+        environment: EnvironmentRecord {
+            instance_id: "scripted__demo-1".into(),
+            status: "failed".into(),
+            ..EnvironmentRecord::default()
+        },
+        log_dir: tmp.path().to_path_buf(),
+        log_dir_label: "logs".into(),
+        labels: BTreeMap::new(),
+        settings: settings(3),
+        docker: DockerSettings::default(),
+        stage: "validate".into(),
+        removals: kiln_core::Removals::default(),
+    };
+    let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
+    let record = validated(validate(engine, &request, &NullReporter).await);
+    assert_eq!(record.status, "failed");
+    assert_eq!(
+        record.failure_class.as_deref(),
+        Some(FailureClass::Infra.as_str())
+    );
+    assert!(runtime.calls().is_empty(), "{:?}", runtime.calls());
+}
+
+/// One run of `run_tests` on `runtime`, removing its container before returning.
+async fn run_once(
+    runtime: &Arc<ScriptedRuntime>,
+    rebuild: &[String],
+) -> Result<kiln_validate::RunOutput, RunFailure> {
+    let tmp = tempfile::tempdir().unwrap();
+    let docker = DockerSettings::default();
+    let labels = BTreeMap::new();
+    let spec = RunSpec {
+        image: IMAGE,
+        patches: vec![("test", TEST_PATCH), ("gold", GOLD_PATCH), ("model", " \n")],
+        rebuild,
+        test_command: TEST_COMMAND,
+        parser: "pytest",
+        docker: &docker,
+        network: NetworkMode::Bridge,
+        timeout: Duration::from_secs(60),
+        log: tmp.path().join("run.log"),
+        labels: &labels,
+        removals: None,
+    };
+    let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
+    let output = run_tests(engine, &spec).await;
+    // Without a removal list, the container is gone when run_tests returns.
+    assert_eq!(runtime.live_containers(), []);
+    output
+}
+
+#[tokio::test]
+async fn run_tests_parses_the_test_output_after_patches_and_rebuild() {
+    let runtime = runtime();
+    runtime.script(Script::contains(TEST_COMMAND).answer(
+        Answer::pytest(&[(NEW, "PASSED"), (OLD, "SKIPPED")]).duration(Duration::from_secs(3)),
+    ));
+    let output = run_once(&runtime, &["pip install -e .".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(output.exit_code, 0);
+    assert_eq!(output.statuses.get(NEW), Some(&TestStatus::Pass));
+    assert_eq!(output.statuses.get(OLD), Some(&TestStatus::Skip));
+    assert!(
+        output.parse_problems.is_empty(),
+        "{:?}",
+        output.parse_problems
+    );
+    // The empty patch is skipped.
+    assert_eq!(output.patch_methods, ["test:git-apply", "gold:git-apply"]);
+    assert!(
+        (output.test_seconds - 3.0).abs() < 1e-9,
+        "{}",
+        output.test_seconds
+    );
+    let containers = runtime.containers();
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].spec.network, NetworkMode::Bridge);
+    let commands = containers[0].commands();
+    assert_eq!(commands.len(), 4, "{commands:#?}");
+    assert_eq!(&commands[2..], ["pip install -e .", TEST_COMMAND]);
+}
+
+#[tokio::test]
+async fn run_tests_reports_a_rebuild_killed_for_memory_and_a_test_timeout_as_item_failures() {
+    let runtime = runtime();
+    runtime.script(Script::contains("pip install").answer(Answer::oom_killed()));
+    let rebuild = ["pip install -e .".to_string()];
+    match run_once(&runtime, &rebuild).await {
+        Err(RunFailure::Item(FailureClass::Oom, reason)) => {
+            assert!(reason.contains("pip install -e ."), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let runtime = self::runtime();
+    runtime.script(Script::contains(TEST_COMMAND).answer(Answer::timed_out()));
+    match run_once(&runtime, &[]).await {
+        Err(RunFailure::Item(FailureClass::Timeout, reason)) => {
+            assert!(reason.contains("did not finish"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let runtime = self::runtime();
+    runtime.script(Script::contains(TEST_COMMAND).answer(Answer::engine_error(
+        RuntimeError::engine(
+            "run a command",
+            "the container was removed while kiln used it",
+        ),
+    )));
+    assert!(matches!(
+        run_once(&runtime, &[]).await,
+        Err(RunFailure::Engine(RuntimeError::Engine { .. }))
+    ));
+}
