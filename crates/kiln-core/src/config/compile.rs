@@ -2,6 +2,8 @@
 //! located errors, the `[dataset]` and `[docker]` tables, node dispatch and the graph check.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::{RangeFull, RangeInclusive};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -93,6 +95,86 @@ impl<'a, 'b> Keys<'a, 'b> {
                     ),
                 );
             }
+        }
+    }
+}
+
+/// A type a key's value is read as by [`Compiler::read`].
+pub(super) trait FromValue: Sized {
+    /// The value as this type, or the message that says what was expected instead.
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String>;
+}
+
+impl FromValue for i64 {
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
+        value
+            .as_integer()
+            .and_then(|i| i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok())
+            .ok_or_else(|| format!("expected an integer, found {}", value.type_str()))
+    }
+}
+
+/// A number: a float, or an integer read as one.
+impl FromValue for f64 {
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
+        match value {
+            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+            DeValue::Integer(i) => i.as_str().replace('_', "").parse::<f64>().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| format!("expected a number, found {}", value.type_str()))
+    }
+}
+
+impl FromValue for bool {
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
+        value
+            .as_bool()
+            .ok_or_else(|| format!("expected true or false, found {}", value.type_str()))
+    }
+}
+
+impl FromValue for String {
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
+        value
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("expected a string, found {}", value.type_str()))
+    }
+}
+
+/// The values of its type a key admits: `..` (all of them) or `min..=max`.
+pub(super) trait Bounds<T> {
+    /// The message saying why `value` is not admitted, if it is not.
+    fn check(&self, value: &T) -> Result<(), String>;
+}
+
+impl<T> Bounds<T> for RangeFull {
+    fn check(&self, _: &T) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<T: PartialOrd + fmt::Display> Bounds<T> for RangeInclusive<T> {
+    fn check(&self, value: &T) -> Result<(), String> {
+        if self.contains(value) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{value} is out of range {}..={}",
+                self.start(),
+                self.end()
+            ))
+        }
+    }
+}
+
+/// A duration key: a string that [`parse_duration`] reads.
+impl FromValue for Duration {
+    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
+        match value.as_str() {
+            Some(text) => parse_duration(text),
+            None => Err("expected a duration string such as \"90s\", \"30m\" or \"2h\"".into()),
         }
     }
 }
@@ -211,18 +293,47 @@ impl Compiler<'_> {
         }
     }
 
+    /// The value of `key` as a `T` that `bounds` admits, `None` when the key is absent;
+    /// `Err(())` when it is present but wrong (reported at the value).
+    pub(super) fn read_optional<T: FromValue>(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        bounds: impl Bounds<T>,
+    ) -> Result<Option<T>, ()> {
+        let Some(value) = keys.get(key) else {
+            return Ok(None);
+        };
+        let read =
+            T::from_value(value.get_ref()).and_then(|read| bounds.check(&read).map(|()| read));
+        match read {
+            Ok(read) => Ok(Some(read)),
+            Err(message) => {
+                let path = keys.path(key);
+                self.error_at(value.span().start, &path, message);
+                Err(())
+            }
+        }
+    }
+
+    /// The value of `key` as a `T` that `bounds` admits, `default` when the key is absent;
+    /// `Err(())` when it is present but wrong (reported at the value).
+    pub(super) fn read<T: FromValue>(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        key: &str,
+        default: T,
+        bounds: impl Bounds<T>,
+    ) -> Result<T, ()> {
+        Ok(self.read_optional(keys, key, bounds)?.unwrap_or(default))
+    }
+
+    /// A string key: `None` when absent, `Some(None)` when present but not a string (reported).
     pub(super) fn string(&mut self, keys: &mut Keys<'_, '_>, key: &str) -> Option<Option<String>> {
-        let value = keys.get(key)?;
-        if let Some(s) = value.get_ref().as_str() {
-            Some(Some(s.to_string()))
-        } else {
-            let path = keys.path(key);
-            self.error_at(
-                value.span().start,
-                &path,
-                format!("expected a string, found {}", value.get_ref().type_str()),
-            );
-            Some(None)
+        match self.read_optional(keys, key, ..) {
+            Ok(None) => None,
+            Ok(Some(s)) => Some(Some(s)),
+            Err(()) => Some(None),
         }
     }
 
@@ -233,11 +344,7 @@ impl Compiler<'_> {
         key: &str,
         default: &str,
     ) -> Result<String, ()> {
-        match self.string(keys, key) {
-            None => Ok(default.to_string()),
-            Some(Some(s)) => Ok(s),
-            Some(None) => Err(()),
-        }
+        self.read(keys, key, default.to_string(), ..)
     }
 
     pub(super) fn required_string(
@@ -279,147 +386,15 @@ impl Compiler<'_> {
         let mut out = Vec::new();
         let mut ok = true;
         for item in array.iter() {
-            if let Some(s) = item.get_ref().as_str() {
-                out.push(s.to_string());
-            } else {
-                self.error_at(
-                    item.span().start,
-                    &path,
-                    format!("expected a string, found {}", item.get_ref().type_str()),
-                );
-                ok = false;
+            match String::from_value(item.get_ref()) {
+                Ok(s) => out.push(s),
+                Err(message) => {
+                    self.error_at(item.span().start, &path, message);
+                    ok = false;
+                }
             }
         }
         if ok { Ok(out) } else { Err(()) }
-    }
-
-    /// An integer in `min..=max`, with a default.
-    pub(super) fn int(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: i64,
-        min: i64,
-        max: i64,
-    ) -> Result<i64, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(default);
-        };
-        let path = keys.path(key);
-        let parsed = value
-            .get_ref()
-            .as_integer()
-            .and_then(|i| i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok());
-        match parsed {
-            Some(n) if (min..=max).contains(&n) => Ok(n),
-            Some(n) => {
-                self.error_at(
-                    value.span().start,
-                    &path,
-                    format!("{n} is out of range {min}..={max}"),
-                );
-                Err(())
-            }
-            None => {
-                self.error_at(
-                    value.span().start,
-                    &path,
-                    format!("expected an integer, found {}", value.get_ref().type_str()),
-                );
-                Err(())
-            }
-        }
-    }
-
-    /// A number (integer or float) in `min..=max`, with a default.
-    pub(super) fn float(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: f64,
-        min: f64,
-        max: f64,
-    ) -> Result<f64, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(default);
-        };
-        let path = keys.path(key);
-        let parsed = match value.get_ref() {
-            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
-            DeValue::Integer(i) => i.as_str().replace('_', "").parse::<f64>().ok(),
-            _ => None,
-        };
-        match parsed {
-            Some(n) if n >= min && n <= max => Ok(n),
-            Some(n) => {
-                self.error_at(
-                    value.span().start,
-                    &path,
-                    format!("{n} is out of range {min}..={max}"),
-                );
-                Err(())
-            }
-            None => {
-                self.error_at(
-                    value.span().start,
-                    &path,
-                    format!("expected a number, found {}", value.get_ref().type_str()),
-                );
-                Err(())
-            }
-        }
-    }
-
-    pub(super) fn bool(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: bool,
-    ) -> Result<bool, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(default);
-        };
-        if let Some(b) = value.get_ref().as_bool() {
-            Ok(b)
-        } else {
-            let path = keys.path(key);
-            self.error_at(
-                value.span().start,
-                &path,
-                format!(
-                    "expected true or false, found {}",
-                    value.get_ref().type_str()
-                ),
-            );
-            Err(())
-        }
-    }
-
-    pub(super) fn duration(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: Duration,
-    ) -> Result<Duration, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(default);
-        };
-        let path = keys.path(key);
-        match value.get_ref().as_str().map(parse_duration) {
-            Some(Ok(d)) => Ok(d),
-            Some(Err(message)) => {
-                self.error_at(value.span().start, &path, message);
-                Err(())
-            }
-            None => {
-                self.error_at(
-                    value.span().start,
-                    &path,
-                    "expected a duration string such as \"90s\", \"30m\" or \"2h\"".into(),
-                );
-                Err(())
-            }
-        }
     }
 
     pub(super) fn one_of(
@@ -526,8 +501,8 @@ impl Compiler<'_> {
             },
             Err(()) => Err(()),
         };
-        let cpus = self.float(&mut keys, "cpus", defaults.cpus, 0.1, 1024.0);
-        let pids = self.int(&mut keys, "pids", defaults.pids, 64, 1 << 22);
+        let cpus = self.read(&mut keys, "cpus", defaults.cpus, 0.1..=1024.0);
+        let pids = self.read(&mut keys, "pids", defaults.pids, 64..=1 << 22);
         let image_prefix_at = keys.get("image_prefix").map_or(0, |v| v.span().start);
         let image_prefix = self
             .string_or(&mut keys, "image_prefix", &defaults.image_prefix)

@@ -121,18 +121,13 @@ impl Compiler<'_> {
                     .into(),
             );
         }
-        let timeout = self.duration(&mut keys, "timeout", Duration::from_secs(120));
-        let retries = self.int(&mut keys, "retries", 4, 0, 20);
-        let max_in_flight = self.int(&mut keys, "max_in_flight", 4, 1, 256);
-        let temperature = self.float(&mut keys, "temperature", 0.0, 0.0, 2.0);
-        let max_tokens = self.int(&mut keys, "max_tokens", 1024, 16, 1_000_000);
-        let json_schema = self.bool(&mut keys, "json_schema", true);
-        let max_cost_usd = if keys.get("max_cost_usd").is_some() {
-            self.float(&mut keys, "max_cost_usd", 0.0, 0.0, 1e9)
-                .map(Some)
-        } else {
-            Ok(None)
-        };
+        let timeout = self.read(&mut keys, "timeout", Duration::from_secs(120), ..);
+        let retries = self.read(&mut keys, "retries", 4, 0..=20);
+        let max_in_flight = self.read(&mut keys, "max_in_flight", 4, 1..=256);
+        let temperature = self.read(&mut keys, "temperature", 0.0, 0.0..=2.0);
+        let max_tokens = self.read(&mut keys, "max_tokens", 1024, 16..=1_000_000);
+        let json_schema = self.read(&mut keys, "json_schema", true, ..);
+        let max_cost_usd = self.read_optional(&mut keys, "max_cost_usd", 0.0..=1e9);
         let prices = self.prices(&mut keys);
         keys.finish(self, LM_KEYS);
         let settings = LmSettings {
@@ -166,8 +161,8 @@ impl Compiler<'_> {
                 continue;
             };
             let mut entry_keys = Keys::new(entry_table, &key, entry.span().start);
-            let prompt = self.float(&mut entry_keys, "prompt", 0.0, 0.0, 1e6);
-            let completion = self.float(&mut entry_keys, "completion", 0.0, 0.0, 1e6);
+            let prompt = self.read(&mut entry_keys, "prompt", 0.0, 0.0..=1e6);
+            let completion = self.read(&mut entry_keys, "completion", 0.0, 0.0..=1e6);
             let named = entry_table
                 .iter()
                 .filter(|(k, _)| ["prompt", "completion"].contains(&k.get_ref().as_ref()))

@@ -339,17 +339,14 @@ impl Compiler<'_> {
                 }
             }
         }
-        let max_candidates = match keys.get("max_candidates") {
-            None => Ok(None),
-            Some(_) => self.int(keys, "max_candidates", 0, 1, 10_000_000).map(Some),
-        };
+        let max_candidates = self.read_optional(keys, "max_candidates", 1..=10_000_000);
         let clone_url = self.clone_url_key(keys);
         // A GraphQL page lists at most 100 files of a pull request; a larger one cannot be
         // split without paging, and is far beyond a task's size anyway.
-        let max_files = self.int(keys, "max_files", 50, 1, 100);
-        let max_changed_lines = self.int(keys, "max_changed_lines", 2000, 1, 1_000_000);
-        let concurrency = self.int(keys, "concurrency", 2, 1, 64);
-        let requests_in_flight = self.int(keys, "requests_in_flight", 2, 1, 16);
+        let max_files = self.read(keys, "max_files", 50, 1..=100);
+        let max_changed_lines = self.read(keys, "max_changed_lines", 2000, 1..=1_000_000);
+        let concurrency = self.read(keys, "concurrency", 2, 1..=64);
+        let requests_in_flight = self.read(keys, "requests_in_flight", 2, 1..=16);
         let (since, until) = window?;
         Ok(NodeSettings::Crawl(CrawlSettings {
             api_url: api_url?.trim_end_matches('/').to_string(),
@@ -371,8 +368,8 @@ impl Compiler<'_> {
         let table = self.table(value, key).ok_or(())?;
         let mut keys = Keys::new(table, key, value.span().start);
         let language = self.required_string(&mut keys, "language");
-        let min_stars = self.int(&mut keys, "min_stars", 100, 0, 10_000_000);
-        let max_stars = self.int(&mut keys, "max_stars", 1_000_000, 0, 10_000_000);
+        let min_stars = self.read(&mut keys, "min_stars", 100, 0..=10_000_000);
+        let max_stars = self.read(&mut keys, "max_stars", 1_000_000, 0..=10_000_000);
         if let (Ok(min), Ok(max)) = (&min_stars, &max_stars)
             && max < min
         {
@@ -380,10 +377,10 @@ impl Compiler<'_> {
             let path = keys.path("max_stars");
             self.error_at(at, &path, format!("{max} is below min_stars {min}"));
         }
-        let min_forks = self.int(&mut keys, "min_forks", 0, 0, 10_000_000);
-        let share = self.float(&mut keys, "min_language_share", 0.6, 0.0, 1.0);
+        let min_forks = self.read(&mut keys, "min_forks", 0, 0..=10_000_000);
+        let share = self.read(&mut keys, "min_language_share", 0.6, 0.0..=1.0);
         let pushed_after = self.time_key(&mut keys, "pushed_after");
-        let max_repos = self.int(&mut keys, "max_repos", 100, 1, 100_000);
+        let max_repos = self.read(&mut keys, "max_repos", 100, 1..=100_000);
         keys.finish(self, DISCOVER_KEYS);
         Ok(DiscoverSettings {
             language: language?,

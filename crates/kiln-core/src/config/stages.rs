@@ -133,10 +133,10 @@ impl Compiler<'_> {
     pub(super) fn filter(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
         let judge_at = keys.get("judge").map_or(keys.at, |v| v.span().start);
         let judge = self.one_of(keys, "judge", "heuristic", &["heuristic", "lm"]);
-        let min = self.int(keys, "min_problem_chars", 20, 0, 1_000_000);
-        let max_patch_lines = self.int(keys, "max_patch_lines", 2000, 1, 100_000_000);
+        let min = self.read(keys, "min_problem_chars", 20, 0..=1_000_000);
+        let max_patch_lines = self.read(keys, "max_patch_lines", 2000, 1..=100_000_000);
         let votes_given = keys.get("votes").map(|v| v.span().start);
-        let votes = self.int(keys, "votes", 1, 1, 15);
+        let votes = self.read(keys, "votes", 1, 1..=15);
         let models_given = keys.get("models").map(|v| v.span().start);
         let models = self.strings(keys, "models");
         let drop_flags_at = keys.get("drop_flags").map_or(keys.at, |v| v.span().start);
@@ -264,12 +264,12 @@ impl Compiler<'_> {
     }
 
     pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
-        let concurrency = self.int(keys, "concurrency", 2, 1, 256);
-        let command_timeout = self.duration(keys, "command_timeout", Duration::from_secs(30 * 60));
-        let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
-        let min_pass_ratio = self.float(keys, "min_pass_ratio", 0.5, 0.0, 1.0);
-        let date_cutoff = self.bool(keys, "date_cutoff", true);
-        let verify_dockerfile = self.bool(keys, "verify_dockerfile", false);
+        let concurrency = self.read(keys, "concurrency", 2, 1..=256);
+        let command_timeout = self.read(keys, "command_timeout", Duration::from_secs(30 * 60), ..);
+        let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
+        let min_pass_ratio = self.read(keys, "min_pass_ratio", 0.5, 0.0..=1.0);
+        let date_cutoff = self.read(keys, "date_cutoff", true, ..);
+        let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         Ok(NodeSettings::Launch(LaunchSettings {
             concurrency: concurrency?,
@@ -283,12 +283,12 @@ impl Compiler<'_> {
     }
 
     pub(super) fn validate(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
-        let repeats = self.int(keys, "repeats", 3, 1, 20);
-        let concurrency = self.int(keys, "concurrency", 2, 1, 256);
-        let test_timeout = self.duration(keys, "test_timeout", Duration::from_secs(30 * 60));
+        let repeats = self.read(keys, "repeats", 3, 1..=20);
+        let concurrency = self.read(keys, "concurrency", 2, 1..=256);
+        let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
         let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
         let network_repos = self.strings(keys, "network_repos");
-        let base_run = self.bool(keys, "base_run", false);
+        let base_run = self.read(keys, "base_run", false, ..);
         Ok(NodeSettings::Validate(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
@@ -325,7 +325,7 @@ impl Compiler<'_> {
                 ),
             );
         }
-        let rows = self.int(keys, "rows_per_shard", 10_000, 1, 10_000_000);
+        let rows = self.read(keys, "rows_per_shard", 10_000, 1..=10_000_000);
         let license = self.string_or(keys, "license", "");
         let image_registry = self.string_or(keys, "image_registry", "");
         if let Ok(registry) = &image_registry
@@ -422,8 +422,8 @@ impl Compiler<'_> {
                     _ => Err(()),
                 }
             } else if sample {
-                let size = self.int(&mut keys, "sample", 0, 1, 1_000_000);
-                let seed = self.int(&mut keys, "seed", 0, 0, i64::MAX);
+                let size = self.read(&mut keys, "sample", 0, 1..=1_000_000);
+                let seed = self.read(&mut keys, "seed", 0, 0..=i64::MAX);
                 match (size, seed) {
                     (Ok(size), Ok(seed)) => Ok(FrozenChoice::Sample { size, seed }),
                     _ => Err(()),
