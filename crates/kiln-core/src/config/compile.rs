@@ -1,26 +1,71 @@
-//! The compiler's machinery: walking TOML tables key by key, typed key readers that report
-//! located errors, the `[dataset]` and `[docker]` tables, node dispatch and the graph check.
+//! The dispatcher on top of the tables' compilers: the parse, the root table's keys, each node
+//! handed to the compiler of its kind, and the graph check.
+//!
+//! Each table's compiler is a method its own module (`dataset`, `docker`, `lm`, `sources`,
+//! `stages`) adds to [`Compiler`], beside the list of keys that table may hold; this module
+//! calls them and imports their key lists, and none of them imports this one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::ops::{RangeFull, RangeInclusive};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
 
+use super::hash::hex_sha256;
 use super::lm::LmSettings;
-use super::{
-    ConfigError, DatasetSettings, DockerSettings, Need, Node, NodeKind, NodeSettings, Pipeline,
-    Requirement, hex_sha256, parse_duration, parse_size,
-};
+use super::node::{Node, NodeKind, NodeSettings, node_name_problem};
+use super::pipeline::Pipeline;
+use super::read::{Compiler, ConfigError, ConfigErrors, Keys, Table, Value, closest, cut};
+use super::{sources, stages};
 
-pub(super) type Table<'a> = DeTable<'a>;
-pub(super) type Value<'a> = Spanned<DeValue<'a>>;
+/// Keys of the root table.
+const ROOT_KEYS: &[&str] = &["dataset", "docker", "lm", "sources", "stages"];
+
+impl Pipeline {
+    /// Reads and compiles a config file.
+    ///
+    /// # Errors
+    /// Every problem found, located; an unreadable file is one error at line 1.
+    pub fn load(path: &Path) -> Result<Self, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: path.to_path_buf(),
+                line: 1,
+                column: 1,
+                key: String::new(),
+                message: format!("cannot read the file: {e}"),
+            }])
+        })?;
+        Self::compile(path, &text)
+    }
+
+    /// Compiles config text; `path` locates errors and anchors relative paths.
+    ///
+    /// # Errors
+    /// Every problem found, located.
+    pub fn compile(path: &Path, text: &str) -> Result<Self, ConfigErrors> {
+        let mut cx = Compiler::new(path, text);
+        let (root, parse_errors) = DeTable::parse_recoverable(text);
+        for error in parse_errors {
+            let span = error.span().unwrap_or(0..0);
+            cx.error_at(span.start, "", error.message().trim().to_string());
+        }
+        if !cx.errors.is_empty() {
+            return Err(ConfigErrors(cx.errors));
+        }
+        let root = root.into_inner();
+        let pipeline = cx.compile_root(&root);
+        match pipeline {
+            Some(pipeline) if cx.errors.is_empty() => Ok(pipeline),
+            _ => {
+                cx.errors.sort_by_key(|e| (e.line, e.column));
+                Err(ConfigErrors(cx.errors))
+            }
+        }
+    }
+}
 
 /// A node as declared, before the graph is checked; `settings` is `None` when they had errors.
-pub(super) struct Draft {
+struct Draft {
     key: String,
     node_name: String,
     kind: NodeKind,
@@ -29,189 +74,16 @@ pub(super) struct Draft {
     settings: Option<NodeSettings>,
 }
 
-pub(super) struct Compiler<'t> {
-    pub(super) file: PathBuf,
-    pub(super) text: &'t str,
-    pub(super) base: PathBuf,
-    pub(super) errors: Vec<ConfigError>,
-    /// What the config needs from the machine it runs on, checked apart from compiling.
-    pub(super) requirements: Vec<Requirement>,
-    /// The node being compiled, for the requirements it declares.
-    pub(super) current_node: Option<String>,
-    /// The `[lm]` table, compiled before the nodes that use it: `None` when absent, `Err` when
-    /// it had errors (already reported, so the nodes do not report it missing).
-    pub(super) lm: Option<Result<LmSettings, ()>>,
-}
-
-/// Reads the keys of one table, remembering which were consumed so the rest are reported unknown.
-pub(super) struct Keys<'a, 'b> {
-    pub(super) table: &'b Table<'a>,
-    pub(super) prefix: String,
-    /// Span of the table header, for "missing key" errors.
-    pub(super) at: usize,
-    seen: BTreeSet<String>,
-}
-
-impl<'a, 'b> Keys<'a, 'b> {
-    pub(super) fn new(table: &'b Table<'a>, prefix: &str, at: usize) -> Self {
-        Self {
-            table,
-            prefix: prefix.to_string(),
-            at,
-            seen: BTreeSet::new(),
-        }
-    }
-
-    pub(super) fn get(&mut self, key: &str) -> Option<&'b Value<'a>> {
-        self.seen.insert(key.to_string());
-        self.table
-            .iter()
-            .find(|(k, _)| k.get_ref().as_ref() == key)
-            .map(|(_, v)| v)
-    }
-
-    pub(super) fn path(&self, key: &str) -> String {
-        if self.prefix.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.prefix)
-        }
-    }
-
-    /// Reports keys that were never asked for.
-    pub(super) fn finish(self, cx: &mut Compiler<'_>, allowed: &[&str]) {
-        for (key, _) in self.table {
-            let name = key.get_ref().as_ref();
-            if !self.seen.contains(name) {
-                let suggestion = closest(name, allowed)
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
-                cx.error_at(
-                    key.span().start,
-                    &self.path(name),
-                    format!(
-                        "unknown key{suggestion}; expected one of: {}",
-                        allowed.join(", ")
-                    ),
-                );
-            }
-        }
-    }
-}
-
-/// A type a key's value is read as by [`Compiler::read`].
-pub(super) trait FromValue: Sized {
-    /// The value as this type, or the message that says what was expected instead.
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String>;
-}
-
-impl FromValue for i64 {
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
-        value
-            .as_integer()
-            .and_then(|i| i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok())
-            .ok_or_else(|| format!("expected an integer, found {}", value.type_str()))
-    }
-}
-
-/// A number: a float, or an integer read as one.
-impl FromValue for f64 {
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
-        match value {
-            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
-            DeValue::Integer(i) => i.as_str().replace('_', "").parse::<f64>().ok(),
-            _ => None,
-        }
-        .ok_or_else(|| format!("expected a number, found {}", value.type_str()))
-    }
-}
-
-impl FromValue for bool {
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
-        value
-            .as_bool()
-            .ok_or_else(|| format!("expected true or false, found {}", value.type_str()))
-    }
-}
-
-impl FromValue for String {
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
-        value
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("expected a string, found {}", value.type_str()))
-    }
-}
-
-/// The values of its type a key admits: `..` (all of them) or `min..=max`.
-pub(super) trait Bounds<T> {
-    /// The message saying why `value` is not admitted, if it is not.
-    fn check(&self, value: &T) -> Result<(), String>;
-}
-
-impl<T> Bounds<T> for RangeFull {
-    fn check(&self, _: &T) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-impl<T: PartialOrd + fmt::Display> Bounds<T> for RangeInclusive<T> {
-    fn check(&self, value: &T) -> Result<(), String> {
-        if self.contains(value) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{value} is out of range {}..={}",
-                self.start(),
-                self.end()
-            ))
-        }
-    }
-}
-
-/// A duration key: a string that [`parse_duration`] reads.
-impl FromValue for Duration {
-    fn from_value(value: &DeValue<'_>) -> Result<Self, String> {
-        match value.as_str() {
-            Some(text) => parse_duration(text),
-            None => Err("expected a duration string such as \"90s\", \"30m\" or \"2h\"".into()),
-        }
-    }
-}
-
 impl Compiler<'_> {
-    pub(super) fn error_at(&mut self, offset: usize, key: &str, message: String) {
-        // Every value a message quotes is cut where it is quoted; this is the backstop that keeps
-        // a message one readable line whatever a config holds (keys are text from the file too).
-        const MAX_MESSAGE: usize = 600;
-        let key = super::cut_long(key, 120);
-        let message = if message.len() > MAX_MESSAGE || message.contains(['\n', '\r']) {
-            super::cut_long(&message, MAX_MESSAGE)
-        } else {
-            message
-        };
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(offset, |nl| offset - nl - 1)
-            .saturating_add(1);
-        self.errors.push(ConfigError {
-            file: self.file.clone(),
-            line,
-            column,
-            key: key.to_string(),
-            message,
-        });
-    }
-
-    pub(super) fn compile_root(&mut self, root: &Table<'_>) -> Option<Pipeline> {
+    /// Compiles the root table: `[dataset]`, `[docker]` and `[lm]` first, then every node.
+    fn compile_root(&mut self, root: &Table<'_>) -> Option<Pipeline> {
         let mut keys = Keys::new(root, "", 0);
         let dataset = self.dataset(keys.get("dataset"));
         let docker = self.docker(keys.get("docker"));
         let lm = self.lm(keys.get("lm"));
-        self.lm = lm.clone().transpose();
+        // Compiled before the nodes that use it: `None` when absent, `Err` when it had errors
+        // (already reported, so the nodes do not report it missing).
+        let lm_table = lm.clone().transpose();
         let mut nodes = Vec::new();
         let mut names: BTreeMap<String, usize> = BTreeMap::new();
         for section in ["sources", "stages"] {
@@ -224,7 +96,7 @@ impl Compiler<'_> {
             for (name, value) in table {
                 let name_str = name.get_ref().to_string();
                 let key = format!("{section}.{name_str}");
-                if let Err(problem) = super::node_name_problem(&name_str) {
+                if let Err(problem) = node_name_problem(&name_str) {
                     self.error_at(name.span().start, &key, problem);
                     continue;
                 }
@@ -236,12 +108,12 @@ impl Compiler<'_> {
                     );
                     continue;
                 }
-                if let Some(draft) = self.node(section, &name_str, value) {
+                if let Some(draft) = self.node(section, &name_str, value, lm_table.as_ref()) {
                     nodes.push(draft);
                 }
             }
         }
-        keys.finish(self, &["dataset", "docker", "lm", "sources", "stages"]);
+        keys.finish(self, ROOT_KEYS);
         if nodes.is_empty() && self.errors.is_empty() {
             self.error_at(0, "", "no sources or stages are declared".into());
         }
@@ -258,292 +130,26 @@ impl Compiler<'_> {
         })
     }
 
-    /// Records that the config needs `need` from its environment, located at `offset`.
-    pub(super) fn require(&mut self, offset: usize, key: &str, need: Need) {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(offset, |nl| offset - nl - 1)
-            .saturating_add(1);
-        self.requirements.push(Requirement {
-            node: self.current_node.clone(),
-            key: key.to_string(),
-            line,
-            column,
-            need,
-        });
-    }
-
-    pub(super) fn table<'a, 'b>(
+    fn node(
         &mut self,
-        value: &'b Value<'a>,
-        key: &str,
-    ) -> Option<&'b Table<'a>> {
-        if let DeValue::Table(table) = value.get_ref() {
-            Some(table)
-        } else {
-            self.error_at(
-                value.span().start,
-                key,
-                format!("expected a table, found {}", value.get_ref().type_str()),
-            );
-            None
-        }
-    }
-
-    /// The value of `key` as a `T` that `bounds` admits, `None` when the key is absent;
-    /// `Err(())` when it is present but wrong (reported at the value).
-    pub(super) fn read_optional<T: FromValue>(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        bounds: impl Bounds<T>,
-    ) -> Result<Option<T>, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(None);
-        };
-        let read =
-            T::from_value(value.get_ref()).and_then(|read| bounds.check(&read).map(|()| read));
-        match read {
-            Ok(read) => Ok(Some(read)),
-            Err(message) => {
-                let path = keys.path(key);
-                self.error_at(value.span().start, &path, message);
-                Err(())
-            }
-        }
-    }
-
-    /// The value of `key` as a `T` that `bounds` admits, `default` when the key is absent;
-    /// `Err(())` when it is present but wrong (reported at the value).
-    pub(super) fn read<T: FromValue>(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: T,
-        bounds: impl Bounds<T>,
-    ) -> Result<T, ()> {
-        Ok(self.read_optional(keys, key, bounds)?.unwrap_or(default))
-    }
-
-    /// A string key: `None` when absent, `Some(None)` when present but not a string (reported).
-    pub(super) fn string(&mut self, keys: &mut Keys<'_, '_>, key: &str) -> Option<Option<String>> {
-        match self.read_optional(keys, key, ..) {
-            Ok(None) => None,
-            Ok(Some(s)) => Some(Some(s)),
-            Err(()) => Some(None),
-        }
-    }
-
-    /// A string key with a default; `Err(())` when present but wrong (already reported).
-    pub(super) fn string_or(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: &str,
-    ) -> Result<String, ()> {
-        self.read(keys, key, default.to_string(), ..)
-    }
-
-    pub(super) fn required_string(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-    ) -> Result<String, ()> {
-        match self.string(keys, key) {
-            None => {
-                let (at, path) = (keys.at, keys.path(key));
-                self.error_at(at, &path, "missing required key".into());
-                Err(())
-            }
-            Some(Some(s)) => Ok(s),
-            Some(None) => Err(()),
-        }
-    }
-
-    pub(super) fn strings(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-    ) -> Result<Vec<String>, ()> {
-        let Some(value) = keys.get(key) else {
-            return Ok(Vec::new());
-        };
-        let path = keys.path(key);
-        let Some(array) = value.get_ref().as_array() else {
-            self.error_at(
-                value.span().start,
-                &path,
-                format!(
-                    "expected an array of strings, found {}",
-                    value.get_ref().type_str()
-                ),
-            );
-            return Err(());
-        };
-        let mut out = Vec::new();
-        let mut ok = true;
-        for item in array.iter() {
-            match String::from_value(item.get_ref()) {
-                Ok(s) => out.push(s),
-                Err(message) => {
-                    self.error_at(item.span().start, &path, message);
-                    ok = false;
-                }
-            }
-        }
-        if ok { Ok(out) } else { Err(()) }
-    }
-
-    pub(super) fn one_of(
-        &mut self,
-        keys: &mut Keys<'_, '_>,
-        key: &str,
-        default: &str,
-        allowed: &[&str],
-    ) -> Result<String, ()> {
-        let value = keys.get(key);
-        let s = self.string_or(keys, key, default)?;
-        if allowed.contains(&s.as_str()) {
-            Ok(s)
-        } else {
-            let at = value.map_or(keys.at, |v| v.span().start);
-            let path = keys.path(key);
-            self.error_at(
-                at,
-                &path,
-                format!(
-                    "unknown value \"{}\"; expected one of: {}",
-                    super::cut(&s),
-                    allowed.join(", ")
-                ),
-            );
-            Err(())
-        }
-    }
-
-    pub(super) fn path_value(&self, raw: &str) -> PathBuf {
-        let path = PathBuf::from(raw);
-        if path.is_absolute() {
-            path
-        } else {
-            self.base.join(path)
-        }
-    }
-
-    pub(super) fn dataset(&mut self, value: Option<&Value<'_>>) -> Option<DatasetSettings> {
-        let Some(value) = value else {
-            self.error_at(
-                0,
-                "dataset",
-                "missing required table [dataset] with `name`".into(),
-            );
-            return None;
-        };
-        let table = self.table(value, "dataset")?;
-        let mut keys = Keys::new(table, "dataset", value.span().start);
-        let name = self.required_string(&mut keys, "name");
-        // The name is a directory under the root and part of image references: the run store
-        // refuses what this refuses, so `kiln check` and `kiln run` agree.
-        if let Ok(text) = &name
-            && !super::is_dataset_name(text)
-        {
-            let at = keys.get("name").map_or(0, |v| v.span().start);
-            self.error_at(
-                at,
-                "dataset.name",
-                format!(
-                    "\"{}\" is not a dataset name: use 1 to 100 letters, digits, `-`, `_` and `.`, \
-                     not starting with `.`",
-                    super::cut(text)
-                ),
-            );
-        }
-        let root = self.string_or(&mut keys, "root", "datasets");
-        keys.finish(self, &["name", "root"]);
-        Some(DatasetSettings {
-            name: name.ok()?,
-            root: self.path_value(&root.ok()?),
-        })
-    }
-
-    pub(super) fn docker(&mut self, value: Option<&Value<'_>>) -> Option<DockerSettings> {
-        let defaults = DockerSettings::default();
-        let Some(value) = value else {
-            return Some(defaults);
-        };
-        let table = self.table(value, "docker")?;
-        let mut keys = Keys::new(table, "docker", value.span().start);
-        let ca_bundle_at = keys.get("ca_bundle").map_or(0, |v| v.span().start);
-        let ca_bundle = match self.string(&mut keys, "ca_bundle") {
-            Some(Some(s)) => {
-                let path = self.path_value(&s);
-                self.require(ca_bundle_at, "docker.ca_bundle", Need::File(path.clone()));
-                Ok(Some(path))
-            }
-            Some(None) => Err(()),
-            None => Ok(None),
-        };
-        let memory_value = keys.get("memory");
-        let memory = match self.string_or(&mut keys, "memory", "4g") {
-            Ok(s) => match parse_size(&s) {
-                Ok(n) => Ok(n),
-                Err(message) => {
-                    self.error_at(
-                        memory_value.map_or(0, |v| v.span().start),
-                        "docker.memory",
-                        message,
-                    );
-                    Err(())
-                }
-            },
-            Err(()) => Err(()),
-        };
-        let cpus = self.read(&mut keys, "cpus", defaults.cpus, 0.1..=1024.0);
-        let pids = self.read(&mut keys, "pids", defaults.pids, 64..=1 << 22);
-        let image_prefix_at = keys.get("image_prefix").map_or(0, |v| v.span().start);
-        let image_prefix = self
-            .string_or(&mut keys, "image_prefix", &defaults.image_prefix)
-            .and_then(|prefix| {
-                if super::is_image_prefix(&prefix) {
-                    Ok(prefix)
-                } else {
-                    self.error_at(
-                        image_prefix_at,
-                        "docker.image_prefix",
-                        format!(
-                            "\"{}\" is not an image repository prefix: lowercase path components \
-                             (letters, digits, `.`, `_`, `-`) joined by `/`, optionally after a \
-                             registry host such as `registry.example.com:5000/`",
-                            super::cut(&prefix)
-                        ),
-                    );
-                    Err(())
-                }
-            });
-        keys.finish(
-            self,
-            &["ca_bundle", "memory", "cpus", "pids", "image_prefix"],
-        );
-        Some(DockerSettings {
-            ca_bundle: ca_bundle.ok()?,
-            memory_bytes: memory.ok()?,
-            cpus: cpus.ok()?,
-            pids: pids.ok()?,
-            image_prefix: image_prefix.ok()?,
-        })
-    }
-
-    pub(super) fn node(&mut self, section: &str, name: &str, value: &Value<'_>) -> Option<Draft> {
+        section: &str,
+        name: &str,
+        value: &Value<'_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Option<Draft> {
         self.current_node = Some(name.to_string());
-        let draft = self.node_inner(section, name, value);
+        let draft = self.node_inner(section, name, value, lm);
         self.current_node = None;
         draft
     }
 
-    fn node_inner(&mut self, section: &str, name: &str, value: &Value<'_>) -> Option<Draft> {
+    fn node_inner(
+        &mut self,
+        section: &str,
+        name: &str,
+        value: &Value<'_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Option<Draft> {
         let key = format!("{section}.{name}");
         let table = self.table(value, &key)?;
         let mut keys = Keys::new(table, &key, value.span().start);
@@ -558,7 +164,7 @@ impl Compiler<'_> {
                         &format!("{key}.kind"),
                         format!(
                             "unknown kind \"{}\"; expected one of: {}",
-                            super::cut(&k),
+                            cut(&k),
                             names.join(", ")
                         ),
                     );
@@ -591,68 +197,35 @@ impl Compiler<'_> {
                 format!("kind \"{kind}\" belongs under {place}"),
             );
         }
+        // Each kind's compiler owns its settings and the keys its table may hold.
         let (settings, allowed): (Result<NodeSettings, ()>, &[&str]) = match kind {
             NodeKind::Ingest => (
-                self.ingest(&mut keys),
-                &["kind", "path", "clone_url", "instances"],
+                self.ingest(&mut keys).map(NodeSettings::Ingest),
+                sources::INGEST_KEYS,
             ),
-            NodeKind::Crawl => (self.crawl(&mut keys), super::sources::CRAWL_KEYS),
+            NodeKind::Crawl => (
+                self.crawl(&mut keys).map(NodeSettings::Crawl),
+                sources::CRAWL_KEYS,
+            ),
             NodeKind::Filter => (
-                self.filter(&mut keys),
-                &[
-                    "kind",
-                    "inputs",
-                    "judge",
-                    "min_problem_chars",
-                    "max_patch_lines",
-                    "votes",
-                    "models",
-                    "drop_flags",
-                ],
+                self.filter(&mut keys, lm).map(NodeSettings::Filter),
+                stages::FILTER_KEYS,
             ),
             NodeKind::Split => (
-                self.split(&mut keys),
-                &["kind", "inputs", "keep", "judge", "model"],
+                self.split(&mut keys, lm).map(NodeSettings::Split),
+                stages::SPLIT_KEYS,
             ),
             NodeKind::Launch => (
-                self.launch(&mut keys),
-                &[
-                    "kind",
-                    "inputs",
-                    "concurrency",
-                    "command_timeout",
-                    "test_timeout",
-                    "min_pass_ratio",
-                    "date_cutoff",
-                    "verify_dockerfile",
-                    "test_scope",
-                ],
+                self.launch(&mut keys).map(NodeSettings::Launch),
+                stages::LAUNCH_KEYS,
             ),
             NodeKind::Validate => (
-                self.validate(&mut keys),
-                &[
-                    "kind",
-                    "inputs",
-                    "repeats",
-                    "concurrency",
-                    "test_timeout",
-                    "network",
-                    "network_repos",
-                    "base_run",
-                ],
+                self.validate(&mut keys).map(NodeSettings::Validate),
+                stages::VALIDATE_KEYS,
             ),
             NodeKind::Export => (
-                self.export(&mut keys),
-                &[
-                    "kind",
-                    "inputs",
-                    "split",
-                    "tag",
-                    "rows_per_shard",
-                    "license",
-                    "image_registry",
-                    "frozen",
-                ],
+                self.export(&mut keys).map(NodeSettings::Export),
+                stages::EXPORT_KEYS,
             ),
         };
         if kind.is_source()
@@ -684,7 +257,7 @@ impl Compiler<'_> {
     }
 
     /// Checks inputs and kinds, and orders the nodes so each comes after its inputs.
-    pub(super) fn check_graph(&mut self, nodes: Vec<Draft>) -> Vec<Node> {
+    fn check_graph(&mut self, nodes: Vec<Draft>) -> Vec<Node> {
         let by_name: BTreeMap<&str, &Draft> =
             nodes.iter().map(|n| (n.node_name.as_str(), n)).collect();
         for node in &nodes {
@@ -703,7 +276,7 @@ impl Compiler<'_> {
                         &key,
                         format!(
                             "input \"{}\" is not a declared source or stage{hint}",
-                            super::cut(input)
+                            cut(input)
                         ),
                     );
                     continue;
@@ -716,7 +289,7 @@ impl Compiler<'_> {
                         format!(
                             "a {} stage cannot read \"{}\", a {} node",
                             node.kind,
-                            super::cut(input),
+                            cut(input),
                             target.kind
                         ),
                     );
@@ -732,8 +305,8 @@ impl Compiler<'_> {
                         &key,
                         format!(
                             "inputs \"{}\" and \"{}\" are both {what}; name one",
-                            super::cut(other),
-                            super::cut(input)
+                            cut(other),
+                            cut(input)
                         ),
                     );
                 }
@@ -789,45 +362,650 @@ impl Compiler<'_> {
     }
 }
 
-/// The directory of the config file, absolute: relative paths and `{config_dir}` are anchored
-/// there. A bare file name (`--config pipeline.toml`) has an empty parent, which is the current
-/// directory.
-pub(super) fn config_dir(path: &Path) -> PathBuf {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
-}
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
 
-/// The allowed name closest to `name`, when close enough to be a likely typo.
-pub(super) fn closest<'s>(name: &str, allowed: &[&'s str]) -> Option<&'s str> {
-    let limit = |a: &str| 2.max(a.len() / 4);
-    allowed
-        .iter()
-        // The distance is at least the difference in length: a name far longer than every
-        // allowed one (a 10 MB key) is no typo, and is not compared character by character.
-        .filter(|a| name.len().abs_diff(a.len()) <= limit(a))
-        .map(|a| (edit_distance(name, a), *a))
-        .filter(|(d, a)| *d <= limit(a))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, a)| a)
-}
+    use crate::config::docker::is_image_prefix;
+    use crate::config::node::{Node, NodeSettings};
+    use crate::config::pipeline::Pipeline;
+    use crate::config::read::ConfigErrors;
+    use crate::config::stages::{FrozenChoice, FrozenSplit};
+    use crate::config::units::{parse_duration, parse_size};
 
-pub(super) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            current.push(
-                (previous[j] + cost)
-                    .min(previous[j + 1] + 1)
-                    .min(current[j] + 1),
-            );
-        }
-        previous = current;
+    fn compile(text: &str) -> Result<Pipeline, ConfigErrors> {
+        Pipeline::compile(Path::new("/cfg/pipeline.toml"), text)
     }
-    previous[b.len()]
+
+    fn errors(text: &str) -> String {
+        match compile(text) {
+            Ok(_) => String::from("ok"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const GOOD: &str = r#"
+[dataset]
+name = "demo"
+
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+
+[stages.launch]
+kind = "launch"
+inputs = ["tasks"]
+
+[stages.validate]
+kind = "validate"
+inputs = ["tasks", "launch"]
+
+[stages.export]
+kind = "export"
+inputs = ["tasks", "launch", "validate"]
+"#;
+
+    #[test]
+    fn good_config_compiles_in_topological_order() {
+        let pipeline = compile(GOOD).unwrap();
+        let names: Vec<&str> = pipeline.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["tasks", "launch", "validate", "export"]);
+        assert_eq!(pipeline.dataset.root, PathBuf::from("/cfg/datasets"));
+        let Some(NodeSettings::Validate(v)) = pipeline.node("validate").map(|n| &n.settings) else {
+            panic!("validate settings missing");
+        };
+        assert_eq!(v.repeats, 3);
+        assert_eq!(v.network, "none");
+    }
+
+    #[test]
+    fn a_bare_file_name_anchors_paths_at_the_current_directory() {
+        let text = GOOD.replace(
+            "path = \"tasks.jsonl\"",
+            "path = \"tasks.jsonl\"\nclone_url = \"{config_dir}/repos/{owner}/{name}\"",
+        );
+        let pipeline = Pipeline::compile(Path::new("pipeline.toml"), &text).unwrap();
+        let cwd = std::env::current_dir().expect("a current directory");
+        assert_eq!(pipeline.dataset.root, cwd.join("datasets"));
+        let Some(NodeSettings::Ingest(ingest)) = pipeline.node("tasks").map(|n| &n.settings) else {
+            panic!("ingest settings missing");
+        };
+        assert_eq!(ingest.path, cwd.join("tasks.jsonl"));
+        assert_eq!(
+            ingest.clone_url,
+            format!("{}/repos/{{owner}}/{{name}}", cwd.display())
+        );
+    }
+
+    #[test]
+    fn every_error_is_reported_with_line_and_key() {
+        let text = r#"
+[dataset]
+name = "demo"
+
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+
+[stages.launch]
+kind = "launch"
+inputs = ["tasks"]
+concurency = 4
+
+[stages.validate]
+kind = "validate"
+inputs = ["tasks", "lunch"]
+repeats = "three"
+
+[stages.odd]
+kind = "transmogrify"
+"#;
+        let message = errors(text);
+        let expected = [
+            "/cfg/pipeline.toml:12:1: stages.launch.concurency: unknown key (did you mean `concurrency`?)",
+            "/cfg/pipeline.toml:16:10: stages.validate.inputs: input \"lunch\" is not a declared source or stage (did you mean `launch`?)",
+            "/cfg/pipeline.toml:16:10: stages.validate.inputs: a validate stage needs an input of kind launch",
+            "/cfg/pipeline.toml:17:11: stages.validate.repeats: expected an integer, found string",
+            "/cfg/pipeline.toml:20:8: stages.odd.kind: unknown kind \"transmogrify\"",
+        ];
+        for line in expected {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), 5, "{message}");
+    }
+
+    #[test]
+    fn export_settings_frozen_splits_licence_and_registry() {
+        let text = format!(
+            "{GOOD}license = \"mit\"\nimage_registry = \"registry.example.com:5000/team\"\n\
+             [stages.export.frozen.lite]\nsample = 50\nseed = 7\n\
+             [stages.export.frozen.verified]\nids = \"verified.txt\"\n"
+        );
+        let pipeline = compile(&text).unwrap();
+        let Some(NodeSettings::Export(export)) = pipeline.node("export").map(|n| &n.settings)
+        else {
+            panic!("no export");
+        };
+        assert_eq!(export.license, "mit");
+        assert_eq!(export.image_registry, "registry.example.com:5000/team");
+        assert_eq!(
+            export.frozen,
+            [
+                FrozenSplit {
+                    name: "lite".into(),
+                    choice: FrozenChoice::Sample { size: 50, seed: 7 },
+                },
+                FrozenSplit {
+                    name: "verified".into(),
+                    choice: FrozenChoice::Ids {
+                        path: PathBuf::from("/cfg/verified.txt"),
+                    },
+                },
+            ]
+        );
+        assert!(pipeline.node("export").is_some_and(Node::uses_engine));
+
+        let bad = format!(
+            "{GOOD}split = \"te-st\"\ntag = \"../up\"\nimage_registry = \"https://r.example.com/\"\n\
+             [stages.export.frozen.lite]\nsample = 0\n\
+             [stages.export.frozen.both]\nsample = 5\nids = \"x.txt\"\n\
+             [stages.export.frozen.none]\nseed = 5\n\
+             [stages.export.frozen.\"bad-name\"]\nsample = 5\nsize = 3\n"
+        );
+        let message = errors(&bad);
+        for line in [
+            "stages.export.split: \"te-st\" is not a split name",
+            "stages.export.tag: \"../up\" is not a release tag",
+            "stages.export.image_registry: \"https://r.example.com/\" is not a registry reference",
+            "stages.export.frozen.lite.sample: 0 is out of range 1..=1000000",
+            "stages.export.frozen.both: give either `sample` (with `seed`) or `ids`, not both",
+            "stages.export.frozen.none: say how the split is chosen",
+            "stages.export.frozen.bad-name: \"bad-name\" is not a split name",
+        ] {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), 7, "{message}");
+    }
+
+    #[test]
+    fn cycles_and_syntax_errors_are_reported() {
+        let text = r#"
+[dataset]
+name = "demo"
+[sources.tasks]
+kind = "ingest"
+path = "t.jsonl"
+[stages.a]
+kind = "filter"
+inputs = ["tasks", "b"]
+[stages.b]
+kind = "split"
+inputs = ["tasks", "a"]
+"#;
+        let message = errors(text);
+        assert!(
+            message.contains("form a cycle through: a -> b"),
+            "{message}"
+        );
+        let message = errors("[dataset]\nname = \n");
+        assert!(message.starts_with("/cfg/pipeline.toml:2:"), "{message}");
+    }
+
+    #[test]
+    fn sizes_and_durations_out_of_range_are_errors_not_wraps_or_panics() {
+        // 17179869184g is 2^64 bytes: shifted without a check it wraps to 0, which the engine
+        // reads as "no limit".
+        for size in [
+            "17179869184g",
+            "9223372036854775807k",
+            "2048g",
+            "1k",
+            "0",
+            "-1g",
+            "1.5g",
+        ] {
+            assert!(parse_size(size).is_err(), "{size}");
+        }
+        assert!(
+            parse_size("17179869184g").is_err_and(|e| e.contains("out of range")),
+            "{:?}",
+            parse_size("17179869184g")
+        );
+        assert_eq!(parse_size("1024g"), Ok(1 << 40));
+        for duration in [
+            "169h",
+            "99999999999999999999s",
+            "18446744073709551615h",
+            "5124095576030431h",
+            "m",
+        ] {
+            assert!(parse_duration(duration).is_err(), "{duration}");
+        }
+        let text = GOOD.replace(
+            "inputs = [\"tasks\"]\n",
+            "inputs = [\"tasks\"]\ncommand_timeout = \"18446744073709551615h\"\n",
+        );
+        let text = text.replace(
+            "name = \"demo\"\n",
+            "name = \"demo\"\n[docker]\nmemory = \"17179869184g\"\n",
+        );
+        let message = errors(&text);
+        assert!(
+            message.contains("docker.memory: \"17179869184g\" is out of range"),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "stages.launch.command_timeout: \"18446744073709551615h\" is longer than"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn dot_lists_every_edge() {
+        let pipeline = compile(GOOD).unwrap();
+        let dot = pipeline.to_dot();
+        assert!(dot.contains("\"tasks\" -> \"validate\""));
+        assert!(dot.contains("\"launch\" -> \"export\""));
+    }
+
+    const CRAWL: &str = r#"
+[dataset]
+name = "live"
+
+[sources.github]
+kind = "crawl"
+repos = ["pallets/flask", "serde-rs/serde"]
+month = "2024-12"
+token_env = ["GH_TOKEN_A", "GH_TOKEN_B"]
+
+[stages.filter]
+kind = "filter"
+inputs = ["github"]
+"#;
+
+    #[test]
+    fn a_crawl_source_compiles_and_feeds_stages() {
+        let pipeline = compile(CRAWL).unwrap();
+        let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
+            panic!("crawl settings missing");
+        };
+        assert_eq!(crawl.since, "2024-12-01T00:00:00Z");
+        assert_eq!(crawl.until.as_deref(), Some("2025-01-01T00:00:00Z"));
+        assert_eq!(crawl.api_url, "https://api.github.com");
+        assert_eq!(crawl.clone_url, "https://github.com/{repo}.git");
+        assert_eq!(crawl.max_files, 50);
+        let filter = pipeline.node("filter").expect("no filter");
+        assert_eq!(
+            pipeline.source_of(filter).map(|n| n.name.as_str()),
+            Some("github")
+        );
+        // Tokens are checked against the environment, located at `token_env`, only on demand.
+        let only_a = |name: &str| name == "GH_TOKEN_A";
+        let message = pipeline
+            .check_environment(None, &only_a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            message,
+            "/cfg/pipeline.toml:9:13: sources.github.token_env: environment variable GH_TOKEN_B is not set (or is empty)"
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["filter"]), &only_a)
+                .is_ok()
+        );
+        assert!(pipeline.check_environment(None, &|_| true).is_ok());
+        let text = CRAWL.replace("month = \"2024-12\"", "since = \"2024-12-01\"");
+        let pipeline = compile(&text).unwrap();
+        let Some(NodeSettings::Crawl(crawl)) = pipeline.node("github").map(|n| &n.settings) else {
+            panic!("crawl settings missing");
+        };
+        assert_eq!(
+            crawl.until, None,
+            "an open window ends when the crawl starts"
+        );
+    }
+
+    #[test]
+    fn bad_crawl_settings_are_located() {
+        let text = r#"
+[dataset]
+name = "live"
+
+[sources.github]
+kind = "crawl"
+repos = ["pallets"]
+since = "2024-12-10"
+until = "2024-12-01T00:00:00+02:00"
+token_env = ["not a name"]
+max_fils = 10
+
+[sources.other]
+kind = "crawl"
+month = "2024-13"
+discover = { language = "Rust", min_stars = 10, max_stars = 5, stars = 1 }
+"#;
+        let message = errors(text);
+        let expected = [
+            "/cfg/pipeline.toml:7:9: sources.github.repos: \"pallets\" is not an owner/name repository",
+            "/cfg/pipeline.toml:9:9: sources.github.until: the window ends (2024-11-30T22:00:00Z) before it starts (2024-12-10T00:00:00Z)",
+            "/cfg/pipeline.toml:10:13: sources.github.token_env: \"not a name\" is not an environment variable name",
+            "/cfg/pipeline.toml:11:1: sources.github.max_fils: unknown key (did you mean `max_files`?)",
+            "/cfg/pipeline.toml:15:9: sources.other.month: \"2024-13\" is not a month",
+            "sources.other.discover.max_stars: 5 is below min_stars 10",
+            "sources.other.discover.stars: unknown key",
+        ];
+        for line in expected {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), expected.len(), "{message}");
+        let huge = format!("{}\n", "x".repeat(10_000_000));
+        let message = errors(&CRAWL.replace(
+            "month = \"2024-12\"",
+            &format!("month = \"{}\"", huge.trim()),
+        ));
+        assert!(
+            message.len() < 400,
+            "values are cut in messages: {} bytes",
+            message.len()
+        );
+    }
+
+    #[test]
+    fn names_the_run_store_or_docker_would_refuse_are_config_errors() {
+        for (from, to, expected) in [
+            (
+                "name = \"demo\"",
+                "name = \"..\"",
+                "dataset.name: \"..\" is not a dataset name",
+            ),
+            (
+                "name = \"demo\"",
+                "name = \".hidden\"",
+                "dataset.name: \".hidden\" is not a dataset name",
+            ),
+            (
+                "[stages.launch]",
+                "[stages.\"../x\"]",
+                "stages.../x: \"../x\" is not a source or stage name",
+            ),
+            (
+                "[stages.launch]",
+                "[stages.logs]",
+                "stages.logs: \"logs\" is reserved for a directory of the run",
+            ),
+            (
+                "name = \"demo\"",
+                "name = \"demo\"\n[docker]\nimage_prefix = \"Kiln Env\"",
+                "docker.image_prefix: \"Kiln Env\" is not an image repository prefix",
+            ),
+            (
+                "path = \"tasks.jsonl\"",
+                "path = \"tasks.jsonl\"\ninstances = [\"ok__id-1\", \"../x\"]",
+                "sources.tasks.instances: \"../x\" is not an instance id: it contains a path separator",
+            ),
+        ] {
+            let message = errors(&GOOD.replacen(from, to, 1));
+            assert!(message.contains(expected), "{to}: {message}");
+        }
+        for prefix in [
+            "kiln-env",
+            "ghcr.io/org/kiln-env",
+            "localhost:5000/kiln",
+            "a__b/c.d",
+        ] {
+            assert!(is_image_prefix(prefix), "{prefix}");
+        }
+        for prefix in ["", "Kiln", "a/", "/a", "a//b", "a:b", "-a", "a-", "a..b"] {
+            assert!(!is_image_prefix(prefix), "{prefix}");
+        }
+    }
+
+    #[test]
+    fn no_message_echoes_a_huge_value_or_key() {
+        // Every string-valued key of every table, and a key name, get a long text (200 kB each,
+        // so that parsing stays quick in debug builds; `bad_crawl_settings_are_located` sends a
+        // 10 MB one).
+        let huge = "x".repeat(200_000);
+        let template = r#"
+[dataset]
+name = "HUGE"
+root = "datasets"
+[docker]
+memory = "HUGE"
+image_prefix = "HUGE"
+[lm]
+base_url = "HUGE"
+model = "m"
+api_key_env = "HUGE"
+timeout = "HUGE"
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+clone_url = "HUGE"
+instances = ["HUGE/"]
+[sources.HUGE]
+kind = "HUGE"
+[stages.filter]
+kind = "filter"
+inputs = ["tasks", "HUGE"]
+judge = "HUGE"
+drop_flags = ["HUGE"]
+[stages.split]
+kind = "split"
+inputs = ["tasks"]
+keep = ["HUGE"]
+[stages.launch]
+kind = "launch"
+inputs = ["tasks"]
+command_timeout = "HUGE"
+HUGE = 1
+[stages.validate]
+kind = "validate"
+inputs = ["tasks", "launch"]
+network = "HUGE"
+test_timeout = "HUGE"
+"#;
+        let message = errors(&template.replace("HUGE", &huge));
+        assert!(message.lines().count() >= 12, "{message}");
+        for line in message.lines() {
+            assert!(line.len() < 800, "a message of {} bytes", line.len());
+        }
+    }
+
+    #[test]
+    fn a_ca_bundle_that_is_a_directory_fails_the_check_as_it_would_fail_the_run() {
+        let text = GOOD.replace(
+            "name = \"demo\"\n",
+            &format!(
+                "name = \"demo\"\n[docker]\nca_bundle = {:?}\n",
+                std::env::temp_dir()
+            ),
+        );
+        let pipeline = compile(&text).unwrap();
+        let message = pipeline
+            .check_environment(None, &|_| true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("cannot be read as a file"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_ca_bundle_is_an_environment_error_of_the_container_stages() {
+        let text = GOOD.replace(
+            "name = \"demo\"\n",
+            "name = \"demo\"\n[docker]\nca_bundle = \"/nonexistent/ca.pem\"\n",
+        );
+        let pipeline = compile(&text).unwrap();
+        let message = pipeline
+            .check_environment(None, &|_| true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.ends_with("docker.ca_bundle: /nonexistent/ca.pem cannot be read as a file"),
+            "{message}"
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["launch"]), &|_| true)
+                .is_err()
+        );
+        assert!(
+            pipeline
+                .check_environment(Some(&["tasks"]), &|_| true)
+                .is_ok()
+        );
+    }
+}
+
+/// Tests of the `[lm]` table and the stages that ask it.
+#[cfg(test)]
+mod lm_tests {
+    use std::path::Path;
+
+    use crate::config::node::{Node, NodeSettings};
+    use crate::config::pipeline::Pipeline;
+
+    const BASE: &str = r#"
+[dataset]
+name = "demo"
+
+[sources.tasks]
+kind = "ingest"
+path = "tasks.jsonl"
+"#;
+
+    fn compile(extra: &str) -> Result<Pipeline, String> {
+        Pipeline::compile(Path::new("/cfg/pipeline.toml"), &format!("{BASE}{extra}"))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_lm_filter_and_split_compile_with_the_endpoint_in_their_settings() {
+        let pipeline = compile(
+            r#"
+[lm]
+base_url = "http://localhost:8000/v1/"
+model = "qwen"
+api_key_env = "VLLM_KEY"
+timeout = "30s"
+max_cost_usd = 2.5
+prices."qwen" = { prompt = 0.1, completion = 0.3 }
+prices."judge-b" = { prompt = 1, completion = 2 }
+
+[stages.filter]
+kind = "filter"
+inputs = ["tasks"]
+judge = "lm"
+votes = 3
+models = ["qwen", "judge-b"]
+drop_flags = ["image-only"]
+
+[stages.split]
+kind = "split"
+inputs = ["tasks", "filter"]
+judge = "lm"
+"#,
+        )
+        .unwrap();
+        let lm = pipeline.lm.clone().expect("no [lm]");
+        assert_eq!(lm.base_url, "http://localhost:8000/v1");
+        assert_eq!(lm.api_key_env, "VLLM_KEY");
+        assert_eq!(lm.max_cost_usd, Some(2.5));
+        assert_eq!(lm.price("judge-b").map(|p| p.cost(1_000_000, 0)), Some(1.0));
+        let Some(NodeSettings::Filter(filter)) = pipeline.node("filter").map(|n| &n.settings)
+        else {
+            panic!("filter settings missing");
+        };
+        assert_eq!(filter.votes, 3);
+        assert_eq!(filter.models, ["qwen", "judge-b"]);
+        assert_eq!(filter.lm.as_ref(), Some(&lm));
+        let Some(NodeSettings::Split(split)) = pipeline.node("split").map(|n| &n.settings) else {
+            panic!("split settings missing");
+        };
+        assert_eq!(
+            split.model.as_deref(),
+            Some("qwen"),
+            "[lm] model by default"
+        );
+        assert!(pipeline.nodes.iter().filter(|n| n.uses_lm()).count() == 2);
+        // The settings hash changes with the endpoint, so answers of another model are not kept.
+        let other = compile(
+            &pipeline
+                .text
+                .replace(BASE, "")
+                .replace("localhost:8000", "localhost:9000"),
+        )
+        .unwrap();
+        assert_ne!(
+            pipeline.node("filter").map(Node::settings_hash),
+            other.node("filter").map(Node::settings_hash)
+        );
+    }
+
+    #[test]
+    fn lm_mistakes_are_located_and_secrets_refused() {
+        let message = compile(
+            r#"
+[lm]
+base_url = "https://user:sk-secret@api.example.com/v1"
+model = "m"
+api_key = "sk-secret"
+api_key_env = "sk-secret"
+prices.other = { prompt = 1 }
+
+[stages.filter]
+kind = "filter"
+inputs = ["tasks"]
+judge = "lm"
+drop_flags = ["typo-flag"]
+
+[stages.filter2]
+kind = "filter"
+inputs = ["tasks"]
+votes = 3
+"#,
+        )
+        .err()
+        .unwrap_or_default();
+        let expected = [
+            "/cfg/pipeline.toml:10:12: lm.base_url: credentials do not belong in the URL",
+            "/cfg/pipeline.toml:12:11: lm.api_key: an API key does not belong in the config",
+            "/cfg/pipeline.toml:13:15: lm.api_key_env: must be the name of an environment variable",
+            "/cfg/pipeline.toml:14:16: lm.prices.\"other\": give both `prompt` and `completion`",
+            "/cfg/pipeline.toml:20:14: stages.filter.drop_flags: unknown flag \"typo-flag\"",
+            "/cfg/pipeline.toml:25:9: stages.filter2.votes: applies only to judge = \"lm\"",
+        ];
+        for line in expected {
+            assert!(message.contains(line), "missing {line:?} in:\n{message}");
+        }
+        assert_eq!(message.lines().count(), expected.len(), "{message}");
+        let message = compile(
+            "[lm]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\nmax_cost_usd = 1.0\n\
+             [stages.filter]\nkind = \"filter\"\ninputs = [\"tasks\"]\njudge = \"lm\"\n",
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(
+            message.contains("/cfg/pipeline.toml:15:9: stages.filter.judge: [lm] sets max_cost_usd, so every model needs a price in [lm.prices]; missing: m"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("sk-secret"),
+            "no error repeats a key: {message}"
+        );
+        let message =
+            compile("[stages.filter]\nkind = \"filter\"\ninputs = [\"tasks\"]\njudge = \"lm\"\n")
+                .err()
+                .unwrap_or_default();
+        assert!(
+            message.contains("stages.filter.judge: judge \"lm\" needs an [lm] table"),
+            "{message}"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::compile::{Compiler, Keys, Value};
+use super::read::{Compiler, Keys, Value, cut};
 
 /// Price of a model in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -66,6 +66,7 @@ impl LmSettings {
     }
 }
 
+/// Keys of the `[lm]` table.
 const LM_KEYS: &[&str] = &[
     "base_url",
     "model",
@@ -213,7 +214,7 @@ impl Compiler<'_> {
                 "[lm] sets max_cost_usd, so every model needs a price in [lm.prices]; missing: {}",
                 unpriced
                     .iter()
-                    .map(|m| super::cut(m))
+                    .map(|m| cut(m))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -249,151 +250,4 @@ fn is_env_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::super::{NodeSettings, Pipeline};
-
-    const BASE: &str = r#"
-[dataset]
-name = "demo"
-
-[sources.tasks]
-kind = "ingest"
-path = "tasks.jsonl"
-"#;
-
-    fn compile(extra: &str) -> Result<Pipeline, String> {
-        Pipeline::compile(Path::new("/cfg/pipeline.toml"), &format!("{BASE}{extra}"))
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn an_lm_filter_and_split_compile_with_the_endpoint_in_their_settings() {
-        let pipeline = compile(
-            r#"
-[lm]
-base_url = "http://localhost:8000/v1/"
-model = "qwen"
-api_key_env = "VLLM_KEY"
-timeout = "30s"
-max_cost_usd = 2.5
-prices."qwen" = { prompt = 0.1, completion = 0.3 }
-prices."judge-b" = { prompt = 1, completion = 2 }
-
-[stages.filter]
-kind = "filter"
-inputs = ["tasks"]
-judge = "lm"
-votes = 3
-models = ["qwen", "judge-b"]
-drop_flags = ["image-only"]
-
-[stages.split]
-kind = "split"
-inputs = ["tasks", "filter"]
-judge = "lm"
-"#,
-        )
-        .unwrap();
-        let lm = pipeline.lm.clone().expect("no [lm]");
-        assert_eq!(lm.base_url, "http://localhost:8000/v1");
-        assert_eq!(lm.api_key_env, "VLLM_KEY");
-        assert_eq!(lm.max_cost_usd, Some(2.5));
-        assert_eq!(lm.price("judge-b").map(|p| p.cost(1_000_000, 0)), Some(1.0));
-        let Some(NodeSettings::Filter(filter)) = pipeline.node("filter").map(|n| &n.settings)
-        else {
-            panic!("filter settings missing");
-        };
-        assert_eq!(filter.votes, 3);
-        assert_eq!(filter.models, ["qwen", "judge-b"]);
-        assert_eq!(filter.lm.as_ref(), Some(&lm));
-        let Some(NodeSettings::Split(split)) = pipeline.node("split").map(|n| &n.settings) else {
-            panic!("split settings missing");
-        };
-        assert_eq!(
-            split.model.as_deref(),
-            Some("qwen"),
-            "[lm] model by default"
-        );
-        assert!(pipeline.nodes.iter().filter(|n| n.uses_lm()).count() == 2);
-        // The settings hash changes with the endpoint, so answers of another model are not kept.
-        let other = compile(
-            &pipeline
-                .text
-                .replace(BASE, "")
-                .replace("localhost:8000", "localhost:9000"),
-        )
-        .unwrap();
-        assert_ne!(
-            pipeline
-                .node("filter")
-                .map(super::super::Node::settings_hash),
-            other.node("filter").map(super::super::Node::settings_hash)
-        );
-    }
-
-    #[test]
-    fn lm_mistakes_are_located_and_secrets_refused() {
-        let message = compile(
-            r#"
-[lm]
-base_url = "https://user:sk-secret@api.example.com/v1"
-model = "m"
-api_key = "sk-secret"
-api_key_env = "sk-secret"
-prices.other = { prompt = 1 }
-
-[stages.filter]
-kind = "filter"
-inputs = ["tasks"]
-judge = "lm"
-drop_flags = ["typo-flag"]
-
-[stages.filter2]
-kind = "filter"
-inputs = ["tasks"]
-votes = 3
-"#,
-        )
-        .err()
-        .unwrap_or_default();
-        let expected = [
-            "/cfg/pipeline.toml:10:12: lm.base_url: credentials do not belong in the URL",
-            "/cfg/pipeline.toml:12:11: lm.api_key: an API key does not belong in the config",
-            "/cfg/pipeline.toml:13:15: lm.api_key_env: must be the name of an environment variable",
-            "/cfg/pipeline.toml:14:16: lm.prices.\"other\": give both `prompt` and `completion`",
-            "/cfg/pipeline.toml:20:14: stages.filter.drop_flags: unknown flag \"typo-flag\"",
-            "/cfg/pipeline.toml:25:9: stages.filter2.votes: applies only to judge = \"lm\"",
-        ];
-        for line in expected {
-            assert!(message.contains(line), "missing {line:?} in:\n{message}");
-        }
-        assert_eq!(message.lines().count(), expected.len(), "{message}");
-        let message = compile(
-            "[lm]\nbase_url = \"http://x/v1\"\nmodel = \"m\"\nmax_cost_usd = 1.0\n\
-             [stages.filter]\nkind = \"filter\"\ninputs = [\"tasks\"]\njudge = \"lm\"\n",
-        )
-        .err()
-        .unwrap_or_default();
-        assert!(
-            message.contains("/cfg/pipeline.toml:15:9: stages.filter.judge: [lm] sets max_cost_usd, so every model needs a price in [lm.prices]; missing: m"),
-            "{message}"
-        );
-        assert!(
-            !message.contains("sk-secret"),
-            "no error repeats a key: {message}"
-        );
-        let message =
-            compile("[stages.filter]\nkind = \"filter\"\ninputs = [\"tasks\"]\njudge = \"lm\"\n")
-                .err()
-                .unwrap_or_default();
-        assert!(
-            message.contains("stages.filter.judge: judge \"lm\" needs an [lm] table"),
-            "{message}"
-        );
-    }
 }

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use chrono::{DateTime, Datelike as _, NaiveDate, TimeZone as _, Utc};
 use serde::Serialize;
 
-use super::compile::{Compiler, Keys, Value};
-use super::{Need, NodeSettings};
+use super::read::{Compiler, Keys, Need, Value, cut};
 
 /// Settings of an `ingest` source.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -70,6 +69,9 @@ pub struct DiscoverSettings {
     pub max_repos: i64,
 }
 
+/// Keys of an `ingest` source.
+pub(super) const INGEST_KEYS: &[&str] = &["kind", "path", "clone_url", "instances"];
+
 /// Keys of a `crawl` source.
 pub(super) const CRAWL_KEYS: &[&str] = &[
     "kind",
@@ -88,6 +90,7 @@ pub(super) const CRAWL_KEYS: &[&str] = &[
     "requests_in_flight",
 ];
 
+/// Keys of a crawl's `discover` table.
 const DISCOVER_KEYS: &[&str] = &[
     "language",
     "min_stars",
@@ -110,7 +113,7 @@ fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
         .ok_or_else(|| {
             format!(
                 "\"{}\" is not a date; use YYYY-MM-DD or RFC 3339 such as 2024-09-01T00:00:00Z",
-                super::cut(text)
+                cut(text)
             )
         })
 }
@@ -142,7 +145,7 @@ pub(super) fn month_window(text: &str) -> Result<(DateTime<Utc>, DateTime<Utc>),
     let bad = || {
         format!(
             "\"{}\" is not a month; use YYYY-MM such as 2024-09",
-            super::cut(text)
+            cut(text)
         )
     };
     let first =
@@ -219,7 +222,8 @@ impl Compiler<'_> {
         Ok(self.expand_base(&clone_url?))
     }
 
-    pub(super) fn crawl(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles a `crawl` source's keys ([`CRAWL_KEYS`]).
+    pub(super) fn crawl(&mut self, keys: &mut Keys<'_, '_>) -> Result<CrawlSettings, ()> {
         let api_url = self.string_or(keys, "api_url", "https://api.github.com");
         if let Ok(url) = &api_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
@@ -236,7 +240,7 @@ impl Compiler<'_> {
                 self.error_at(
                     repos_at,
                     &path,
-                    format!("\"{}\" is not an owner/name repository", super::cut(repo)),
+                    format!("\"{}\" is not an owner/name repository", cut(repo)),
                 );
             }
         }
@@ -329,10 +333,7 @@ impl Compiler<'_> {
                     self.error_at(
                         token_at,
                         &path,
-                        format!(
-                            "\"{}\" is not an environment variable name",
-                            super::cut(name)
-                        ),
+                        format!("\"{}\" is not an environment variable name", cut(name)),
                     );
                 } else {
                     self.require(token_at, &path, Need::EnvVar(name.clone()));
@@ -348,7 +349,7 @@ impl Compiler<'_> {
         let concurrency = self.read(keys, "concurrency", 2, 1..=64);
         let requests_in_flight = self.read(keys, "requests_in_flight", 2, 1..=16);
         let (since, until) = window?;
-        Ok(NodeSettings::Crawl(CrawlSettings {
+        Ok(CrawlSettings {
             api_url: api_url?.trim_end_matches('/').to_string(),
             repos: repos?,
             discover: discover?,
@@ -361,7 +362,7 @@ impl Compiler<'_> {
             max_changed_lines: max_changed_lines?,
             concurrency: concurrency?,
             requests_in_flight: requests_in_flight?,
-        }))
+        })
     }
 
     fn discover(&mut self, value: &Value<'_>, key: &str) -> Result<DiscoverSettings, ()> {
@@ -393,7 +394,8 @@ impl Compiler<'_> {
         })
     }
 
-    pub(super) fn ingest(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles an `ingest` source's keys ([`INGEST_KEYS`]).
+    pub(super) fn ingest(&mut self, keys: &mut Keys<'_, '_>) -> Result<IngestSettings, ()> {
         let path = self.required_string(keys, "path");
         let clone_url = self.clone_url_key(keys);
         let instances_at = keys.get("instances").map_or(keys.at, |v| v.span().start);
@@ -414,15 +416,10 @@ impl Compiler<'_> {
             }
             if ok { Ok(ids) } else { Err(()) }
         });
-        Ok(NodeSettings::Ingest(IngestSettings {
+        Ok(IngestSettings {
             path: self.path_value(&path?),
             clone_url: clone_url?,
             instances: instances?,
-        }))
-    }
-
-    /// Expands `{config_dir}` in templates, so a config can name mirrors next to itself.
-    pub(super) fn expand_base(&self, template: &str) -> String {
-        template.replace("{config_dir}", &self.base.to_string_lossy())
+        })
     }
 }

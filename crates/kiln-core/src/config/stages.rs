@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::NodeSettings;
-use super::compile::{Compiler, Keys, Value};
 use super::lm::LmSettings;
+use super::read::{Compiler, Keys, Need, Value, cut};
 
 /// Settings of a `filter` stage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -129,8 +128,69 @@ pub enum FrozenChoice {
     },
 }
 
+/// Keys of a `filter` stage.
+pub(super) const FILTER_KEYS: &[&str] = &[
+    "kind",
+    "inputs",
+    "judge",
+    "min_problem_chars",
+    "max_patch_lines",
+    "votes",
+    "models",
+    "drop_flags",
+];
+
+/// Keys of a `split` stage.
+pub(super) const SPLIT_KEYS: &[&str] = &["kind", "inputs", "keep", "judge", "model"];
+
+/// Keys of a `launch` stage.
+pub(super) const LAUNCH_KEYS: &[&str] = &[
+    "kind",
+    "inputs",
+    "concurrency",
+    "command_timeout",
+    "test_timeout",
+    "min_pass_ratio",
+    "date_cutoff",
+    "verify_dockerfile",
+    "test_scope",
+];
+
+/// Keys of a `validate` stage.
+pub(super) const VALIDATE_KEYS: &[&str] = &[
+    "kind",
+    "inputs",
+    "repeats",
+    "concurrency",
+    "test_timeout",
+    "network",
+    "network_repos",
+    "base_run",
+];
+
+/// Keys of an `export` stage.
+pub(super) const EXPORT_KEYS: &[&str] = &[
+    "kind",
+    "inputs",
+    "split",
+    "tag",
+    "rows_per_shard",
+    "license",
+    "image_registry",
+    "frozen",
+];
+
+/// Keys of a `[stages.<export>.frozen.<split>]` table.
+const FROZEN_KEYS: &[&str] = &["sample", "seed", "ids"];
+
 impl Compiler<'_> {
-    pub(super) fn filter(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles a `filter` stage's keys ([`FILTER_KEYS`]); `lm` is the `[lm]` table as
+    /// compiled (`None` when absent, `Err` when it had errors).
+    pub(super) fn filter(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Result<FilterSettings, ()> {
         let judge_at = keys.get("judge").map_or(keys.at, |v| v.span().start);
         let judge = self.one_of(keys, "judge", "heuristic", &["heuristic", "lm"]);
         let min = self.read(keys, "min_problem_chars", 20, 0..=1_000_000);
@@ -150,7 +210,7 @@ impl Compiler<'_> {
                         &path,
                         format!(
                             "unknown flag \"{}\"; expected one of: {}",
-                            super::cut(flag),
+                            cut(flag),
                             kiln_schema::CONFOUNDER_FLAGS.join(", ")
                         ),
                     );
@@ -160,7 +220,7 @@ impl Compiler<'_> {
         let judge = judge?;
         let mut models = models?;
         let lm = if judge == "lm" {
-            let lm = self.lm_for(keys, judge_at)?;
+            let lm = self.lm_for(keys, judge_at, lm)?;
             if models.is_empty() {
                 models.push(lm.model.clone());
             }
@@ -181,7 +241,7 @@ impl Compiler<'_> {
             }
             None
         };
-        Ok(NodeSettings::Filter(FilterSettings {
+        Ok(FilterSettings {
             judge,
             min_problem_chars: min?,
             max_patch_lines: max_patch_lines?,
@@ -189,13 +249,18 @@ impl Compiler<'_> {
             models,
             drop_flags: drop_flags?,
             lm,
-        }))
+        })
     }
 
     /// The `[lm]` settings for a stage whose judge is `lm`; an error at `judge` without them.
-    fn lm_for(&mut self, keys: &Keys<'_, '_>, judge_at: usize) -> Result<LmSettings, ()> {
-        match self.lm.clone() {
-            Some(Ok(lm)) => Ok(lm),
+    fn lm_for(
+        &mut self,
+        keys: &Keys<'_, '_>,
+        judge_at: usize,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Result<LmSettings, ()> {
+        match lm {
+            Some(Ok(lm)) => Ok(lm.clone()),
             Some(Err(())) => Err(()),
             None => {
                 let path = keys.path("judge");
@@ -209,7 +274,12 @@ impl Compiler<'_> {
         }
     }
 
-    pub(super) fn split(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles a `split` stage's keys ([`SPLIT_KEYS`]); `lm` as for [`Compiler::filter`].
+    pub(super) fn split(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Result<SplitSettings, ()> {
         let judge_at = keys.get("judge").map_or(keys.at, |v| v.span().start);
         let judge = self.one_of(keys, "judge", "keyword", &["keyword", "lm"]);
         let model_at = keys.get("model").map(|v| v.span().start);
@@ -234,7 +304,7 @@ impl Compiler<'_> {
                     &path,
                     format!(
                         "unknown platform \"{}\"; expected linux, windows or macos",
-                        super::cut(platform)
+                        cut(platform)
                     ),
                 );
                 return Err(());
@@ -243,7 +313,7 @@ impl Compiler<'_> {
         let judge = judge?;
         let mut model = model?;
         let lm = if judge == "lm" {
-            let lm = self.lm_for(keys, judge_at)?;
+            let lm = self.lm_for(keys, judge_at, lm)?;
             let asked = model.get_or_insert_with(|| lm.model.clone()).clone();
             let key = keys.path(if model_at.is_some() { "model" } else { "judge" });
             self.check_prices(&lm, &[asked], model_at.unwrap_or(judge_at), &key)?;
@@ -255,15 +325,16 @@ impl Compiler<'_> {
             }
             None
         };
-        Ok(NodeSettings::Split(SplitSettings {
+        Ok(SplitSettings {
             keep,
             judge,
             model,
             lm,
-        }))
+        })
     }
 
-    pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles a `launch` stage's keys ([`LAUNCH_KEYS`]).
+    pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<LaunchSettings, ()> {
         let concurrency = self.read(keys, "concurrency", 2, 1..=256);
         let command_timeout = self.read(keys, "command_timeout", Duration::from_secs(30 * 60), ..);
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
@@ -271,7 +342,7 @@ impl Compiler<'_> {
         let date_cutoff = self.read(keys, "date_cutoff", true, ..);
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
-        Ok(NodeSettings::Launch(LaunchSettings {
+        Ok(LaunchSettings {
             concurrency: concurrency?,
             command_timeout: command_timeout?,
             test_timeout: test_timeout?,
@@ -279,27 +350,29 @@ impl Compiler<'_> {
             date_cutoff: date_cutoff?,
             verify_dockerfile: verify_dockerfile?,
             test_scope: test_scope?,
-        }))
+        })
     }
 
-    pub(super) fn validate(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles a `validate` stage's keys ([`VALIDATE_KEYS`]).
+    pub(super) fn validate(&mut self, keys: &mut Keys<'_, '_>) -> Result<ValidateSettings, ()> {
         let repeats = self.read(keys, "repeats", 3, 1..=20);
         let concurrency = self.read(keys, "concurrency", 2, 1..=256);
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
         let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
         let network_repos = self.strings(keys, "network_repos");
         let base_run = self.read(keys, "base_run", false, ..);
-        Ok(NodeSettings::Validate(ValidateSettings {
+        Ok(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
             test_timeout: test_timeout?,
             network: network?,
             network_repos: network_repos?,
             base_run: base_run?,
-        }))
+        })
     }
 
-    pub(super) fn export(&mut self, keys: &mut Keys<'_, '_>) -> Result<NodeSettings, ()> {
+    /// Compiles an `export` stage's keys ([`EXPORT_KEYS`]).
+    pub(super) fn export(&mut self, keys: &mut Keys<'_, '_>) -> Result<ExportSettings, ()> {
         let split_at = keys.get("split").map_or(keys.at, |v| v.span().start);
         let split = self.string_or(keys, "split", "test");
         if let Ok(name) = &split {
@@ -321,7 +394,7 @@ impl Compiler<'_> {
                 &path,
                 format!(
                     "\"{}\" is not a release tag: use ASCII letters, digits, '.', '_' and '-', not first '.' (it names a directory and a path on the Hub)",
-                    super::cut(tag)
+                    cut(tag)
                 ),
             );
         }
@@ -340,7 +413,7 @@ impl Compiler<'_> {
                 &path,
                 format!(
                     "\"{}\" is not a registry reference; write host[:port][/namespace], such as registry.example.com/team",
-                    super::cut(registry)
+                    cut(registry)
                 ),
             );
         }
@@ -358,14 +431,14 @@ impl Compiler<'_> {
                 format!("`{split}` is the release's own split; name the frozen split otherwise"),
             );
         }
-        Ok(NodeSettings::Export(ExportSettings {
+        Ok(ExportSettings {
             split: split?,
             tag: tag?,
             rows_per_shard: rows?,
             license: license?,
             image_registry: image_registry?,
             frozen: frozen?,
-        }))
+        })
     }
 
     /// Reports a split name Hugging Face would refuse (it requires `\w+`).
@@ -377,7 +450,7 @@ impl Compiler<'_> {
                 path,
                 format!(
                     "\"{}\" is not a split name: use ASCII letters, digits and _",
-                    super::cut(name)
+                    cut(name)
                 ),
             );
         }
@@ -416,7 +489,7 @@ impl Compiler<'_> {
                         let at = keys
                             .get("ids")
                             .map_or(split.span().start, |v| v.span().start);
-                        self.require(at, &keys.path("ids"), super::Need::File(path.clone()));
+                        self.require(at, &keys.path("ids"), Need::File(path.clone()));
                         Ok(FrozenChoice::Ids { path })
                     }
                     _ => Err(()),
@@ -439,7 +512,7 @@ impl Compiler<'_> {
                 );
                 Err(())
             };
-            keys.finish(self, &["sample", "seed", "ids"]);
+            keys.finish(self, FROZEN_KEYS);
             match choice {
                 Ok(choice) => out.push(FrozenSplit { name, choice }),
                 Err(()) => ok = false,
