@@ -14,7 +14,7 @@
 mod compile;
 mod dataset;
 mod docker;
-mod hash;
+pub(crate) mod hash;
 mod lm;
 mod node;
 mod pipeline;
