@@ -7,8 +7,9 @@
 
 use std::path::Path;
 
+use crate::error::TestkitError;
 use crate::fixtures::{Fixture, Outcome};
-use crate::{DemoLayout, TestkitError, build_repo_with, write_set};
+use crate::repos::{DemoLayout, build_repo_with, write_set};
 
 /// Owner of every ecosystem fixture repository.
 const OWNER: &str = "kiln-eco";

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::TestkitError;
+use crate::error::TestkitError;
 
 /// Name and e-mail of every fixture commit; part of what makes the shas stable.
 const AUTHOR_NAME: &str = "Kiln Demo";

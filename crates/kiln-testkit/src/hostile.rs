@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use crate::error::TestkitError;
 use crate::fixtures::{Fixture, Outcome};
-use crate::{DemoLayout, TestkitError, build_repo, write_set};
+use crate::repos::{DemoLayout, build_repo, write_set};
 
 /// The hostile cases, in task file order.
 static CASES: &[Fixture] = &[

@@ -17,7 +17,7 @@ use kiln_testlog::swebench::{
     harness_passed, output_filter,
 };
 
-use crate::Side;
+use crate::decide::Side;
 
 /// The harness's marker before the test output.
 pub const START_TEST_OUTPUT: &str = ">>>>> Start Test Output";

@@ -15,8 +15,8 @@ use graphql_parser::query::{
 };
 use serde_json::{Map, Value, json};
 
+use super::encoding::{base64_decode, base64_encode, cursor, decode_cursor};
 use super::model::{FakeComment, FakeFile, FakeIssue, FakePull, FakeRepo, github_time, parse_time};
-use super::{cursor, decode_cursor};
 
 /// Largest number of results a search pages through, as on GitHub.
 const SEARCH_CAP: usize = 1000;
@@ -613,7 +613,7 @@ impl<'m> Run<'m, '_> {
     }
 
     fn node_by_id(&self, id: &str) -> Option<Node<'m>> {
-        let text = String::from_utf8(super::base64_decode(
+        let text = String::from_utf8(base64_decode(
             id.split_once('_').map_or(id, |(_, rest)| rest),
         )?)
         .ok()?;
@@ -783,7 +783,7 @@ fn node_id(kind: &str, key: &str) -> String {
     };
     format!(
         "{prefix}_{}",
-        super::base64_encode(format!("{kind}:{key}").as_bytes())
+        base64_encode(format!("{kind}:{key}").as_bytes())
     )
 }
 
