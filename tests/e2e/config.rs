@@ -102,7 +102,7 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
     let rows: Vec<Candidate> = kiln_store::read_rows(&run_dir.join("tasks")).unwrap();
     let ok: Vec<&str> = rows
         .iter()
-        .filter(|r| r.status == "ok")
+        .filter(|r| r.status.as_str() == "ok")
         .map(|r| r.instance_id.as_str())
         .collect();
     assert_eq!(
@@ -115,9 +115,9 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
     for invalid in &bad.invalid_lines {
         let row = rows
             .iter()
-            .find(|r| r.instance_id == invalid.instance_id)
+            .find(|r| r.instance_id == invalid.instance_id.as_str())
             .unwrap_or_else(|| panic!("no row for line {}", invalid.line));
-        assert_eq!(row.status, "error");
+        assert_eq!(row.status.as_str(), "error");
         let error = row.error.clone().unwrap_or_default();
         assert!(
             error.starts_with(&format!("tasks-with-errors.jsonl:{}:", invalid.line)),

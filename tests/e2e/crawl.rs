@@ -72,7 +72,7 @@ fn kill_9_during_a_crawl_loses_and_repeats_nothing() {
     assert!(output.status.success(), "{}", text(&output));
     let expected = crawl_rows(tmp.path(), "calm");
     assert_eq!(expected.len(), 12 * 150);
-    assert!(expected.iter().all(|r| r.status == "ok"));
+    assert!(expected.iter().all(|r| r.status.as_str() == "ok"));
 
     let disturbed = config(tmp.path(), "killed", &fake.url(), &synthetic);
     let mut random = Lcg(0x6b69_6c6e);

@@ -153,7 +153,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     // its release. The export keeps the row this run did not make.
     let mut more = rows.clone();
     more.push(ReleaseInstance {
-        instance_id: "kiln-demo__earlier-9".into(),
+        instance_id: kiln_schema::InstanceId::new("kiln-demo__earlier-9").unwrap(),
         pull_number: Some("9".into()),
         ..rows[0].clone()
     });
@@ -233,7 +233,7 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     let run_dir = report["run_dir"].as_str().unwrap_or_default();
     let environments: Vec<kiln_schema::EnvironmentRecord> =
         kiln_store::read_rows(&std::path::Path::new(run_dir).join("launch")).unwrap();
-    for env in environments.iter().filter(|e| e.status == "built") {
+    for env in environments.iter().filter(|e| e.status.as_str() == "built") {
         let check = env.dockerfile_check.as_deref().unwrap_or_default();
         assert!(
             check.starts_with("rebuilt and passed ("),

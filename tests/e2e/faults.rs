@@ -55,7 +55,9 @@ fn outcome(dir: &Path, dataset: &str, docker_host: Option<&str>) -> Outcome {
     let stage = |name: &str| run_dir.join(name);
     stages.insert(
         "github".into(),
-        keyed(&rows::<Candidate>(&stage("github")), |c| c.status.clone()),
+        keyed(&rows::<Candidate>(&stage("github")), |c| {
+            c.status.to_string()
+        }),
     );
     stages.insert(
         "filter".into(),
@@ -554,11 +556,11 @@ fn the_engine_stopped_mid_launch_and_mid_validate_stops_the_stage_and_a_resume_f
         };
         let infra = environments
             .iter()
-            .filter_map(|e| e.failure_class.as_deref())
+            .filter_map(|e| e.failure_class.map(kiln_schema::FailureClass::as_str))
             .chain(
                 validations
                     .iter()
-                    .filter_map(|v| v.failure_class.as_deref()),
+                    .filter_map(|v| v.failure_class.map(kiln_schema::FailureClass::as_str)),
             )
             .filter(|c| *c == "infra")
             .count();

@@ -77,9 +77,9 @@ fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_d
     let validations: BTreeMap<String, ValidationRecord> = rows(&run_dir.join("validate"));
 
     let forged = &validations["kiln-hc__forgery-21"];
-    assert_eq!(forged.status, "rejected", "{forged:#?}");
+    assert_eq!(forged.status.as_str(), "rejected", "{forged:#?}");
     assert_eq!(
-        forged.failure_class.as_deref(),
+        forged.failure_class.map(kiln_schema::FailureClass::as_str),
         Some("no-fail-to-pass"),
         "{forged:#?}"
     );
@@ -97,7 +97,7 @@ fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_d
     else {
         panic!("the loud case is expected to validate");
     };
-    assert_eq!(loud.status, "validated", "{loud:#?}");
+    assert_eq!(loud.status.as_str(), "validated", "{loud:#?}");
     assert_eq!(&loud.FAIL_TO_PASS, fail_to_pass);
     assert_eq!(&loud.PASS_TO_PASS, pass_to_pass);
     // Two runs of 2 GiB each: every log file stays within the per-command cap.
@@ -176,7 +176,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
         (5, "contains a path separator"),
     ] {
         let row = &candidates[&format!("invalid-line-{line}")];
-        assert_eq!(row.status, "error");
+        assert_eq!(row.status.as_str(), "error");
         let error = row.error.as_deref().unwrap_or_default();
         assert!(error.contains(what), "line {line}: {error}");
     }
@@ -186,7 +186,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
     let images: Vec<Option<&String>> = environments.values().map(|e| e.image.as_ref()).collect();
     assert_ne!(images[0], images[1], "one image for two instances");
     for environment in environments.values() {
-        assert_eq!(environment.status, "built", "{environment:#?}");
+        assert_eq!(environment.status.as_str(), "built", "{environment:#?}");
         let check = environment.dockerfile_check.as_deref().unwrap_or_default();
         assert!(check.starts_with("rebuilt and passed"), "{check}");
     }
@@ -201,7 +201,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
         else {
             panic!("{fixture} is expected to validate");
         };
-        assert_eq!(row.status, "validated", "{id}: {row:#?}");
+        assert_eq!(row.status.as_str(), "validated", "{id}: {row:#?}");
         assert_eq!(
             &row.FAIL_TO_PASS, fail_to_pass,
             "{id}: validated in its own image"
@@ -230,26 +230,42 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
     let tmp = tempdir();
     let release = tmp.path().join("release");
     let row = |id: &str| kiln_schema::ReleaseInstance {
-        instance_id: id.to_string(),
         repo: "kiln-hc/evil".into(),
         image: "kiln-e2e/no-such-image:never".into(),
         test_command: "true".into(),
         parser: "pytest".into(),
-        ..kiln_schema::ReleaseInstance::default()
+        ..kiln_schema::ReleaseInstance::new(kiln_schema::InstanceId::new(id).unwrap())
     };
-    let rows = [
-        row("../../outside-evaluation"),
-        row("/tmp/kiln-e2e-absolute-evaluation"),
-        row("fine__id-1"),
+    // kiln cannot write such ids (the column's type refuses them), so the release is written
+    // with stand-ins and pyarrow puts the hostile ids in, as someone else's release would.
+    let hostile = [
+        "../../outside-evaluation",
+        "/tmp/kiln-e2e-absolute-evaluation",
+        "fine__id-1",
     ];
+    let rows = [row("stand-in-1"), row("stand-in-2"), row("fine__id-1")];
     kiln_store::write_release(&release, "test", &rows, 10).unwrap();
+    let rewrite = format!(
+        "import glob, pyarrow as pa, pyarrow.parquet as pq\n\
+         for path in glob.glob({dir:?} + '/data/*.parquet'):\n\
+         \x20   table = pq.read_table(path)\n\
+         \x20   ids = pa.array({ids:?}[:table.num_rows], type=table.schema.field('instance_id').type)\n\
+         \x20   table = table.set_column(table.schema.get_field_index('instance_id'), 'instance_id', ids)\n\
+         \x20   pq.write_table(table, path)\n",
+        dir = release.display().to_string(),
+        ids = hostile,
+    );
+    let output = run(std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&rewrite));
+    assert!(output.status.success(), "{}", text(&output));
     let predictions = tmp.path().join("preds.jsonl");
-    let lines: String = rows
+    let lines: String = hostile
         .iter()
-        .map(|r| {
+        .map(|id| {
             format!(
                 "{}\n",
-                serde_json::json!({"instance_id": r.instance_id, "model_patch": ""})
+                serde_json::json!({"instance_id": id, "model_patch": ""})
             )
         })
         .collect();

@@ -23,7 +23,7 @@ fn split_rows(release: &Path, split: &str) -> BTreeMap<String, ReleaseInstance> 
         .unwrap()
         .iter()
         .flat_map(|shard| kiln_store::read_parquet::<ReleaseInstance>(shard).unwrap())
-        .map(|r| (r.instance_id.clone(), r))
+        .map(|r| (r.instance_id.to_string(), r))
         .collect()
 }
 

@@ -163,7 +163,7 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
                 "the row was not rewritten"
             );
             assert_eq!(now.FAIL_TO_PASS, row.FAIL_TO_PASS);
-            assert_eq!(now.status, "validated");
+            assert_eq!(now.status.as_str(), "validated");
         } else {
             assert_eq!(now, row, "another instance's row changed");
         }

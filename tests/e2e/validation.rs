@@ -50,7 +50,7 @@ fn unstable(row: &ValidationRecord, test: &str) -> bool {
 
 fn check_flaky(row: &ValidationRecord) {
     let id = &row.instance_id;
-    assert_eq!(row.status, "validated", "{id}: {row:#?}");
+    assert_eq!(row.status.as_str(), "validated", "{id}: {row:#?}");
     assert_eq!(
         row.FAIL_TO_PASS,
         ["tests/test_notation.py::test_parse_negative_modifier"],
@@ -102,9 +102,9 @@ fn check_flaky(row: &ValidationRecord) {
 
 fn check_pass_to_fail(row: &ValidationRecord) {
     let id = &row.instance_id;
-    assert_eq!(row.status, "rejected", "{id}: {row:#?}");
+    assert_eq!(row.status.as_str(), "rejected", "{id}: {row:#?}");
     assert_eq!(
-        row.failure_class.as_deref(),
+        row.failure_class.map(kiln_schema::FailureClass::as_str),
         Some("pass-to-fail"),
         "{id}: {row:#?}"
     );
@@ -120,9 +120,9 @@ fn check_pass_to_fail(row: &ValidationRecord) {
 
 fn check_fake_pass(row: &ValidationRecord) {
     let id = &row.instance_id;
-    assert_eq!(row.status, "rejected", "{id}: {row:#?}");
+    assert_eq!(row.status.as_str(), "rejected", "{id}: {row:#?}");
     assert_eq!(
-        row.failure_class.as_deref(),
+        row.failure_class.map(kiln_schema::FailureClass::as_str),
         Some("invalid-run"),
         "{id}: {row:#?}"
     );
@@ -160,7 +160,7 @@ fn check_fake_pass(row: &ValidationRecord) {
 
 fn check_fuzz(row: &ValidationRecord) {
     let id = &row.instance_id;
-    assert_eq!(row.status, "validated", "{id}: {row:#?}");
+    assert_eq!(row.status.as_str(), "validated", "{id}: {row:#?}");
     assert_eq!(
         row.FAIL_TO_PASS,
         ["tests/test_parser.py::test_semicolon_comments"],
@@ -197,7 +197,7 @@ fn check_n2p(row: &ValidationRecord) {
         "tests/test_rgb_to_hex.py::test_rgb_to_hex_rejects_out_of_range[-1]",
         "tests/test_rgb_to_hex.py::test_rgb_to_hex_rejects_out_of_range[256]",
     ]);
-    assert_eq!(row.status, "validated", "{id}: {row:#?}");
+    assert_eq!(row.status.as_str(), "validated", "{id}: {row:#?}");
     assert_eq!(row.FAIL_TO_PASS, new_tests, "{id}: {row:#?}");
     let classes: BTreeMap<String, String> = new_tests
         .iter()
@@ -356,8 +356,8 @@ fn validation_rules_hold_on_their_fixtures_and_gold_patches_resolve() {
             .collect();
         let validated: BTreeSet<String> = rows
             .iter()
-            .filter(|r| r.status == "validated")
-            .map(|r| r.instance_id.clone())
+            .filter(|r| r.status.as_str() == "validated")
+            .map(|r| r.instance_id.to_string())
             .collect();
         let gold = evaluate(&dir, "gold", &tasks, true);
         let evaluated: BTreeSet<String> = gold.keys().cloned().collect();

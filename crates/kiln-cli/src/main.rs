@@ -1192,7 +1192,7 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
     for expected in &demo.layout.instances {
         let summary = summaries
             .iter()
-            .find(|s| s.instance_id == expected.instance_id);
+            .find(|s| s.instance_id == expected.instance_id.as_str());
         let verdict = match summary {
             Some(s) => kiln_pipeline::demo::check_judged(&expected.expect, s, lm.is_some()),
             None => Err("no row in any stage".to_string()),
@@ -1202,7 +1202,12 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
         }
         report.push((expected.instance_id.clone(), summary.cloned(), verdict));
     }
-    let count = |state: &str| summaries.iter().filter(|s| s.state == state).count();
+    let count = |state: &str| {
+        summaries
+            .iter()
+            .filter(|s| s.state.as_str() == state)
+            .count()
+    };
     let spent = kiln_pipeline::lm_spent(&runner.run_dir())?;
     let built = summaries
         .iter()
@@ -1240,7 +1245,7 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
         for (id, summary, verdict) in &report {
             let mark = if verdict.is_ok() { "ok  " } else { "FAIL" };
             let detail = match summary {
-                Some(s) if s.state == "validated" => format!(
+                Some(s) if s.state == kiln_pipeline::InstanceState::Validated => format!(
                     "validated: FAIL_TO_PASS {:?}; {} PASS_TO_PASS",
                     s.fail_to_pass,
                     s.pass_to_pass.len()

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kiln_schema::{Candidate, IdError, InstanceId};
+use kiln_schema::{Candidate, CandidateStatus, IdError, InstanceId};
 use serde_json::{Map, Value};
 
 /// Why a task file could not be ingested at all.
@@ -65,7 +65,7 @@ struct Entry<'a> {
     /// The entry's JSON text, or why there is none.
     text: Result<&'a str, String>,
     /// Placeholder id used when the entry's own id cannot be read.
-    placeholder: String,
+    placeholder: InstanceId,
 }
 
 /// Parses the content of a task file named `file_name`.
@@ -98,7 +98,7 @@ fn split_lines(bytes: &[u8]) -> Vec<Entry<'_>> {
             Some(Entry {
                 line,
                 text,
-                placeholder: format!("invalid-line-{line}"),
+                placeholder: InstanceId::placeholder("invalid-line", line),
             })
         })
         .collect()
@@ -179,7 +179,7 @@ fn split_json_array(text: &str) -> Vec<Entry<'_>> {
         entries.push(Entry {
             line,
             text: Err(what),
-            placeholder: format!("invalid-line-{line}"),
+            placeholder: InstanceId::placeholder("invalid-line", line),
         });
     }
     entries
@@ -200,20 +200,20 @@ fn push_entry<'a>(
     entries.push(Entry {
         line,
         text,
-        placeholder: format!("invalid-entry-{count}"),
+        placeholder: InstanceId::placeholder("invalid-entry", *count),
     });
 }
 
 /// Why one entry could not become a candidate.
 struct EntryError {
     /// The task's id, when it could be read despite the error.
-    instance_id: Option<String>,
+    instance_id: Option<InstanceId>,
     /// What was wrong.
     what: String,
 }
 
 impl EntryError {
-    fn new(instance_id: Option<String>, what: impl Into<String>) -> Self {
+    fn new(instance_id: Option<InstanceId>, what: impl Into<String>) -> Self {
         Self {
             instance_id,
             what: what.into(),
@@ -224,7 +224,7 @@ impl EntryError {
 /// Turns entries into rows, marking bad and duplicate entries as error rows.
 fn build_rows(file_name: &str, entries: Vec<Entry<'_>>) -> Vec<Candidate> {
     // instance_id -> line of its first row, to keep ids unique within the file.
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashMap<InstanceId, usize> = HashMap::new();
     let mut rows = Vec::with_capacity(entries.len());
     for entry in entries {
         let origin = format!("{file_name}:{}", entry.line);
@@ -259,13 +259,12 @@ fn build_rows(file_name: &str, entries: Vec<Entry<'_>>) -> Vec<Candidate> {
 }
 
 /// An error row: status `error`, everything but the id, error and origin empty.
-fn error_row(instance_id: String, origin: &str, what: &str) -> Candidate {
+fn error_row(instance_id: InstanceId, origin: &str, what: &str) -> Candidate {
     Candidate {
-        instance_id,
-        status: "error".into(),
+        status: CandidateStatus::Error,
         error: Some(format!("{origin}: {what}")),
         origin: origin.to_string(),
-        ..Candidate::default()
+        ..Candidate::new(instance_id)
     }
 }
 
@@ -290,8 +289,7 @@ fn parse_entry(text: &str, origin: &str) -> Result<Candidate, EntryError> {
 
 /// A SWE-bench row.
 fn parse_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candidate, EntryError> {
-    let instance_id = required_str(obj, "instance_id", None)?;
-    check_id(&instance_id)?;
+    let instance_id = check_id(&required_str(obj, "instance_id", None)?)?;
     let id = Some(instance_id.clone());
     let repo = required_str(obj, "repo", id.clone())?;
     check_repo(&repo, id.clone())?;
@@ -300,11 +298,11 @@ fn parse_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candidate, 
     let patch = required_str(obj, "patch", id.clone())?;
     let test_patch = required_str(obj, "test_patch", id.clone())?;
     let pull_number = match obj.get("pull_number") {
-        None | Some(Value::Null) => pull_number_from_id(&instance_id),
+        None | Some(Value::Null) => pull_number_from_id(instance_id.as_str()),
         Some(v) => Some(integer(v, "pull_number", id.clone())?),
     };
     Ok(Candidate {
-        status: "ok".into(),
+        status: CandidateStatus::Ok,
         error: None,
         repo,
         pull_number,
@@ -319,8 +317,7 @@ fn parse_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candidate, 
         given_fail_to_pass: test_list(obj, "FAIL_TO_PASS", id.clone())?,
         given_pass_to_pass: test_list(obj, "PASS_TO_PASS", id)?,
         origin: origin.to_string(),
-        instance_id,
-        ..Candidate::default()
+        ..Candidate::new(instance_id)
     })
 }
 
@@ -335,8 +332,7 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
     };
     let repo = format!("{org}/{name}");
     check_repo(&repo, None)?;
-    let instance_id = format!("{org}__{name}-{number}");
-    check_id(&instance_id)?;
+    let instance_id = check_id(&format!("{org}__{name}-{number}"))?;
     let id = Some(instance_id.clone());
     let base_commit = match obj.get("base") {
         Some(Value::Object(base)) => required_str(base, "sha", id.clone())
@@ -378,7 +374,7 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
     fail_to_pass.sort();
     fail_to_pass.dedup();
     Ok(Candidate {
-        status: "ok".into(),
+        status: CandidateStatus::Ok,
         error: None,
         repo,
         pull_number: Some(number),
@@ -394,8 +390,7 @@ fn parse_multi_swe_bench(obj: &Map<String, Value>, origin: &str) -> Result<Candi
         given_pass_to_pass: test_names(obj, "p2p_tests", id)?,
         issue_numbers,
         origin: origin.to_string(),
-        instance_id,
-        ..Candidate::default()
+        ..Candidate::new(instance_id)
     })
 }
 
@@ -415,7 +410,7 @@ fn kind(value: &Value) -> &'static str {
 fn required_str(
     obj: &Map<String, Value>,
     key: &str,
-    id: Option<String>,
+    id: Option<InstanceId>,
 ) -> Result<String, EntryError> {
     optional_str(obj, key, id.clone())?
         .ok_or_else(|| EntryError::new(id, format!("missing field `{key}`")))
@@ -425,7 +420,7 @@ fn required_str(
 fn optional_str(
     obj: &Map<String, Value>,
     key: &str,
-    id: Option<String>,
+    id: Option<InstanceId>,
 ) -> Result<Option<String>, EntryError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -438,7 +433,7 @@ fn optional_str(
 }
 
 /// An integer given as a JSON number or a numeric string.
-fn integer(value: &Value, key: &str, id: Option<String>) -> Result<i64, EntryError> {
+fn integer(value: &Value, key: &str, id: Option<InstanceId>) -> Result<i64, EntryError> {
     let parsed = match value {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => s.trim().parse().ok(),
@@ -454,9 +449,9 @@ fn integer(value: &Value, key: &str, id: Option<String>) -> Result<i64, EntryErr
 
 /// The instance id must be one names can be derived from ([`InstanceId`]). A row that breaks
 /// the rule keeps the line's placeholder as its id, so no later stage ever sees the text.
-fn check_id(instance_id: &str) -> Result<(), EntryError> {
+fn check_id(instance_id: &str) -> Result<InstanceId, EntryError> {
     match InstanceId::new(instance_id) {
-        Ok(_) => Ok(()),
+        Ok(id) => Ok(id),
         Err(IdError::Invalid { shown, reason }) => Err(EntryError::new(
             None,
             format!("field `instance_id` \"{shown}\" {reason}"),
@@ -466,7 +461,7 @@ fn check_id(instance_id: &str) -> Result<(), EntryError> {
 
 /// The repository must be a GitHub `owner/name` (letters, digits, `-`, `_`, `.`): it becomes a
 /// clone URL, a path in the mirror cache and an argument of git.
-fn check_repo(repo: &str, id: Option<String>) -> Result<(), EntryError> {
+fn check_repo(repo: &str, id: Option<InstanceId>) -> Result<(), EntryError> {
     let part = |p: &str| {
         !p.is_empty()
             && p.len() <= 100
@@ -490,7 +485,7 @@ fn check_repo(repo: &str, id: Option<String>) -> Result<(), EntryError> {
 
 /// A commit must be a hexadecimal object id (7 to 64 digits): it is handed to git as an
 /// argument, where anything else could be read as an option.
-fn check_commit(commit: &str, key: &str, id: Option<String>) -> Result<(), EntryError> {
+fn check_commit(commit: &str, key: &str, id: Option<InstanceId>) -> Result<(), EntryError> {
     if (7..=64).contains(&commit.len()) && commit.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(())
     } else {
@@ -510,7 +505,7 @@ fn pull_number_from_id(instance_id: &str) -> Option<i64> {
 }
 
 /// `version` is a string in SWE-bench, but some exports store it as a number (`0.2`).
-fn version(obj: &Map<String, Value>, id: Option<String>) -> Result<Option<String>, EntryError> {
+fn version(obj: &Map<String, Value>, id: Option<InstanceId>) -> Result<Option<String>, EntryError> {
     match obj.get("version") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -526,7 +521,7 @@ fn version(obj: &Map<String, Value>, id: Option<String>) -> Result<Option<String
 fn test_list(
     obj: &Map<String, Value>,
     key: &str,
-    id: Option<String>,
+    id: Option<InstanceId>,
 ) -> Result<Vec<String>, EntryError> {
     let bad = |what: String| EntryError::new(id.clone(), format!("field `{key}` {what}"));
     let decoded;
@@ -556,7 +551,7 @@ fn test_list(
 fn test_names(
     obj: &Map<String, Value>,
     key: &str,
-    id: Option<String>,
+    id: Option<InstanceId>,
 ) -> Result<Vec<String>, EntryError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
@@ -570,7 +565,7 @@ fn test_names(
 }
 
 /// The problem statement from `resolved_issues`: each issue's title and body, in order.
-fn resolved_issues(obj: &Map<String, Value>, id: Option<String>) -> Result<String, EntryError> {
+fn resolved_issues(obj: &Map<String, Value>, id: Option<InstanceId>) -> Result<String, EntryError> {
     let issues = match obj.get("resolved_issues") {
         None | Some(Value::Null) => return Ok(String::new()),
         Some(Value::Array(issues)) => issues,
@@ -655,7 +650,7 @@ mod tests {
         let rows = parse_task_bytes("t.jsonl", &lines(&[swe("o__r-12").to_string()]));
         assert_eq!(rows.len(), 1);
         let row = &rows[0];
-        assert_eq!(row.status, "ok");
+        assert_eq!(row.status.as_str(), "ok");
         assert_eq!(row.error, None);
         assert_eq!(row.instance_id, "o__r-12");
         assert_eq!(row.repo, "kiln-demo/calc");
@@ -678,7 +673,7 @@ mod tests {
         v["version"] = json!(2.1);
         v["pull_number"] = json!(77);
         let rows = parse_task_bytes("t.jsonl", &lines(&[v.to_string()]));
-        assert_eq!(rows[0].status, "ok", "{:?}", rows[0].error);
+        assert_eq!(rows[0].status.as_str(), "ok", "{:?}", rows[0].error);
         assert_eq!(rows[0].given_fail_to_pass, vec!["a::b"]);
         assert_eq!(rows[0].given_pass_to_pass, vec!["a::c", "a::d"]);
         assert_eq!(rows[0].version.as_deref(), Some("2.1"));
@@ -698,7 +693,7 @@ mod tests {
             .count();
         let rows = parse_task_bytes("tasks.json", text.as_bytes());
         assert_eq!(rows.len(), 2);
-        assert!(rows.iter().all(|r| r.status == "ok"));
+        assert!(rows.iter().all(|r| r.status.as_str() == "ok"));
         assert_eq!(rows[0].origin, "tasks.json:2");
         assert_eq!(
             rows[1].origin,
@@ -715,9 +710,9 @@ mod tests {
         let text = format!("[{tricky}, 42, {}]", swe("o__r-4"));
         let rows = parse_task_bytes("tasks.json", text.as_bytes());
         assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].status, "ok");
+        assert_eq!(rows[0].status.as_str(), "ok");
         assert_eq!(rows[0].problem_statement, "a, {b} [c] \"d\" \\");
-        assert_eq!(rows[1].status, "error");
+        assert_eq!(rows[1].status.as_str(), "error");
         assert_eq!(rows[1].instance_id, "invalid-entry-2");
         assert_eq!(
             rows[1].error.as_deref(),
@@ -731,8 +726,8 @@ mod tests {
         assert!(parse_task_bytes("e.json", b" [ ]\n").is_empty());
         let rows = parse_task_bytes("e.json", format!("[{}", swe("o__r-1")).as_bytes());
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].status, "ok");
-        assert_eq!(rows[1].status, "error");
+        assert_eq!(rows[0].status.as_str(), "ok");
+        assert_eq!(rows[1].status.as_str(), "error");
         assert!(
             rows[1]
                 .error
@@ -748,7 +743,7 @@ mod tests {
     fn multi_swe_bench_line() {
         let rows = parse_task_bytes("m.jsonl", &lines(&[multi().to_string()]));
         let row = &rows[0];
-        assert_eq!(row.status, "ok", "{:?}", row.error);
+        assert_eq!(row.status.as_str(), "ok", "{:?}", row.error);
         assert_eq!(row.instance_id, "cli__cli-513");
         assert_eq!(row.repo, "cli/cli");
         assert_eq!(row.pull_number, Some(513));
@@ -768,10 +763,10 @@ mod tests {
         let rows = parse_task_bytes("mix.jsonl", text.as_bytes());
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].instance_id, "o__r-1");
-        assert_eq!(rows[0].status, "ok");
+        assert_eq!(rows[0].status.as_str(), "ok");
         assert_eq!(rows[1].instance_id, "cli__cli-513");
         assert_eq!(rows[1].origin, "mix.jsonl:4");
-        assert_eq!(rows[1].status, "ok");
+        assert_eq!(rows[1].status.as_str(), "ok");
     }
 
     #[test]
@@ -941,8 +936,8 @@ mod tests {
     fn duplicate_ids_are_errors() {
         let text = lines(&[swe("o__r-1").to_string(), swe("o__r-1").to_string()]);
         let rows = parse_task_bytes("d.jsonl", &text);
-        assert_eq!(rows[0].status, "ok");
-        assert_eq!(rows[1].status, "error");
+        assert_eq!(rows[0].status.as_str(), "ok");
+        assert_eq!(rows[1].status.as_str(), "error");
         assert_eq!(rows[1].instance_id, "invalid-line-2");
         assert_eq!(
             rows[1].error.as_deref(),

@@ -15,7 +15,7 @@ use kiln_core::{
     ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Removals, Reporter,
     RuntimeError, Session,
 };
-use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus};
+use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, FailureClass, TestStatus};
 
 use crate::classify::classify_setup;
 use crate::debian::{self, Suite};
@@ -115,7 +115,7 @@ pub async fn launch(
         instance_id: candidate.instance_id.clone(),
         repo: candidate.repo.clone(),
         base_commit: candidate.base_commit.clone(),
-        status: "failed".into(),
+        status: EnvironmentStatus::Failed,
         failure_class: None,
         failure_command: None,
         log_tail: None,
@@ -145,7 +145,7 @@ pub async fn launch(
     let step = |text: &str| {
         reporter.report(Event::ItemStep {
             stage: request.stage.clone(),
-            item: candidate.instance_id.clone(),
+            item: candidate.instance_id.to_string(),
             step: text.to_string(),
         });
     };
@@ -180,9 +180,9 @@ pub async fn launch(
         });
     }
     match outcome {
-        Ok(None) => record.status = "built".into(),
+        Ok(None) => record.status = EnvironmentStatus::Built,
         Ok(Some(failure)) => {
-            record.failure_class = Some(failure.class.as_str().to_string());
+            record.failure_class = Some(failure.class);
             record.failure_command = failure.command;
             record.log_tail = Some(failure.log_tail);
         }
@@ -662,7 +662,7 @@ async fn run_plan(
     step("commit image");
     let mut labels = request.labels.clone();
     labels.remove(LABEL_RUN);
-    labels.insert("kiln.instance".into(), record.instance_id.clone());
+    labels.insert("kiln.instance".into(), record.instance_id.to_string());
     loop {
         session.commit(&request.image_tag, &labels).await?;
         phases.end("commit");

@@ -31,7 +31,7 @@ pub fn dockerfile(record: &EnvironmentRecord) -> String {
          SHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\n\
          COPY {CONTEXT_DIR} {WORKDIR}\n\
          WORKDIR {WORKDIR}\n",
-        id = in_comment(&record.instance_id),
+        id = in_comment(record.instance_id.as_str()),
         repo = in_comment(&record.repo),
         commit = in_comment(&record.base_commit),
         test = in_comment(&record.test_command),
@@ -211,7 +211,6 @@ mod tests {
     #[test]
     fn no_value_adds_an_instruction() {
         let record = EnvironmentRecord {
-            instance_id: "x\nRUN touch /injected-id".into(),
             repo: "o/r\rRUN touch /injected-repo".into(),
             base_commit: "abc\nRUN touch /injected-commit".into(),
             base_image: "debian:bookworm".into(),
@@ -222,7 +221,9 @@ mod tests {
                 "printf 'a\\n' > /a\necho b > /b".into(),
                 "cat > /c <<EOF\nhello\nEOF".into(),
             ],
-            ..EnvironmentRecord::default()
+            // An instance id cannot hold a line break at all (`InstanceId`); the other
+            // values are the record's own text.
+            ..EnvironmentRecord::new(kiln_schema::InstanceId::new("x__y-1").unwrap())
         };
         let text = dockerfile(&record);
         let found = instructions(&text);

@@ -8,7 +8,7 @@
 //! it.
 
 use kiln_core::config::FilterSettings;
-use kiln_schema::{Candidate, Verdict};
+use kiln_schema::{Candidate, CandidateStatus, Verdict};
 
 /// Name recorded in `Verdict::judge` by the heuristic judge.
 pub const HEURISTIC_JUDGE: &str = "heuristic";
@@ -108,7 +108,7 @@ pub fn heuristic_verdict(candidate: &Candidate, settings: &FilterSettings) -> Ve
 pub fn structural_verdict(candidate: &Candidate, settings: &FilterSettings) -> Option<Verdict> {
     let statement = candidate.problem_statement.trim();
     let reject = |label: &str, reason: String| Some(verdict(candidate, false, label, reason));
-    if candidate.status != "ok" {
+    if candidate.status != CandidateStatus::Ok {
         return reject("invalid", "the task row could not be read".into());
     }
     if candidate.test_patch.trim().is_empty() {

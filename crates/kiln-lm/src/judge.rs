@@ -85,7 +85,7 @@ pub async fn lm_verdict(
     for sample in 0..u32::try_from(settings.votes).unwrap_or(1) {
         let model = &settings.models[sample as usize % settings.models.len()];
         let request = filter_request(candidate, model, lm, sample);
-        let asked = asker.ask(&candidate.instance_id, &request).await?;
+        let asked = asker.ask(candidate.instance_id.as_str(), &request).await?;
         if let Asked::OverBudget { spent, limit } = asked {
             budget_note = Some(format!(
                 "the run's budget of ${limit} was reached (${spent:.4} spent), so {} of {} votes were not asked",

@@ -49,8 +49,7 @@ mod tests {
 
     fn candidate(statement: &str, patch: &str, test_patch: &str) -> Candidate {
         Candidate {
-            instance_id: "o__r-1".into(),
-            status: "ok".into(),
+            status: kiln_schema::CandidateStatus::Ok,
             error: None,
             repo: "o/r".into(),
             pull_number: Some(1),
@@ -65,7 +64,7 @@ mod tests {
             given_fail_to_pass: vec![],
             given_pass_to_pass: vec![],
             origin: "t.jsonl:1".into(),
-            ..Candidate::default()
+            ..Candidate::new(kiln_schema::InstanceId::new("o__r-1").unwrap())
         }
     }
 

@@ -127,7 +127,7 @@ pub async fn lm_platform(
         return Ok(label);
     }
     let request = split_request(candidate, &label.evidence, model, lm);
-    let asked = asker.ask(&candidate.instance_id, &request).await?;
+    let asked = asker.ask(candidate.instance_id.as_str(), &request).await?;
     let record = match &asked {
         Asked::OverBudget { spent, limit } => {
             label.fallback = Some(format!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use kiln_testkit::github::FakeGitHub;
 use kiln_testkit::{DemoLayout, Expect};
 
-use crate::summary::InstanceSummary;
+use crate::summary::{InstanceState, InstanceSummary};
 
 /// Marker file that identifies a demo directory, so `kiln demo` only ever deletes its own.
 pub const DEMO_MARKER: &str = ".kiln-demo";
@@ -304,7 +304,7 @@ pub fn check(expect: &Expect, summary: &InstanceSummary) -> Result<(), String> {
             fail_to_pass,
             pass_to_pass,
         } => {
-            if summary.state != "validated" {
+            if summary.state != InstanceState::Validated {
                 return Err(format!(
                     "expected validated, got {} ({})",
                     summary.state,
@@ -325,14 +325,20 @@ pub fn check(expect: &Expect, summary: &InstanceSummary) -> Result<(), String> {
             }
             Ok(())
         }
-        Expect::Rejected { failure_class } => expect_class("rejected", failure_class, summary),
+        Expect::Rejected { failure_class } => {
+            expect_class(InstanceState::Rejected, failure_class, summary)
+        }
         Expect::LaunchFailed { failure_class } => {
-            expect_class("launch-failed", failure_class, summary)
+            expect_class(InstanceState::LaunchFailed, failure_class, summary)
         }
     }
 }
 
-fn expect_class(state: &str, class: &str, summary: &InstanceSummary) -> Result<(), String> {
+fn expect_class(
+    state: InstanceState,
+    class: &str,
+    summary: &InstanceSummary,
+) -> Result<(), String> {
     if summary.state == state && summary.failure_class.as_deref() == Some(class) {
         Ok(())
     } else {

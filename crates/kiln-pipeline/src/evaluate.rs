@@ -8,7 +8,7 @@ use std::time::Duration;
 use kiln_core::config::DockerSettings;
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, NetworkMode, Reporter};
-use kiln_schema::{InstanceId, ReleaseInstance};
+use kiln_schema::ReleaseInstance;
 use kiln_validate::{EvaluateRequest, Evaluation, Resolution};
 use serde::Serialize;
 use tokio::task::JoinSet;
@@ -53,25 +53,14 @@ pub fn read_dataset(path: &Path) -> Result<Vec<ReleaseInstance>, PipelineError> 
     }
     let mut rows = Vec::new();
     for file in files {
-        let read = kiln_store::read_parquet::<ReleaseInstance>(&file)?;
-        // A release comes from anyone; its ids name the log directories of the evaluation.
-        for row in &read {
-            checked_id(row, &format!("the release {}", file.display()))?;
-        }
+        // A release comes from anyone; its ids name the log directories of the evaluation, and
+        // reading checks them: a release whose ids could name paths outside the output
+        // directory is refused whole.
+        let read = kiln_store::read_parquet::<ReleaseInstance>(&file)
+            .map_err(|e| input(format!("the release {}", file.display()), e))?;
         rows.extend(read);
     }
     Ok(rows)
-}
-
-/// The id of a released row, which must be one names can be derived from: a release whose ids
-/// could name paths outside the output directory is refused whole.
-fn checked_id(row: &ReleaseInstance, what: &str) -> Result<InstanceId, PipelineError> {
-    InstanceId::new(&row.instance_id).map_err(|kiln_schema::IdError::Invalid { shown, reason }| {
-        input(
-            what.to_string(),
-            format!("the instance id \"{shown}\" of a row {reason}"),
-        )
-    })
 }
 
 /// Reads predictions in SWE-bench's forms: a JSON array of `{instance_id, model_patch}`, a JSON
@@ -204,20 +193,15 @@ pub async fn evaluate_all(
     options: &EvaluateOptions,
     reporter: Arc<dyn Reporter>,
 ) -> Result<Vec<Evaluation>, PipelineError> {
-    let mut checked = Vec::new();
-    for instance in instances {
-        if options
-            .only
-            .as_ref()
-            .is_none_or(|only| only.contains(&instance.instance_id))
-        {
-            checked.push((
-                checked_id(&instance, "the instances to evaluate")?,
-                instance,
-            ));
-        }
-    }
-    let instances = checked;
+    let instances: Vec<ReleaseInstance> = instances
+        .into_iter()
+        .filter(|instance| {
+            options
+                .only
+                .as_ref()
+                .is_none_or(|only| only.contains(instance.instance_id.as_str()))
+        })
+        .collect();
     reporter.report(Event::StageStarted {
         stage: "evaluate".into(),
         total: instances.len() as u64,
@@ -229,14 +213,14 @@ pub async fn evaluate_all(
     ]);
     let mut pending = instances.into_iter();
     let mut running: JoinSet<Result<Evaluation, kiln_core::RuntimeError>> = JoinSet::new();
-    let spawn = |running: &mut JoinSet<_>, (id, instance): (InstanceId, ReleaseInstance)| {
+    let spawn = |running: &mut JoinSet<_>, instance: ReleaseInstance| {
         reporter.report(Event::ItemStarted {
             stage: "evaluate".into(),
-            item: instance.instance_id.clone(),
+            item: instance.instance_id.to_string(),
         });
         let request = EvaluateRequest {
-            model_patch: predictions.get(&instance.instance_id).cloned(),
-            log_dir: options.log_dir.join(id.file_stem()),
+            model_patch: predictions.get(instance.instance_id.as_str()).cloned(),
+            log_dir: options.log_dir.join(instance.instance_id.file_stem()),
             instance,
             docker: options.docker.clone(),
             network: options.network,

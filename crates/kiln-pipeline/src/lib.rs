@@ -18,14 +18,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_core::config::{NodeKind, Pipeline};
+use kiln_core::config::{NodeSettings, Pipeline};
 use kiln_core::runtime::LABEL_DATASET;
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter, RuntimeError};
 use kiln_store::{DatasetLock, Manifest, RunLock, RunStore, Status, StoreError};
 
 pub use kiln_lm::Spent;
 pub use stages::StageOutcome;
-pub use summary::{InstanceSummary, instance_summaries};
+pub use summary::{InstanceState, InstanceSummary, instance_summaries};
 
 /// Errors that stop a stage or a run (a failing repository is a row, never one of these).
 #[derive(Debug, thiserror::Error)]
@@ -355,14 +355,14 @@ impl Runner {
             run_label: self.run_label(),
             started,
         };
-        let outcome = match node.kind {
-            NodeKind::Ingest => stages::ingest(&cx)?,
-            NodeKind::Crawl => stages::crawl(&cx).await?,
-            NodeKind::Filter => stages::filter(&cx).await?,
-            NodeKind::Split => stages::split(&cx).await?,
-            NodeKind::Launch => stages::launch(&cx).await?,
-            NodeKind::Validate => stages::validate(&cx).await?,
-            NodeKind::Export => stages::export(&cx).await?,
+        let outcome = match &node.settings {
+            NodeSettings::Ingest(settings) => stages::ingest(&cx, settings)?,
+            NodeSettings::Crawl(settings) => stages::crawl(&cx, settings).await?,
+            NodeSettings::Filter(settings) => stages::filter(&cx, settings).await?,
+            NodeSettings::Split(settings) => stages::split(&cx, settings).await?,
+            NodeSettings::Launch(settings) => stages::launch(&cx, settings).await?,
+            NodeSettings::Validate(settings) => stages::validate(&cx, settings).await?,
+            NodeSettings::Export(settings) => stages::export(&cx, settings).await?,
         };
         self.reporter.report(Event::StageFinished {
             stage: name.to_string(),

@@ -43,12 +43,12 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
         .sum();
     let language_of: BTreeMap<String, String> = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?
         .into_iter()
-        .filter_map(|c| Some((c.instance_id, c.language?.to_lowercase())))
+        .filter_map(|c| Some((c.instance_id.to_string(), c.language?.to_lowercase())))
         .chain(
             rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
                 .into_iter()
                 .filter(|e| !e.language.is_empty())
-                .map(|e| (e.instance_id, e.language)),
+                .map(|e| (e.instance_id.to_string(), e.language)),
         )
         .collect();
     let summaries = instance_summaries(pipeline, run)?;
@@ -56,13 +56,13 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
     let mut instances = Vec::new();
     for s in &summaries {
         let language = language_of
-            .get(&s.instance_id)
+            .get(s.instance_id.as_str())
             .cloned()
             .unwrap_or_else(|| "unknown".into());
         *languages
             .entry(language)
             .or_default()
-            .entry(s.state.clone())
+            .entry(s.state.to_string())
             .or_default() += 1;
         let (launch, validate) = (
             s.launch_seconds.unwrap_or(0.0),

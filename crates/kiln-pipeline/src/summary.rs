@@ -3,21 +3,69 @@
 use std::collections::BTreeMap;
 
 use kiln_core::config::{NodeKind, Pipeline};
-use kiln_schema::{Candidate, EnvironmentRecord, PlatformLabel, ValidationRecord, Verdict};
+use kiln_schema::{
+    Candidate, CandidateStatus, EnvironmentRecord, EnvironmentStatus, InstanceId, PlatformLabel,
+    ValidationRecord, ValidationStatus, Verdict,
+};
 use kiln_store::RunStore;
 use serde::Serialize;
 
 use crate::PipelineError;
 
+/// Where an instance stopped, or that it went all the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    /// No stage has decided it yet.
+    Pending,
+    /// Its task file entry could not be read.
+    InvalidInput,
+    /// The filter did not keep it.
+    Filtered,
+    /// It is labelled for a platform the run does not build.
+    OtherPlatform,
+    /// Its environment could not be built.
+    LaunchFailed,
+    /// Its validation could not run to a decision.
+    ValidateFailed,
+    /// The validation rejected it.
+    Rejected,
+    /// It validated.
+    Validated,
+}
+
+impl InstanceState {
+    /// The state's name, as `kiln status` prints it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InvalidInput => "invalid-input",
+            Self::Filtered => "filtered",
+            Self::OtherPlatform => "other-platform",
+            Self::LaunchFailed => "launch-failed",
+            Self::ValidateFailed => "validate-failed",
+            Self::Rejected => "rejected",
+            Self::Validated => "validated",
+        }
+    }
+}
+
+impl std::fmt::Display for InstanceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The furthest stage an instance reached and how it ended there.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InstanceSummary {
     /// Instance id.
-    pub instance_id: String,
-    /// `validated`, `rejected`, `launch-failed`, `validate-failed`, `filtered`, `other-platform`,
-    /// `invalid-input` or `pending`.
-    pub state: String,
-    /// Failure class, when the instance did not validate.
+    pub instance_id: InstanceId,
+    /// Where it stopped.
+    pub state: InstanceState,
+    /// Why it stopped: the failure class of its launch or validation, the filter's label, or
+    /// `invalid-input`.
     pub failure_class: Option<String>,
     /// Reason in words, when there is one.
     pub reason: Option<String>,
@@ -68,9 +116,9 @@ pub fn instance_summaries(
     pipeline: &Pipeline,
     run: &RunStore,
 ) -> Result<Vec<InstanceSummary>, PipelineError> {
-    let by_id = |v: Vec<(String, String)>| v.into_iter().collect::<BTreeMap<_, _>>();
+    let by_id = |v: Vec<(InstanceId, String)>| v.into_iter().collect::<BTreeMap<_, _>>();
     let candidates = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?;
-    let verdicts: BTreeMap<String, Verdict> = rows::<Verdict>(pipeline, run, NodeKind::Filter)?
+    let verdicts: BTreeMap<InstanceId, Verdict> = rows::<Verdict>(pipeline, run, NodeKind::Filter)?
         .into_iter()
         .map(|v| (v.instance_id.clone(), v))
         .collect();
@@ -80,22 +128,25 @@ pub fn instance_summaries(
             .map(|p| (p.instance_id, p.platform))
             .collect(),
     );
-    let environments: BTreeMap<String, EnvironmentRecord> =
+    let environments: BTreeMap<InstanceId, EnvironmentRecord> =
         rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
             .into_iter()
             .map(|e| (e.instance_id.clone(), e))
             .collect();
-    let validations: BTreeMap<String, ValidationRecord> =
+    let validations: BTreeMap<InstanceId, ValidationRecord> =
         rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?
             .into_iter()
             .map(|v| (v.instance_id.clone(), v))
             .collect();
     let mut out = Vec::new();
-    for candidate in candidates.into_iter().filter(|c| c.status != "dropped") {
+    for candidate in candidates
+        .into_iter()
+        .filter(|c| c.status != CandidateStatus::Dropped)
+    {
         let id = candidate.instance_id.clone();
         let mut summary = InstanceSummary {
             instance_id: id.clone(),
-            state: "pending".into(),
+            state: InstanceState::Pending,
             failure_class: None,
             reason: None,
             fail_to_pass: Vec::new(),
@@ -107,25 +158,25 @@ pub fn instance_summaries(
             baseline_test_seconds: None,
             agreement: None,
         };
-        if candidate.status != "ok" {
-            summary.state = "invalid-input".into();
+        if candidate.status != CandidateStatus::Ok {
+            summary.state = InstanceState::InvalidInput;
             summary.failure_class = Some("invalid-input".into());
             summary.reason = candidate.error.clone();
         } else if let Some(verdict) = verdicts.get(&id).filter(|v| !v.keep) {
-            summary.state = "filtered".into();
+            summary.state = InstanceState::Filtered;
             summary.failure_class = Some(verdict.label.clone());
             summary.reason = Some(verdict.reason.clone());
         } else if let Some(platform) = platforms.get(&id).filter(|p| *p != "linux") {
-            summary.state = "other-platform".into();
+            summary.state = InstanceState::OtherPlatform;
             summary.reason = Some(format!("labelled {platform}"));
         }
         if let Some(env) = environments.get(&id) {
             summary.launch_seconds = Some(env.total_seconds);
             summary.setup_seconds = Some(env.setup_seconds);
             summary.baseline_test_seconds = Some(env.test_seconds);
-            if env.status != "built" {
-                summary.state = "launch-failed".into();
-                summary.failure_class.clone_from(&env.failure_class);
+            if env.status != EnvironmentStatus::Built {
+                summary.state = InstanceState::LaunchFailed;
+                summary.failure_class = env.failure_class.map(|c| c.to_string());
                 summary.reason = env
                     .failure_command
                     .as_ref()
@@ -135,12 +186,12 @@ pub fn instance_summaries(
         if let Some(validation) = validations.get(&id) {
             summary.validate_seconds = Some(validation.total_seconds);
             summary.validate_test_seconds = Some(validation.test_seconds);
-            summary.state = match validation.status.as_str() {
-                "validated" => "validated".into(),
-                "rejected" => "rejected".into(),
-                _ => "validate-failed".into(),
+            summary.state = match validation.status {
+                ValidationStatus::Validated => InstanceState::Validated,
+                ValidationStatus::Rejected => InstanceState::Rejected,
+                ValidationStatus::Failed => InstanceState::ValidateFailed,
             };
-            summary.failure_class.clone_from(&validation.failure_class);
+            summary.failure_class = validation.failure_class.map(|c| c.to_string());
             summary.reason.clone_from(&validation.reason);
             summary.fail_to_pass.clone_from(&validation.FAIL_TO_PASS);
             if let (Some(exact), Some(meaning)) =
@@ -188,26 +239,31 @@ pub fn funnel(pipeline: &Pipeline, run: &RunStore) -> Result<Funnel, PipelineErr
         pull_requests: candidates.len() as u64,
         ..Funnel::default()
     };
-    for dropped in candidates.iter().filter(|c| c.status == "dropped") {
+    for dropped in candidates
+        .iter()
+        .filter(|c| c.status == CandidateStatus::Dropped)
+    {
         let reason = dropped.drop_reason.clone().unwrap_or_else(|| "-".into());
         *funnel.dropped.entry(reason).or_default() += 1;
     }
     for summary in instance_summaries(pipeline, run)? {
         funnel.candidates += 1;
-        let state = summary.state.as_str();
-        let kept = !matches!(state, "filtered" | "invalid-input");
-        let platform = kept && state != "other-platform";
-        let built = matches!(state, "validated" | "rejected" | "validate-failed")
-            || (state == "pending" && summary.launch_seconds.is_some());
+        let state = summary.state;
+        let kept = !matches!(state, InstanceState::Filtered | InstanceState::InvalidInput);
+        let platform = kept && state != InstanceState::OtherPlatform;
+        let built = matches!(
+            state,
+            InstanceState::Validated | InstanceState::Rejected | InstanceState::ValidateFailed
+        ) || (state == InstanceState::Pending && summary.launch_seconds.is_some());
         funnel.kept += u64::from(kept);
         funnel.platform += u64::from(platform);
         funnel.built += u64::from(built);
-        funnel.validated += u64::from(state == "validated");
-        if state != "validated" {
+        funnel.validated += u64::from(state == InstanceState::Validated);
+        if state != InstanceState::Validated {
             let class = summary.failure_class.unwrap_or_else(|| "-".into());
             *funnel
                 .failures
-                .entry(summary.state.clone())
+                .entry(state.to_string())
                 .or_default()
                 .entry(class)
                 .or_default() += 1;

@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::id::InstanceId;
+use crate::status::{CandidateStatus, EnvironmentStatus, FailureClass, ValidationStatus};
+
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
 /// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
 /// 5: environments record the test scope launch chose (`test_scope`).
@@ -169,6 +172,53 @@ impl<V: Serialize> ColumnKind for BTreeMap<String, V> {
     }
 }
 
+impl ColumnKind for InstanceId {
+    const TYPE: ColumnType = ColumnType::Str;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.string(Some(self.as_str()));
+    }
+}
+
+impl ColumnKind for Option<FailureClass> {
+    const TYPE: ColumnType = ColumnType::OptStr;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.string(self.map(FailureClass::as_str));
+    }
+}
+
+/// Status columns: stored as their names.
+macro_rules! status_column {
+    ($($ty:ty),+) => {
+        $(impl ColumnKind for $ty {
+            const TYPE: ColumnType = ColumnType::Str;
+            fn write_to(&self, sink: &mut dyn ColumnSink) {
+                sink.string(Some(self.as_str()));
+            }
+        })+
+    };
+}
+
+status_column!(CandidateStatus, EnvironmentStatus, ValidationStatus);
+
+/// The value a field of a new row starts with: the row's id for the id, the type's default for
+/// every other field ([`Row`] types have `new(instance_id)`).
+pub trait FieldDefault {
+    /// The starting value.
+    fn field_default(id: &InstanceId) -> Self;
+}
+
+impl<T: Default> FieldDefault for T {
+    fn field_default(_: &InstanceId) -> Self {
+        T::default()
+    }
+}
+
+impl FieldDefault for InstanceId {
+    fn field_default(id: &InstanceId) -> Self {
+        id.clone()
+    }
+}
+
 /// A row of one table.
 pub trait Row: Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + 'static {
     /// Table name, also the name of its JSON Schema file (`schemas/<table>.schema.json`).
@@ -195,13 +245,23 @@ macro_rules! table {
         }
     ) => {
         $(#[doc = $tdoc])*
-        #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         // `allow`, not `expect`: only the tables that carry SWE-bench's upper-case columns
         // (`FAIL_TO_PASS`) trigger the lint.
         #[allow(non_snake_case)]
         pub struct $name {
             $( $(#[doc = $doc])+ pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// A row for `instance_id` with every other column empty (zero, false, none).
+            #[must_use]
+            pub fn new(instance_id: $crate::id::InstanceId) -> Self {
+                Self {
+                    $( $field: $crate::columns::FieldDefault::field_default(&instance_id), )*
+                }
+            }
         }
 
         impl $crate::columns::Row for $name {
@@ -215,7 +275,7 @@ macro_rules! table {
                 }),*]
             }
             fn key(&self) -> &str {
-                &self.instance_id
+                self.instance_id.as_str()
             }
             fn write_columns(&self, sink: &mut dyn $crate::columns::ColumnSink) {
                 $( $crate::columns::ColumnKind::write_to(&self.$field, sink); )*

@@ -69,6 +69,22 @@ impl InstanceId {
         }
     }
 
+    /// The id of the `number`-th of something that has no id of its own
+    /// (`invalid-line-7` for an unreadable line of a task file): `kind` followed by `-` and
+    /// the number.
+    ///
+    /// `kind` is a literal of kiln's own: lowercase ASCII letters and `-` only, which with the
+    /// digits of the number break none of the rules of [`InstanceId::new`] (a test checks
+    /// this); anything else in it is replaced by `-`.
+    #[must_use]
+    pub fn placeholder(kind: &'static str, number: usize) -> Self {
+        let kind: String = kind
+            .chars()
+            .map(|c| if c.is_ascii_lowercase() { c } else { '-' })
+            .collect();
+        Self(format!("{kind}-{number}"))
+    }
+
     /// The id as given.
     #[must_use]
     pub fn as_str(&self) -> &str {
@@ -95,6 +111,51 @@ impl fmt::Display for InstanceId {
 impl AsRef<str> for InstanceId {
     fn as_ref(&self) -> &str {
         &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for InstanceId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for InstanceId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<String> for InstanceId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<&str> for InstanceId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl From<InstanceId> for String {
+    fn from(id: InstanceId) -> Self {
+        id.0
+    }
+}
+
+/// Stored as the plain string; read back through [`InstanceId::new`], so a table whose id
+/// breaks a rule fails to read instead of handing the id on unchecked.
+impl serde::Serialize for InstanceId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for InstanceId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Self::new(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -195,6 +256,15 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn placeholders_are_ids_by_construction() {
+        for (kind, number) in [("invalid-line", 7), ("invalid-entry", 0), ("x/y z", 12)] {
+            let id = InstanceId::placeholder(kind, number);
+            assert_eq!(InstanceId::new(id.as_str()), Ok(id.clone()), "{id}");
+        }
+        assert_eq!(InstanceId::placeholder("x/y z", 12).as_str(), "x-y-z-12");
+    }
 
     #[test]
     fn ids_that_could_leave_a_directory_or_a_line_are_refused() {

@@ -12,7 +12,9 @@ mod tables;
 
 pub use columns::{Column, ColumnKind, ColumnSink, ColumnType, Row, SCHEMA_VERSION, json_schema};
 pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
-pub use status::{FailureClass, TestStatus, TestStatuses};
+pub use status::{
+    CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, TestStatuses, ValidationStatus,
+};
 pub use tables::*;
 
 /// Confounder flags an LM judge may raise on a verdict (after SWE-rebench V2's annotations):

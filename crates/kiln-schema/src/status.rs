@@ -34,6 +34,79 @@ impl TestStatus {
 /// Per-test statuses of one run, keyed by normalised test id.
 pub type TestStatuses = BTreeMap<String, TestStatus>;
 
+/// Declares an enum stored as one of a closed set of names: `as_str`, `Display`, serde as the
+/// name, `Default` (the first variant).
+macro_rules! named {
+    (
+        $(#[doc = $doc:literal])*
+        pub enum $name:ident {
+            $( $(#[doc = $vdoc:literal])+ $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $( $(#[doc = $vdoc])+ #[serde(rename = $text)] $variant, )+
+        }
+
+        impl $name {
+            /// The stored name.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $text, )+
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                [$(Self::$variant),+][0]
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named! {
+    /// Where a candidate row stands after the crawl or the ingest.
+    pub enum CandidateStatus {
+        /// A candidate the later stages take.
+        Ok = "ok",
+        /// A pull request the crawl saw and left out (`drop_reason` says why).
+        Dropped = "dropped",
+        /// A task file entry that could not be read (`error` says why).
+        Error = "error",
+    }
+}
+
+named! {
+    /// How a launch ended.
+    pub enum EnvironmentStatus {
+        /// No environment: `failure_class` says why.
+        Failed = "failed",
+        /// An environment image was built and its baseline run counts.
+        Built = "built",
+    }
+}
+
+named! {
+    /// How a validation ended.
+    pub enum ValidationStatus {
+        /// The validation could not run to a decision (`failure_class` says why).
+        Failed = "failed",
+        /// The instance holds: FAIL_TO_PASS is not empty and nothing contradicts it.
+        Validated = "validated",
+        /// The runs contradict the instance (`failure_class` says how).
+        Rejected = "rejected",
+    }
+}
+
 /// Why a repository or instance did not make it through a stage. Stored as its kebab-case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

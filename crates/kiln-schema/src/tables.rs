@@ -3,16 +3,19 @@
 use std::collections::BTreeMap;
 
 use crate::columns::table;
-use crate::status::TestStatus;
+use crate::id::InstanceId;
+use crate::status::{
+    CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, ValidationStatus,
+};
 
 table! {
     /// A task candidate: a merged pull request with its linked issue, from a crawl or a task file.
     pub struct Candidate in "candidate" {
         /// `owner__repo-PR`, unique within a run.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// Row status: `ok`; `error` when the source line could not be read (see `error`);
         /// `dropped` for a crawled pull request that is not a task candidate (see `drop_reason`).
-        pub status: String,
+        pub status: CandidateStatus,
         /// For `error` rows: what was wrong, with the source file and line.
         pub error: Option<String>,
         /// `owner/name` of the GitHub repository.
@@ -64,7 +67,7 @@ table! {
     /// The filter's verdict on one candidate.
     pub struct Verdict in "verdict" {
         /// The candidate's id.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// Whether the candidate goes on to the next stages.
         pub keep: bool,
         /// Short label of the verdict: `ok`; the LM judge's `vague`, `unstated-requirements`,
@@ -100,7 +103,7 @@ table! {
     /// The operating system a candidate needs.
     pub struct PlatformLabel in "platform_label" {
         /// The candidate's id.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// `linux`, `windows` or `macos`.
         pub platform: String,
         /// The keywords found (`problem statement: win32`, `patch: msvc`).
@@ -131,15 +134,15 @@ table! {
     /// An executable environment built for one candidate at its base commit, or why none was built.
     pub struct EnvironmentRecord in "environment" {
         /// The candidate's id.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// `owner/name`.
         pub repo: String,
         /// The commit the environment holds.
         pub base_commit: String,
         /// `built` or `failed`.
-        pub status: String,
+        pub status: EnvironmentStatus,
         /// When `failed`: the failure class (`dependency-resolution`, `build`, `timeout`, ...).
-        pub failure_class: Option<String>,
+        pub failure_class: Option<FailureClass>,
         /// When `failed`: the command that decided the failure.
         pub failure_command: Option<String>,
         /// When `failed`: the last lines of that command's output.
@@ -198,11 +201,11 @@ table! {
     /// The verdict of validation: which tests the gold patch fixes, or why the instance was rejected.
     pub struct ValidationRecord in "validation" {
         /// The candidate's id.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// `validated`, `rejected` (the instance is not a valid task) or `failed` (could not run).
-        pub status: String,
+        pub status: ValidationStatus,
         /// When not validated: the failure class (`no-fail-to-pass`, `pass-to-fail`, `invalid-run`, ...).
-        pub failure_class: Option<String>,
+        pub failure_class: Option<FailureClass>,
         /// When not validated: the reason in words.
         pub reason: Option<String>,
         /// Tests that fail (or are absent) with the test patch alone and pass with the gold patch.
@@ -256,7 +259,7 @@ table! {
     /// One task instance of a release, compatible with SWE-bench and SWE-bench-Live rows.
     pub struct ReleaseInstance in "release_instance" {
         /// `owner__repo-PR`.
-        pub instance_id: String,
+        pub instance_id: InstanceId,
         /// `owner/name`.
         pub repo: String,
         /// Pull request number as a string, when known (SWE-bench-Live uses a string).
@@ -357,7 +360,7 @@ mod tests {
     #[test]
     fn verdict_columns_match_struct() {
         check_columns(&Verdict {
-            instance_id: "a__b-1".into(),
+            instance_id: InstanceId::new("a__b-1").unwrap(),
             keep: true,
             label: "ok".into(),
             reason: "has tests".into(),
@@ -376,7 +379,7 @@ mod tests {
     #[test]
     fn platform_label_columns_match_struct() {
         check_columns(&PlatformLabel {
-            instance_id: "a__b-1".into(),
+            instance_id: InstanceId::new("a__b-1").unwrap(),
             platform: "windows".into(),
             evidence: vec!["patch: win32".into()],
             labeller: "m".into(),
@@ -417,8 +420,8 @@ mod tests {
         let mut run_statuses = BTreeMap::new();
         run_statuses.insert("after:1".to_string(), statuses);
         check_columns(&ValidationRecord {
-            instance_id: "a__b-1".into(),
-            status: "validated".into(),
+            instance_id: InstanceId::new("a__b-1").unwrap(),
+            status: ValidationStatus::Validated,
             failure_class: None,
             reason: None,
             FAIL_TO_PASS: vec!["t::a".into()],

@@ -157,11 +157,12 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
     };
     let image = format!("kiln-env/bench:{}", repo.replace('/', "__"));
     ReleaseInstance {
-        instance_id: format!(
+        instance_id: kiln_schema::InstanceId::new(&format!(
             "{}__{}-{pull}",
             repo.split('/').next().unwrap_or(""),
             repo_n
-        ),
+        ))
+        .expect("a synthetic id is an id"),
         repo: repo.clone(),
         pull_number: Some(pull.to_string()),
         base_commit: format!("{:040x}", rng.next() as u128 * rng.next() as u128),

@@ -217,7 +217,7 @@ pub fn dedupe(
             .map_err(|e| polars_error(here, &e))?;
         for (row, release, other) in triples(&by_id, "release", "instance_id")? {
             dropped.entry(row).or_insert(Duplicate {
-                instance_id: rows[row].instance_id.clone(),
+                instance_id: rows[row].instance_id.to_string(),
                 key: "instance_id".into(),
                 release,
                 duplicates: other,
@@ -235,7 +235,7 @@ pub fn dedupe(
             .map_err(|e| polars_error(here, &e))?;
         for (row, release, other) in triples(&by_pull, "release", "instance_id_right")? {
             dropped.entry(row).or_insert(Duplicate {
-                instance_id: rows[row].instance_id.clone(),
+                instance_id: rows[row].instance_id.to_string(),
                 key: "pull_request".into(),
                 release,
                 duplicates: other,
@@ -255,10 +255,10 @@ pub fn dedupe(
             dropped.insert(
                 i,
                 Duplicate {
-                    instance_id: row.instance_id.clone(),
+                    instance_id: row.instance_id.to_string(),
                     key: "repeated".into(),
                     release: tag.to_string(),
-                    duplicates: row.instance_id.clone(),
+                    duplicates: row.instance_id.to_string(),
                 },
             );
             continue;
@@ -268,7 +268,7 @@ pub fn dedupe(
                 dropped.insert(
                     i,
                     Duplicate {
-                        instance_id: row.instance_id.clone(),
+                        instance_id: row.instance_id.to_string(),
                         key: "repeated".into(),
                         release: tag.to_string(),
                         duplicates: (*first).to_string(),

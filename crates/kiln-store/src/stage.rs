@@ -680,7 +680,7 @@ mod tests {
     #[test]
     fn content_hash_ignores_order() -> Result<(), serde_json::Error> {
         let row = |id: &str| kiln_schema::PlatformLabel {
-            instance_id: id.into(),
+            instance_id: kiln_schema::InstanceId::new(id).unwrap(),
             platform: "linux".into(),
             evidence: vec![],
             labeller: "keyword".into(),

@@ -106,7 +106,7 @@ pub async fn evaluate(
     let started = Instant::now();
     let instance = &request.instance;
     let mut evaluation = Evaluation {
-        instance_id: instance.instance_id.clone(),
+        instance_id: instance.instance_id.to_string(),
         resolution: Resolution::Unresolved,
         reason: None,
         fail_to_pass_passed: Vec::new(),

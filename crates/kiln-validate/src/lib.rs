@@ -19,7 +19,9 @@ use std::time::Instant;
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
 use kiln_core::{ContainerRuntime, Event, NetworkMode, Removals, Reporter, RuntimeError};
-use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord};
+use kiln_schema::{
+    Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord, ValidationStatus,
+};
 
 pub use decide::{Decision, RunResult, Side, decide};
 pub use evaluate::{EvaluateRequest, Evaluation, Resolution, evaluate};
@@ -85,7 +87,7 @@ pub async fn validate(
         .max(1);
     let mut record = ValidationRecord {
         instance_id: env.instance_id.clone(),
-        status: "failed".into(),
+        status: ValidationStatus::Failed,
         failure_class: None,
         reason: None,
         FAIL_TO_PASS: Vec::new(),
@@ -109,7 +111,7 @@ pub async fn validate(
         log_dir: request.log_dir_label.clone(),
     };
     let Some(image) = env.image.clone() else {
-        record.failure_class = Some(FailureClass::Infra.as_str().into());
+        record.failure_class = Some(FailureClass::Infra);
         record.reason = Some("the environment has no image".into());
         return Ok(record);
     };
@@ -122,7 +124,7 @@ pub async fn validate(
         for side in base.into_iter().chain([Side::Before, Side::After]) {
             reporter.report(Event::ItemStep {
                 stage: request.stage.clone(),
-                item: env.instance_id.clone(),
+                item: env.instance_id.to_string(),
                 step: format!("{} run {repeat}/{repeats}", side.as_str()),
             });
             let patches = match side {
@@ -174,7 +176,7 @@ pub async fn validate(
                     continue;
                 }
                 Err(RunFailure::Item(class, reason)) => {
-                    record.failure_class = Some(class.as_str().into());
+                    record.failure_class = Some(class);
                     record.reason = Some(format!("{} run {repeat}: {reason}", side.as_str()));
                     record.total_seconds = started.elapsed().as_secs_f64();
                     return Ok(record);
@@ -214,7 +216,7 @@ pub async fn validate(
             .map(|a| a.by_meaning.as_str().to_string());
     match decision.rejection {
         None => {
-            record.status = "validated".into();
+            record.status = ValidationStatus::Validated;
             let harness_runs: Vec<harness::HarnessRun<'_>> = harness_maps
                 .iter()
                 .map(|(side, exit_code, maps)| harness::HarnessRun {
@@ -234,8 +236,8 @@ pub async fn validate(
             }
         }
         Some((class, reason)) => {
-            record.status = "rejected".into();
-            record.failure_class = Some(class.as_str().into());
+            record.status = ValidationStatus::Rejected;
+            record.failure_class = Some(class);
             record.reason = Some(reason);
         }
     }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use kiln_schema::Candidate;
+use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 
 use super::error::CrawlError;
 use super::query::{self, Issue, PullRequest};
@@ -49,18 +49,20 @@ pub(super) async fn page_rows(
         if !(pr.typename.is_empty() || pr.typename == "PullRequest") {
             continue;
         }
-        let id = instance_id(repo, pr.number);
         // A name GitHub answered with becomes file names and image tags later; one that is no
         // usable id (only a misbehaving server sends such names) is left out, not stored.
-        if let Err(e) = kiln_schema::InstanceId::new(&id) {
-            tracing::warn!(
-                repo,
-                number = pr.number,
-                "pull request skipped: failed to {e}"
-            );
-            continue;
-        }
-        if shared.request.prior.seen.contains(&id) {
+        let id = match InstanceId::new(&instance_id(repo, pr.number)) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(
+                    repo,
+                    number = pr.number,
+                    "pull request skipped: failed to {e}"
+                );
+                continue;
+            }
+        };
+        if shared.request.prior.seen.contains(id.as_str()) {
             continue;
         }
         let language = pr
@@ -202,7 +204,7 @@ pub(super) async fn page_rows(
     rows.sort_by_key(|r| r.pull_number);
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
-        if row.status == "ok" {
+        if row.status == CandidateStatus::Ok {
             if shared
                 .budget
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
@@ -225,10 +227,8 @@ fn instance_id(repo: &str, number: u64) -> String {
 }
 
 /// The row of a pull request before its checks: what every row says, candidate or dropped.
-fn base_row(id: &str, repo: &str, pr: &PullRequest, language: &str) -> Candidate {
+fn base_row(id: &InstanceId, repo: &str, pr: &PullRequest, language: &str) -> Candidate {
     Candidate {
-        instance_id: id.to_string(),
-        status: "ok".into(),
         repo: repo.to_string(),
         pull_number: i64::try_from(pr.number).ok(),
         base_commit: pr.base_ref_oid.clone(),
@@ -242,12 +242,12 @@ fn base_row(id: &str, repo: &str, pr: &PullRequest, language: &str) -> Candidate
         } else {
             pr.url.clone()
         },
-        ..Candidate::default()
+        ..Candidate::new(id.clone())
     }
 }
 
 fn dropped(mut row: Candidate, reason: &str) -> Candidate {
-    row.status = "dropped".into();
+    row.status = CandidateStatus::Dropped;
     row.drop_reason = Some(reason.to_string());
     row.patch.clear();
     row.test_patch.clear();

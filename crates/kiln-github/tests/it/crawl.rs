@@ -161,7 +161,7 @@ async fn the_demo_repositories_crawl_into_the_task_files_candidates() {
             .iter()
             .find(|r| r.instance_id == task.instance_id)
             .unwrap_or_else(|| panic!("no row for {}", task.instance_id));
-        assert_eq!(row.status, "ok", "{row:?}");
+        assert_eq!(row.status.as_str(), "ok", "{row:?}");
         assert_eq!(row.base_commit, task.base_commit);
         // The diff computed from the mirror is exactly what the fixture's own split wrote.
         assert_eq!(row.patch, task.patch, "{}", row.instance_id);
@@ -279,7 +279,7 @@ async fn every_kind_of_pull_request_gets_its_row() {
         } else {
             "ok"
         };
-        assert_eq!(row.status, status, "{row:?}");
+        assert_eq!(row.status.as_str(), status, "{row:?}");
         assert_eq!(row.instance_id, format!("kiln-crawl__edge-{}", want.number));
         if want.drop_reason.is_none() {
             let links: Vec<(String, String)> = row.issue_links.clone().into_iter().collect();
@@ -474,7 +474,11 @@ async fn a_second_crawl_asks_conditionally_and_skips_what_it_has() {
     // The same window again, as a run that has every row already: the repository answers are
     // 304s (no quota spent) and no row is made twice.
     let mut again = request(&setup, settings(&setup));
-    again.prior.seen = first.rows.iter().map(|r| r.instance_id.clone()).collect();
+    again.prior.seen = first
+        .rows
+        .iter()
+        .map(|r| r.instance_id.to_string())
+        .collect();
     let second_client = client(&setup, &[("T", "token-a")]);
     let second = run(again, Arc::clone(&second_client)).await;
     assert!(second.summary.is_ok());

@@ -10,7 +10,7 @@ fn demo_task_file_is_ingested_with_given_lists() {
     let rows = read_task_file(&layout.tasks_file).unwrap();
     assert_eq!(rows.len(), layout.instances.len());
     for (n, (row, expected)) in rows.iter().zip(&layout.instances).enumerate() {
-        assert_eq!(row.status, "ok", "{:?}", row.error);
+        assert_eq!(row.status.as_str(), "ok", "{:?}", row.error);
         assert_eq!(row.instance_id, expected.instance_id);
         assert_eq!(row.repo, expected.repo);
         assert_eq!(row.origin, format!("tasks.jsonl:{}", n + 1));
@@ -38,11 +38,14 @@ fn error_lines_become_error_rows() {
     let rows = read_task_file(&file.path).unwrap();
     let ok: Vec<_> = rows
         .iter()
-        .filter(|r| r.status == "ok")
+        .filter(|r| r.status.as_str() == "ok")
         .map(|r| r.instance_id.clone())
         .collect();
     assert_eq!(ok, file.valid_instance_ids);
-    let errors: Vec<_> = rows.iter().filter(|r| r.status == "error").collect();
+    let errors: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status.as_str() == "error")
+        .collect();
     assert_eq!(errors.len(), file.invalid_lines.len());
     for (row, line) in errors.iter().zip(&file.invalid_lines) {
         assert_eq!(row.instance_id, line.instance_id);

@@ -135,9 +135,9 @@ async fn go_module_builds_and_a_real_dependency_is_a_resolution_failure() {
         ],
     )
     .await;
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(kiln_schema::FailureClass::DependencyResolution.as_str()),
         "{:?}",
         record.log_tail
@@ -295,7 +295,7 @@ async fn django_layout_runs_runtests_on_the_labels_of_the_test_patch() {
         "diff --git a/tests/forms_tests/tests.py b/tests/forms_tests/tests.py\n--- a/tests/forms_tests/tests.py\n+++ b/tests/forms_tests/tests.py\n@@ -1 +1 @@\n-import unittest\n+import unittest  # changed\n",
     )
     .await;
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert_eq!(record.plan, "python-django-runtests");
     assert_eq!(record.parser, "unittest");
     assert!(
@@ -338,7 +338,7 @@ async fn what_the_baseline_run_writes_does_not_reach_the_image() {
         true,
     )
     .await;
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert_eq!(
         status_of(&record, "test_starts_clean"),
         Some(TestStatus::Pass)
@@ -385,7 +385,7 @@ async fn repair_rules_fix_an_old_backend_unresolvable_lint_pins_and_an_undeclare
     )
     .await;
     assert_eq!(
-        record.status,
+        record.status.as_str(),
         "built",
         "{:?} {:?}\n{:?}\n{}",
         record.failure_class,
@@ -449,7 +449,7 @@ async fn an_old_node_project_gets_its_node_and_a_failing_build_does_not_decide()
     )
     .await;
     assert_eq!(
-        record.status,
+        record.status.as_str(),
         "built",
         "{:?} {:?}\n{:?}\n{}",
         record.failure_class,
@@ -568,7 +568,7 @@ async fn a_workspace_member_the_tests_do_not_use_does_not_break_the_build() {
     )
     .await;
     assert_eq!(
-        record.status,
+        record.status.as_str(),
         "built",
         "{:?} {:?}\n{}",
         record.failure_class,
@@ -662,7 +662,6 @@ async fn a_hostile_record_adds_no_instruction_to_its_dockerfile() {
         Err(e) => panic!("this test needs a Docker engine (scripts/docker-engine.sh start): {e}"),
     };
     let record = kiln_schema::EnvironmentRecord {
-        instance_id: "x\nRUN touch /injected-id".into(),
         repo: "o/r\rRUN touch /injected-repo".into(),
         base_commit: "0123abc\nRUN touch /injected-commit".into(),
         base_image: "debian:bookworm".into(),
@@ -673,7 +672,13 @@ async fn a_hostile_record_adds_no_instruction_to_its_dockerfile() {
             "cat > /c <<EOF\nhello\nEOF".into(),
             "echo d \\".into(),
         ],
-        ..kiln_schema::EnvironmentRecord::default()
+        ..kiln_schema::EnvironmentRecord::new(
+            kiln_schema::InstanceId::new(
+                "x
+RUN touch /injected-id",
+            )
+            .unwrap(),
+        )
     };
     let dockerfile = kiln_launch::dockerfile::dockerfile(&record);
     let mut context = tar::Builder::new(Vec::new());

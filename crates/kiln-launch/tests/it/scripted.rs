@@ -137,14 +137,13 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
     let image_tag = "kiln-env/scripted__demo-1:latest".to_string();
     let request = LaunchRequest {
         candidate: Candidate {
-            instance_id: "scripted__demo-1".into(),
-            status: "ok".into(),
+            status: kiln_schema::CandidateStatus::Ok,
             repo: "scripted/demo".into(),
             pull_number: Some(1),
             base_commit,
             created_at: COMMIT_DATE.into(),
             origin: "kiln-launch scripted".into(),
-            ..Candidate::default()
+            ..Candidate::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
         },
         clone_url: repo.display().to_string(),
         cache_dir: tmp.path().join("cache"),
@@ -226,7 +225,7 @@ async fn a_setup_failure_a_rule_knows_is_repaired_once_and_recorded() {
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
     assert!(
         record.repairs[0].starts_with("python-editable-backend: "),
@@ -277,7 +276,7 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
     runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert!(record.repairs.is_empty());
     assert_eq!(
         (record.baseline_passed, record.baseline_failed),
@@ -346,9 +345,9 @@ async fn a_setup_failure_no_rule_knows_is_a_failed_row_with_its_class() {
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some("dependency-resolution")
     );
     let commands = runtime.commands();
@@ -378,8 +377,11 @@ async fn a_compiler_failure_no_rule_knows_is_a_build_failure() {
             .answer(Answer::exit(1).output("src/ext.c:10:5: error: unknown type name 'foo'\nerror: command '/usr/bin/gcc' failed with exit code 1\n")),
     );
     let record = launch_on(&runtime, PYTHON).await.record().clone();
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("build")
+    );
     assert!(record.repairs.is_empty(), "{:?}", record.repairs);
 }
 
@@ -396,8 +398,11 @@ async fn every_setup_rule_is_tried_at_most_once() {
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("build")
+    );
     let rules: Vec<&str> = record
         .repairs
         .iter()
@@ -437,7 +442,7 @@ async fn a_repair_that_asks_for_an_older_setuptools_gets_it() {
     let launched = launch_on(&runtime, &files).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     let rules: Vec<&str> = record
         .repairs
         .iter()
@@ -493,7 +498,7 @@ async fn a_test_run_repair_installs_the_missing_module_and_starts_from_the_commi
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
     assert!(
         record.repairs[0].starts_with("python-missing-test-module: "),
@@ -535,14 +540,17 @@ async fn a_test_run_rule_is_not_tried_twice() {
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
     let commands = runtime.commands();
     assert_eq!(count_containing(&commands, "-m pytest"), 2, "{commands:#?}");
     assert_eq!(count_containing(&commands, "pyyaml"), 1, "{commands:#?}");
     assert_eq!(record.failure_command.as_ref(), Some(&record.test_command));
     // The collection error is a parsed test that does not pass.
-    assert_eq!(record.failure_class.as_deref(), Some("tests-failing"));
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("tests-failing")
+    );
     assert_eq!(
         record.baseline.get("tests/test_demo.py"),
         Some(&TestStatus::Error)
@@ -624,8 +632,11 @@ async fn a_container_stopped_by_the_tests_is_a_failed_row() {
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("test-run"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("test-run")
+    );
     assert_eq!(record.failure_command.as_ref(), Some(&record.test_command));
     assert!(
         record
@@ -643,8 +654,11 @@ async fn a_container_stopped_during_setup_is_a_build_failure() {
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime.script(Script::contains(" -e '.[test]'").answer(Answer::stops_container(1)));
     let record = launch_on(&runtime, PYTHON).await.record().clone();
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("build"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("build")
+    );
     assert!(
         record
             .failure_command
@@ -664,8 +678,11 @@ async fn a_timed_out_setup_command_is_a_timeout_and_is_not_repaired() {
     );
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("timeout"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("timeout")
+    );
     assert!(record.repairs.is_empty(), "{:?}", record.repairs);
     assert_eq!(
         runtime
@@ -691,8 +708,11 @@ async fn a_test_run_killed_for_memory_is_an_oom_row() {
     runtime.script(Script::contains("-m pytest").answer(Answer::oom_killed()));
     let launched = launch_on(&runtime, PYTHON).await;
     let record = launched.record();
-    assert_eq!(record.status, "failed");
-    assert_eq!(record.failure_class.as_deref(), Some("oom"));
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("oom")
+    );
     assert!(runtime.image(&launched.image_tag).is_none());
     let test_run = runtime
         .containers()
@@ -716,7 +736,7 @@ async fn a_repair_variable_reaches_later_commands_and_the_image() {
     let launched = launch_on(&runtime, NODE).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     assert_eq!(record.repairs.len(), 1, "{:?}", record.repairs);
     assert!(
         record.repairs[0]
@@ -778,7 +798,7 @@ async fn an_optional_step_that_keeps_failing_is_skipped_and_the_tests_decide() {
     let launched = launch_on(&runtime, NODE).await;
     let record = launched.record();
 
-    assert_eq!(record.status, "built", "{:?}", record.log_tail);
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
     let rules: Vec<&str> = record
         .repairs
         .iter()

@@ -100,8 +100,7 @@ pub async fn launch_history(
     let image_tag = format!("kiln-it/launch:{name}-{}", std::process::id());
     let request = LaunchRequest {
         candidate: Candidate {
-            instance_id: format!("kiln-it__{name}-1"),
-            status: "ok".into(),
+            status: kiln_schema::CandidateStatus::Ok,
             error: None,
             repo: format!("kiln-it/{name}"),
             pull_number: Some(1),
@@ -116,7 +115,7 @@ pub async fn launch_history(
             given_fail_to_pass: Vec::new(),
             given_pass_to_pass: Vec::new(),
             origin: "kiln-launch it".into(),
-            ..Candidate::default()
+            ..Candidate::new(kiln_schema::InstanceId::new(&format!("kiln-it__{name}-1")).unwrap())
         },
         clone_url: repo.display().to_string(),
         cache_dir: tmp.path().join("cache"),
@@ -230,7 +229,7 @@ pub async fn run_in_image(
 pub async fn launch(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord {
     let record = launch_any(name, files).await;
     assert_eq!(
-        record.status,
+        record.status.as_str(),
         "built",
         "{name}: {:?} at {:?}\n{}",
         record.failure_class,

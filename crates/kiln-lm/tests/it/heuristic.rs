@@ -119,7 +119,7 @@ fn a_fix_quoted_in_the_issue_gives_the_solution_away() {
 fn structural_problems_come_first() {
     let report = issue("crash-with-traceback");
     let mut unreadable = candidate("acme__calc-1", &report);
-    unreadable.status = "error".into();
+    unreadable.status = kiln_schema::CandidateStatus::Error;
     check(&unreadable, 2000, false, "invalid", "could not be read");
     let mut no_tests = candidate("acme__calc-2", &report);
     no_tests.test_patch = "  \n".into();

@@ -356,7 +356,10 @@ async fn concurrent_answers_are_all_counted_in_the_ledger() {
             tokio::spawn(async move {
                 let subject = candidate(&format!("acme__calc-{i}"), &format!("{CLEAR_BUG} #{i}"));
                 let request = kiln_lm::prompts::filter_request(&subject, "fake-judge-1", &lm, 0);
-                asker.ask(&subject.instance_id, &request).await.unwrap()
+                asker
+                    .ask(subject.instance_id.as_str(), &request)
+                    .await
+                    .unwrap()
             })
         })
         .collect();

@@ -82,8 +82,7 @@ pub fn split_settings(lm: LmSettings) -> SplitSettings {
 /// A candidate with the usual parts; the tests change what they need.
 pub fn candidate(id: &str, statement: &str) -> Candidate {
     Candidate {
-        instance_id: id.into(),
-        status: "ok".into(),
+        status: kiln_schema::CandidateStatus::Ok,
         error: None,
         repo: "acme/calc".into(),
         pull_number: Some(7),
@@ -98,7 +97,7 @@ pub fn candidate(id: &str, statement: &str) -> Candidate {
         given_fail_to_pass: vec![],
         given_pass_to_pass: vec![],
         origin: "tasks.jsonl:1".into(),
-        ..Candidate::default()
+        ..Candidate::new(kiln_schema::InstanceId::new(id).unwrap())
     }
 }
 

@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kiln_core::Event;
-use kiln_core::config::{CrawlSettings, NodeSettings, format_time};
+use kiln_core::config::{CrawlSettings, format_time};
 use kiln_github::crawl::{
     ClientOptions, CrawlError, CrawlRequest, GitHub, Output, Prior, RepoProgress, SETTLE, Token,
 };
-use kiln_schema::{Candidate, Row as _};
+use kiln_schema::{Candidate, CandidateStatus, Row as _};
 use kiln_store::StageTable;
 use serde_json::Value;
 
@@ -33,12 +33,10 @@ const REPOSITORIES: &str = "repositories";
 const LIMIT_REACHED: &str = "limit_reached";
 const REPO_PREFIX: &str = "repo:";
 
-pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Crawl(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for a crawl node".into(),
-        ));
-    };
+pub(crate) async fn crawl(
+    cx: &StageContext<'_>,
+    settings: &CrawlSettings,
+) -> Result<StageOutcome, PipelineError> {
     if cx.options.only.is_some() {
         return Err(PipelineError::Input {
             what: format!("the options of stage {}", cx.node.name),
@@ -64,11 +62,14 @@ pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
         .get(REPOSITORIES)
         .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok());
     let own_rows = table.rows()?;
-    let kept_so_far = own_rows.iter().filter(|r| r.status == "ok").count();
+    let kept_so_far = own_rows
+        .iter()
+        .filter(|r| r.status == CandidateStatus::Ok)
+        .count();
     let mut prior = earlier_crawls(cx)?;
     prior
         .seen
-        .extend(own_rows.iter().map(|r| r.instance_id.clone()));
+        .extend(own_rows.iter().map(|r| r.instance_id.to_string()));
     started(cx, 0, own_rows.len() as u64);
 
     let root = &cx.pipeline.dataset.root;
@@ -137,7 +138,7 @@ pub(crate) async fn crawl(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
                     for row in &rows {
                         cx.reporter.report(Event::ItemFinished {
                             stage: cx.node.name.clone(),
-                            item: row.instance_id.clone(),
+                            item: row.instance_id.to_string(),
                             outcome: row_outcome(row),
                             seconds: 0.0,
                         });
@@ -403,7 +404,10 @@ fn stats(
             requests += value;
         }
     }
-    let kept = rows.iter().filter(|r| r.status == "ok").count();
+    let kept = rows
+        .iter()
+        .filter(|r| r.status == CandidateStatus::Ok)
+        .count();
     let seen: BTreeSet<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();
     {
         stats.insert("requests".into(), requests as f64);

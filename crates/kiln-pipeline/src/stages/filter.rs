@@ -3,24 +3,22 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kiln_core::config::NodeSettings;
-use kiln_schema::Verdict;
+use kiln_core::config::FilterSettings;
+use kiln_schema::{CandidateStatus, InstanceId, Verdict};
 
 use super::{StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, plan, started};
 use crate::PipelineError;
 
-pub(crate) async fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Filter(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for a filter node".into(),
-        ));
-    };
+pub(crate) async fn filter(
+    cx: &StageContext<'_>,
+    settings: &FilterSettings,
+) -> Result<StageOutcome, PipelineError> {
     // Only candidates are judged: error rows (unreadable task lines) and pull requests the
     // crawl dropped are not tasks.
     let mut candidates = cx.candidates()?;
-    candidates.retain(|c| c.status == "ok");
+    candidates.retain(|c| c.status == CandidateStatus::Ok);
     let mut table = cx.table::<Verdict>()?;
-    let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
+    let items: Vec<InstanceId> = candidates.iter().map(|c| c.instance_id.clone()).collect();
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     let outcome_of = |v: &Verdict| {
@@ -43,6 +41,6 @@ pub(crate) async fn filter(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
             kiln_lm::heuristic_verdict(c, settings)
         })?,
     };
-    let items: BTreeSet<String> = items.into_iter().collect();
+    let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(cx, &mut table, &items, processed, skipped, outcome_of)
 }

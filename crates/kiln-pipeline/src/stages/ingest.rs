@@ -3,18 +3,16 @@
 use std::collections::BTreeSet;
 
 use kiln_core::Event;
-use kiln_core::config::NodeSettings;
-use kiln_schema::Candidate;
+use kiln_core::config::IngestSettings;
+use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 
 use super::{StageContext, StageOutcome, finish, plan, started};
 use crate::PipelineError;
 
-pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Ingest(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for an ingest node".into(),
-        ));
-    };
+pub(crate) fn ingest(
+    cx: &StageContext<'_>,
+    settings: &IngestSettings,
+) -> Result<StageOutcome, PipelineError> {
     let mut table = cx.table::<Candidate>()?;
     let mut rows = kiln_github::read_task_file(&settings.path).map_err(
         |kiln_github::IngestError::Read { path, source }| PipelineError::Input {
@@ -23,25 +21,34 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
         },
     )?;
     if !settings.instances.is_empty() {
-        rows.retain(|r| settings.instances.contains(&r.instance_id));
+        rows.retain(|r| {
+            settings
+                .instances
+                .iter()
+                .any(|i| r.instance_id == i.as_str())
+        });
     }
     // Duplicate ids in a task file: the first wins, the others become error rows so nothing is
     // silently dropped.
     let mut seen = BTreeSet::new();
-    for row in &mut rows {
+    for (index, row) in rows.iter_mut().enumerate() {
         if !seen.insert(row.instance_id.clone()) {
             row.error = Some(format!(
                 "{}: duplicate instance_id {}",
                 row.origin, row.instance_id
             ));
-            row.status = "error".into();
-            row.instance_id = format!("duplicate-{}", row.origin.replace([':', '/'], "-"));
+            row.status = CandidateStatus::Error;
+            row.instance_id = InstanceId::new(&format!(
+                "duplicate-{}",
+                row.origin.replace([':', '/'], "-")
+            ))
+            .unwrap_or_else(|_| InstanceId::placeholder("duplicate-entry", index));
         }
     }
-    let items: Vec<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
+    let items: Vec<InstanceId> = rows.iter().map(|r| r.instance_id.clone()).collect();
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
-    let todo: BTreeSet<String> = todo.into_iter().collect();
+    let todo: BTreeSet<InstanceId> = todo.into_iter().collect();
     let new_rows: Vec<Candidate> = rows
         .into_iter()
         .filter(|r| todo.contains(&r.instance_id))
@@ -49,18 +56,18 @@ pub(crate) fn ingest(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineErro
     if !new_rows.is_empty() {
         table.append(&new_rows)?;
     }
-    for row in new_rows.iter().filter(|r| r.status != "ok") {
+    for row in new_rows.iter().filter(|r| r.status != CandidateStatus::Ok) {
         cx.reporter.report(Event::Note {
             message: row.error.clone().unwrap_or_default(),
         });
     }
-    let items: BTreeSet<String> = items.into_iter().collect();
+    let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(
         cx,
         &mut table,
         &items,
         new_rows.len() as u64,
         skipped,
-        |r| r.status.clone(),
+        |r| r.status.to_string(),
     )
 }

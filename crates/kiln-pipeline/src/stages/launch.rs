@@ -3,28 +3,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kiln_core::config::{NodeKind, NodeSettings};
+use kiln_core::config::{LaunchSettings, NodeKind, NodeSettings};
 use kiln_core::runtime::LABEL_DATASET;
 use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
 
-use super::{
-    StageContext, StageOutcome, finish, for_each_item, kept_candidates, plan, started,
-    wait_for_removals,
-};
+use super::{StageContext, StageOutcome, containers, finish, kept_candidates};
 use crate::PipelineError;
 
-pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Launch(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for a launch node".into(),
-        ));
-    };
+pub(crate) async fn launch(
+    cx: &StageContext<'_>,
+    settings: &LaunchSettings,
+) -> Result<StageOutcome, PipelineError> {
     let mut candidates = kept_candidates(cx)?;
     if let (Some(labels), Some(NodeSettings::Split(split))) = (
         cx.input_rows::<PlatformLabel>(NodeKind::Split)?,
         cx.input(NodeKind::Split).map(|n| &n.settings),
     ) {
-        let keep: BTreeSet<String> = labels
+        let keep: BTreeSet<InstanceId> = labels
             .into_iter()
             .filter(|l| split.keep.contains(&l.platform))
             .map(|l| l.instance_id)
@@ -34,108 +29,86 @@ pub(crate) async fn launch(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
         return Err(PipelineError::Internal("launch has no source input".into()));
     };
-    let candidates: BTreeMap<String, (InstanceId, Candidate)> = cx
-        .usable_ids(candidates, |c| &c.instance_id)
+    let candidates: BTreeMap<InstanceId, Candidate> = candidates
         .into_iter()
-        .map(|(id, c)| (c.instance_id.clone(), (id, c)))
+        .map(|c| (c.instance_id.clone(), c))
         .collect();
     let mut table = cx.table::<EnvironmentRecord>()?;
-    let items: Vec<String> = candidates.keys().cloned().collect();
-    let (todo, skipped) = plan(cx, &mut table, items.clone())?;
-    started(cx, items.len(), skipped);
-    let runtime = cx.runtime()?;
-    let ca_bundle = match &cx.pipeline.docker.ca_bundle {
-        Some(path) if !todo.is_empty() => Some(Arc::new(std::fs::read(path).map_err(|e| {
-            PipelineError::Input {
-                what: format!("the CA bundle {}", path.display()),
-                message: e.to_string(),
-            }
-        })?)),
-        _ => None,
-    };
+    let items: Vec<InstanceId> = candidates.keys().cloned().collect();
+    // The bundle is read once, and only when there is something to launch.
+    let mut ca_bundle: Option<Option<Arc<Vec<u8>>>> = None;
     let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
-    let concurrency = cx
-        .options
-        .concurrency
-        .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
-    let reporter = Arc::clone(&cx.reporter);
-    let removals = kiln_core::Removals::default();
-    let mut requests = BTreeMap::new();
-    for id in &todo {
-        let Some((instance_id, candidate)) = candidates.get(id) else {
-            continue;
-        };
-        let (log_dir, log_dir_label) = cx.log_dir(instance_id)?;
-        requests.insert(
-            id.clone(),
-            kiln_launch::LaunchRequest {
+    let ran = containers::run(
+        cx,
+        &mut table,
+        items.clone(),
+        settings.concurrency,
+        |id, logs, removals| {
+            let Some(candidate) = candidates.get(id) else {
+                return Ok(None);
+            };
+            if ca_bundle.is_none() {
+                ca_bundle = Some(match &cx.pipeline.docker.ca_bundle {
+                    Some(path) => Some(Arc::new(std::fs::read(path).map_err(|e| {
+                        PipelineError::Input {
+                            what: format!("the CA bundle {}", path.display()),
+                            message: e.to_string(),
+                        }
+                    })?)),
+                    None => None,
+                });
+            }
+            Ok(Some(kiln_launch::LaunchRequest {
                 candidate: candidate.clone(),
                 clone_url: kiln_github::clone_url(&clone_url_template, &candidate.repo),
                 cache_dir: cache_dir.clone(),
-                log_dir,
-                log_dir_label,
-                ca_bundle: ca_bundle.clone(),
+                log_dir: logs.dir,
+                log_dir_label: logs.label,
+                ca_bundle: ca_bundle.clone().flatten(),
                 image_tag: image_tag(
                     &cx.pipeline.docker.image_prefix,
                     &cx.pipeline.dataset.name,
-                    instance_id,
+                    id,
                 ),
                 labels: cx.labels(),
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
                 removals: removals.clone(),
-            },
-        );
-    }
-    let requests = Arc::new(requests);
-    let processed = for_each_item(
-        cx,
-        &mut table,
-        todo,
-        concurrency,
-        |id| {
-            let runtime = Arc::clone(&runtime);
-            let reporter = Arc::clone(&reporter);
-            let requests = Arc::clone(&requests);
-            async move {
-                let Some(request) = requests.get(&id) else {
-                    return Err(PipelineError::Internal(format!("no request for {id}")));
-                };
-                kiln_launch::launch(runtime, request, reporter.as_ref())
-                    .await
-                    .map_err(|e| match e {
-                        kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
-                        kiln_launch::LaunchError::Host { what, message } => {
-                            PipelineError::Host { what, message }
-                        }
-                    })
-            }
+            }))
+        },
+        |runtime, request, reporter| async move {
+            kiln_launch::launch(runtime, &request, reporter.as_ref())
+                .await
+                .map_err(|e| match e {
+                    kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
+                    kiln_launch::LaunchError::Host { what, message } => {
+                        PipelineError::Host { what, message }
+                    }
+                })
         },
         environment_outcome,
     )
-    .await;
-    wait_for_removals(cx, &removals).await;
-    let processed = processed?;
+    .await?;
     // An instance launched again (after a kill between its commit and its row, or with
     // --force) moved its tag to the new image; the old one, untagged, is nobody's now.
-    runtime
+    cx.runtime()?
         .remove_leftover_images(LABEL_DATASET, &crate::dataset_label(cx.pipeline))
         .await?;
-    let items: BTreeSet<String> = items.into_iter().collect();
+    let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(
         cx,
         &mut table,
         &items,
-        processed,
-        skipped,
+        ran.processed,
+        ran.skipped,
         environment_outcome,
     )
 }
 
 fn environment_outcome(row: &EnvironmentRecord) -> String {
     match &row.failure_class {
-        None => row.status.clone(),
+        None => row.status.to_string(),
         Some(class) => format!("{}:{class}", row.status),
     }
 }

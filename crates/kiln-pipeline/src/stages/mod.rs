@@ -1,6 +1,7 @@
 //! The stages, one module per kind. Each reads its inputs from the run store, processes the
 //! items still missing and appends rows as they finish; this module holds what they share.
 
+mod containers;
 mod crawl;
 mod export;
 mod filter;
@@ -27,7 +28,7 @@ use kiln_core::config::{LmSettings, Node, NodeKind, NodeSettings, Pipeline};
 use kiln_core::runtime::{LABEL_DATASET, LABEL_MANAGED, LABEL_RUN};
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter};
 use kiln_lm::{AnswerStore, Asker};
-use kiln_schema::{Candidate, InstanceId, Row, Verdict};
+use kiln_schema::{Candidate, CandidateStatus, InstanceId, Row, Verdict};
 use kiln_store::{RunStore, StageTable};
 use tokio::task::JoinSet;
 
@@ -179,50 +180,35 @@ impl StageContext<'_> {
         let label = format!("logs/{}/{}", instance_id.file_stem(), self.node.name);
         Ok((dir, label))
     }
-
-    /// The items whose ids names can be derived from, each with its [`InstanceId`]. Ingest and
-    /// the crawl let no other id through; one in a table written otherwise (by hand, or by an
-    /// older kiln) is left out with a note, so that it cannot stop the stage or name a path.
-    fn usable_ids<T>(&self, items: Vec<T>, id_of: impl Fn(&T) -> &str) -> Vec<(InstanceId, T)> {
-        items
-            .into_iter()
-            .filter_map(|item| match InstanceId::new(id_of(&item)) {
-                Ok(id) => Some((id, item)),
-                Err(e) => {
-                    self.reporter.report(Event::Note {
-                        message: format!(
-                            "stage {}: an item is left out: failed to {e}",
-                            self.node.name
-                        ),
-                    });
-                    None
-                }
-            })
-            .collect()
-    }
 }
 
 /// Decides which of `items` to process, after dropping rows `--force` asks to redo.
 fn plan<R: Row>(
     cx: &StageContext<'_>,
     table: &mut StageTable<R>,
-    items: Vec<String>,
-) -> Result<(Vec<String>, u64), PipelineError> {
-    let wanted: Vec<String> = match &cx.options.only {
-        Some(only) => items.into_iter().filter(|i| only.contains(i)).collect(),
+    items: Vec<InstanceId>,
+) -> Result<(Vec<InstanceId>, u64), PipelineError> {
+    let wanted: Vec<InstanceId> = match &cx.options.only {
+        Some(only) => items
+            .into_iter()
+            .filter(|i| only.contains(i.as_str()))
+            .collect(),
         None => items,
     };
     if cx.options.force {
         if cx.options.only.is_some() {
-            let keys: BTreeSet<String> = wanted.iter().cloned().collect();
+            let keys: BTreeSet<String> = wanted.iter().map(ToString::to_string).collect();
             table.remove_keys(&keys)?;
         } else {
             table.reset()?;
         }
     }
     let done = table.keys()?;
-    let skipped = wanted.iter().filter(|i| done.contains(*i)).count() as u64;
-    let todo = wanted.into_iter().filter(|i| !done.contains(i)).collect();
+    let skipped = wanted.iter().filter(|i| done.contains(i.as_str())).count() as u64;
+    let todo = wanted
+        .into_iter()
+        .filter(|i| !done.contains(i.as_str()))
+        .collect();
     Ok((todo, skipped))
 }
 
@@ -230,10 +216,10 @@ fn plan<R: Row>(
 fn judge_without_lm<R: Row>(
     table: &mut StageTable<R>,
     candidates: &[Candidate],
-    todo: Vec<String>,
+    todo: Vec<InstanceId>,
     judge: impl Fn(&Candidate) -> R,
 ) -> Result<u64, PipelineError> {
-    let todo: BTreeSet<String> = todo.into_iter().collect();
+    let todo: BTreeSet<InstanceId> = todo.into_iter().collect();
     let rows: Vec<R> = candidates
         .iter()
         .filter(|c| todo.contains(&c.instance_id))
@@ -270,7 +256,7 @@ async fn judge_with_lm<R, F, Fut>(
     cx: &StageContext<'_>,
     table: &mut StageTable<R>,
     candidates: Vec<Candidate>,
-    todo: Vec<String>,
+    todo: Vec<InstanceId>,
     lm: &LmSettings,
     judge: F,
     outcome_of: impl Fn(&R) -> String,
@@ -281,11 +267,11 @@ where
     Fut: Future<Output = Result<R, kiln_lm::Error>> + Send + 'static,
 {
     let asker = cx.asker(lm)?;
-    let by_id: BTreeMap<String, Candidate> = candidates
+    let by_id: BTreeMap<InstanceId, Candidate> = candidates
         .into_iter()
         .map(|c| (c.instance_id.clone(), c))
         .collect();
-    let work = |id: String| {
+    let work = |id: InstanceId| {
         let future = by_id
             .get(&id)
             .map(|candidate| judge(candidate.clone(), Arc::clone(&asker)));
@@ -311,7 +297,7 @@ where
 fn finish<R: Row>(
     cx: &StageContext<'_>,
     table: &mut StageTable<R>,
-    items: &BTreeSet<String>,
+    items: &BTreeSet<InstanceId>,
     processed: u64,
     skipped: u64,
     count: impl Fn(&R) -> String,
@@ -325,7 +311,7 @@ fn finish<R: Row>(
         *counts.entry(count(row)).or_default() += 1;
     }
     let keys: BTreeSet<String> = rows.iter().map(|r| r.key().to_string()).collect();
-    let complete = items.iter().all(|i| keys.contains(i));
+    let complete = items.iter().all(|i| keys.contains(i.as_str()));
     table.set_complete(complete, counts.clone())?;
     if complete {
         table.compact()?;
@@ -354,23 +340,23 @@ fn started(cx: &StageContext<'_>, total: usize, done: u64) {
 async fn for_each_item<R, F, Fut>(
     cx: &StageContext<'_>,
     table: &mut StageTable<R>,
-    todo: Vec<String>,
+    todo: Vec<InstanceId>,
     concurrency: usize,
     work: F,
     outcome_of: impl Fn(&R) -> String,
 ) -> Result<u64, PipelineError>
 where
     R: Row,
-    F: Fn(String) -> Fut,
+    F: Fn(InstanceId) -> Fut,
     Fut: Future<Output = Result<R, PipelineError>> + Send + 'static,
 {
     let mut pending = todo.into_iter();
-    let mut running: JoinSet<(String, f64, Result<R, PipelineError>)> = JoinSet::new();
+    let mut running: JoinSet<(InstanceId, f64, Result<R, PipelineError>)> = JoinSet::new();
     let mut processed = 0;
-    let spawn = |running: &mut JoinSet<_>, item: String| {
+    let spawn = |running: &mut JoinSet<_>, item: InstanceId| {
         cx.reporter.report(Event::ItemStarted {
             stage: cx.node.name.clone(),
-            item: item.clone(),
+            item: item.to_string(),
         });
         let future = work(item.clone());
         running.spawn(async move {
@@ -392,7 +378,7 @@ where
         processed += 1;
         cx.reporter.report(Event::ItemFinished {
             stage: cx.node.name.clone(),
-            item,
+            item: item.to_string(),
             outcome: outcome_of(&row),
             seconds,
         });
@@ -406,9 +392,9 @@ where
 /// Candidates that read correctly and that the filter input (if any) kept.
 pub(super) fn kept_candidates(cx: &StageContext<'_>) -> Result<Vec<Candidate>, PipelineError> {
     let mut candidates = cx.candidates()?;
-    candidates.retain(|c| c.status == "ok");
+    candidates.retain(|c| c.status == CandidateStatus::Ok);
     if let Some(verdicts) = cx.input_rows::<Verdict>(NodeKind::Filter)? {
-        let kept: BTreeSet<String> = verdicts
+        let kept: BTreeSet<InstanceId> = verdicts
             .into_iter()
             .filter(|v| v.keep)
             .map(|v| v.instance_id)

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kiln_core::config::NodeSettings;
-use kiln_schema::PlatformLabel;
+use kiln_core::config::SplitSettings;
+use kiln_schema::{InstanceId, PlatformLabel};
 
 use super::{
     StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, kept_candidates, plan,
@@ -12,15 +12,13 @@ use super::{
 };
 use crate::PipelineError;
 
-pub(crate) async fn split(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Split(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for a split node".into(),
-        ));
-    };
+pub(crate) async fn split(
+    cx: &StageContext<'_>,
+    settings: &SplitSettings,
+) -> Result<StageOutcome, PipelineError> {
     let candidates = kept_candidates(cx)?;
     let mut table = cx.table::<PlatformLabel>()?;
-    let items: Vec<String> = candidates.iter().map(|c| c.instance_id.clone()).collect();
+    let items: Vec<InstanceId> = candidates.iter().map(|c| c.instance_id.clone()).collect();
     started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
     let outcome_of = |p: &PlatformLabel| p.platform.clone();
@@ -35,6 +33,6 @@ pub(crate) async fn split(cx: &StageContext<'_>) -> Result<StageOutcome, Pipelin
         }
         _ => judge_without_lm(&mut table, &candidates, todo, kiln_lm::keyword_platform)?,
     };
-    let items: BTreeSet<String> = items.into_iter().collect();
+    let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(cx, &mut table, &items, processed, skipped, outcome_of)
 }

@@ -1,107 +1,62 @@
 //! `validate`: FAIL_TO_PASS and PASS_TO_PASS of each built environment.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
-use kiln_core::config::{NodeKind, NodeSettings};
-use kiln_schema::{Candidate, EnvironmentRecord, ValidationRecord};
+use kiln_core::config::{NodeKind, ValidateSettings};
+use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, InstanceId, ValidationRecord};
 
-use super::{StageContext, StageOutcome, finish, for_each_item, plan, started, wait_for_removals};
+use super::{StageContext, StageOutcome, containers, finish};
 use crate::PipelineError;
 
-pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Validate(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for a validate node".into(),
-        ));
-    };
-    let candidates: BTreeMap<String, Candidate> = cx
+pub(crate) async fn validate(
+    cx: &StageContext<'_>,
+    settings: &ValidateSettings,
+) -> Result<StageOutcome, PipelineError> {
+    let candidates: BTreeMap<InstanceId, Candidate> = cx
         .candidates()?
         .into_iter()
         .map(|c| (c.instance_id.clone(), c))
         .collect();
-    let environments: Vec<EnvironmentRecord> = cx
+    let environments: BTreeMap<InstanceId, EnvironmentRecord> = cx
         .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
         .unwrap_or_default()
         .into_iter()
-        .filter(|e| e.status == "built" && candidates.contains_key(&e.instance_id))
+        .filter(|e| e.status == EnvironmentStatus::Built && candidates.contains_key(&e.instance_id))
+        .map(|e| (e.instance_id.clone(), e))
         .collect();
-    let environments = cx.usable_ids(environments, |e| &e.instance_id);
     let mut table = cx.table::<ValidationRecord>()?;
-    let items: Vec<String> = environments
-        .iter()
-        .map(|(_, e)| e.instance_id.clone())
-        .collect();
-    let (todo, skipped) = plan(cx, &mut table, items.clone())?;
-    started(cx, items.len(), skipped);
-    let runtime = if todo.is_empty() {
-        None
-    } else {
-        Some(cx.runtime()?)
-    };
-    let removals = kiln_core::Removals::default();
-    let mut requests = BTreeMap::new();
-    for (instance_id, environment) in environments {
-        let id = environment.instance_id.clone();
-        if !todo.contains(&id) {
-            continue;
-        }
-        let Some(candidate) = candidates.get(&id) else {
-            continue;
-        };
-        let (log_dir, log_dir_label) = cx.log_dir(&instance_id)?;
-        requests.insert(
-            id,
-            kiln_validate::ValidateRequest {
+    let items: Vec<InstanceId> = environments.keys().cloned().collect();
+    let ran = containers::run(
+        cx,
+        &mut table,
+        items.clone(),
+        settings.concurrency,
+        |id, logs, removals| {
+            let (Some(environment), Some(candidate)) = (environments.get(id), candidates.get(id))
+            else {
+                return Ok(None);
+            };
+            Ok(Some(kiln_validate::ValidateRequest {
                 candidate: candidate.clone(),
-                environment,
-                log_dir,
-                log_dir_label,
+                environment: environment.clone(),
+                log_dir: logs.dir,
+                log_dir_label: logs.label,
                 labels: cx.labels(),
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
                 removals: removals.clone(),
-            },
-        );
-    }
-    let requests = Arc::new(requests);
-    let reporter = Arc::clone(&cx.reporter);
-    let concurrency = cx
-        .options
-        .concurrency
-        .unwrap_or(usize::try_from(settings.concurrency).unwrap_or(1));
-    let processed = match runtime {
-        None => Ok(0),
-        Some(runtime) => {
-            for_each_item(
-                cx,
-                &mut table,
-                todo,
-                concurrency,
-                |id| {
-                    let runtime = Arc::clone(&runtime);
-                    let reporter = Arc::clone(&reporter);
-                    let requests = Arc::clone(&requests);
-                    async move {
-                        let Some(request) = requests.get(&id) else {
-                            return Err(PipelineError::Internal(format!("no request for {id}")));
-                        };
-                        kiln_validate::validate(runtime, request, reporter.as_ref())
-                            .await
-                            .map_err(|kiln_validate::ValidateError::Engine(e)| {
-                                PipelineError::Engine(e)
-                            })
-                    }
-                },
-                validation_outcome,
-            )
-            .await
-        }
-    };
-    wait_for_removals(cx, &removals).await;
-    let processed = processed?;
-    let items: BTreeSet<String> = items.into_iter().collect();
+            }))
+        },
+        |runtime, request, reporter| async move {
+            kiln_validate::validate(runtime, &request, reporter.as_ref())
+                .await
+                .map_err(|kiln_validate::ValidateError::Engine(e)| PipelineError::Engine(e))
+        },
+        validation_outcome,
+    )
+    .await?;
+    let items: BTreeSet<InstanceId> = items.into_iter().collect();
     let mut stats = agreement_stats(&table.rows()?);
     if let Some(wall) = table.manifest().stats.get(super::WALL_SECONDS) {
         stats.insert(super::WALL_SECONDS.to_string(), *wall);
@@ -111,8 +66,8 @@ pub(crate) async fn validate(cx: &StageContext<'_>) -> Result<StageOutcome, Pipe
         cx,
         &mut table,
         &items,
-        processed,
-        skipped,
+        ran.processed,
+        ran.skipped,
         validation_outcome,
     )
 }
@@ -136,7 +91,7 @@ fn agreement_stats(rows: &[ValidationRecord]) -> BTreeMap<String, f64> {
 
 fn validation_outcome(row: &ValidationRecord) -> String {
     match &row.failure_class {
-        None => row.status.clone(),
+        None => row.status.to_string(),
         Some(class) => format!("{}:{class}", row.status),
     }
 }

@@ -89,11 +89,10 @@ async fn an_engine_failing_mid_validate_writes_no_row() {
         .into_iter()
         .map(|id| EnvironmentRecord {
             image: Some(format!("kiln-env/faults-validate:{id}")),
-            instance_id: id,
-            status: "built".into(),
+            status: kiln_schema::EnvironmentStatus::Built,
             test_command: "pytest".into(),
             parser: "pytest".into(),
-            ..EnvironmentRecord::default()
+            ..EnvironmentRecord::new(id)
         })
         .collect();
     table.append(&built).unwrap();
@@ -115,11 +114,11 @@ async fn an_engine_failing_mid_validate_writes_no_row() {
 }
 
 /// The ids of the run's candidates that ingest accepted.
-fn pipeline_ids(runner: &Runner) -> Vec<String> {
+fn pipeline_ids(runner: &Runner) -> Vec<kiln_schema::InstanceId> {
     let rows: Vec<kiln_schema::Candidate> =
         kiln_store::read_rows(&runner.run_dir().join("tasks")).unwrap();
     rows.into_iter()
-        .filter(|c| c.status == "ok")
+        .filter(|c| c.status == kiln_schema::CandidateStatus::Ok)
         .map(|c| c.instance_id)
         .collect()
 }

@@ -39,7 +39,7 @@ fn every_table_round_trips() {
     let mut covered = Vec::new();
 
     let mut c2 = samples::candidate("b__c-2");
-    c2.status = "error".into();
+    c2.status = kiln_schema::CandidateStatus::Error;
     c2.error = Some("line 3: bad JSON".into());
     c2.pull_number = None;
     c2.version = None;
@@ -61,8 +61,8 @@ fn every_table_round_trips() {
     covered.push(kiln_schema::PlatformLabel::TABLE);
 
     let mut e2 = samples::environment("b");
-    e2.status = "failed".into();
-    e2.failure_class = Some("build".into());
+    e2.status = kiln_schema::EnvironmentStatus::Failed;
+    e2.failure_class = Some(kiln_schema::FailureClass::Build);
     e2.failure_command = Some("pip install .".into());
     e2.image = None;
     e2.baseline.clear();
@@ -71,8 +71,8 @@ fn every_table_round_trips() {
     covered.push(kiln_schema::EnvironmentRecord::TABLE);
 
     let mut va2 = samples::validation("b");
-    va2.status = "rejected".into();
-    va2.failure_class = Some("no-fail-to-pass".into());
+    va2.status = kiln_schema::ValidationStatus::Rejected;
+    va2.failure_class = Some(kiln_schema::FailureClass::NoFailToPass);
     va2.flaky.clear();
     va2.runs.insert(
         "after:1".into(),

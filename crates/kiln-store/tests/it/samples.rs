@@ -9,8 +9,7 @@ use kiln_schema::{
 
 pub fn candidate(id: &str) -> Candidate {
     Candidate {
-        instance_id: id.to_string(),
-        status: "ok".into(),
+        status: kiln_schema::CandidateStatus::Ok,
         error: None,
         repo: "owner/repo".into(),
         pull_number: Some(42),
@@ -25,7 +24,7 @@ pub fn candidate(id: &str) -> Candidate {
         given_fail_to_pass: vec!["tests/test_x.py::test_a".into(), String::new()],
         given_pass_to_pass: vec![],
         origin: "tasks.jsonl:3".into(),
-        ..Candidate::default()
+        ..Candidate::new(kiln_schema::InstanceId::new(id).unwrap())
     }
 }
 
@@ -37,7 +36,7 @@ pub fn candidates(n: usize, prefix: &str) -> Vec<Candidate> {
 
 pub fn verdict(id: &str) -> Verdict {
     Verdict {
-        instance_id: id.into(),
+        instance_id: kiln_schema::InstanceId::new(id).unwrap(),
         keep: false,
         label: "vague".into(),
         reason: "no clear expected behaviour".into(),
@@ -55,7 +54,7 @@ pub fn verdict(id: &str) -> Verdict {
 
 pub fn platform_label(id: &str) -> PlatformLabel {
     PlatformLabel {
-        instance_id: id.into(),
+        instance_id: kiln_schema::InstanceId::new(id).unwrap(),
         platform: "linux".into(),
         evidence: vec!["os.fork".into()],
         labeller: "keyword".into(),
@@ -78,10 +77,10 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         TestStatus::Error,
     );
     EnvironmentRecord {
-        instance_id: id.into(),
+        instance_id: kiln_schema::InstanceId::new(id).unwrap(),
         repo: "owner/repo".into(),
         base_commit: "abc".into(),
-        status: "built".into(),
+        status: kiln_schema::EnvironmentStatus::Built,
         failure_class: None,
         failure_command: None,
         log_tail: Some("line 1\nline 2".into()),
@@ -122,8 +121,8 @@ pub fn validation(id: &str) -> ValidationRecord {
     statuses.insert("t::a".to_string(), TestStatus::Fail);
     statuses.insert("t::b".to_string(), TestStatus::Skip);
     ValidationRecord {
-        instance_id: id.into(),
-        status: "validated".into(),
+        instance_id: kiln_schema::InstanceId::new(id).unwrap(),
+        status: kiln_schema::ValidationStatus::Validated,
         failure_class: None,
         reason: Some("ok".into()),
         FAIL_TO_PASS: vec!["t::a".into()],
@@ -150,7 +149,7 @@ pub fn validation(id: &str) -> ValidationRecord {
 
 pub fn release(id: &str, repo: &str) -> ReleaseInstance {
     ReleaseInstance {
-        instance_id: id.into(),
+        instance_id: kiln_schema::InstanceId::new(id).unwrap(),
         repo: repo.into(),
         pull_number: Some("17".into()),
         base_commit: "abc".into(),

@@ -27,7 +27,6 @@ async fn evaluate_on(
     let tmp = tempfile::tempdir().unwrap();
     let request = EvaluateRequest {
         instance: ReleaseInstance {
-            instance_id: "scripted__demo-1".into(),
             repo: "scripted/demo".into(),
             image: IMAGE.into(),
             test_patch: TEST_PATCH.into(),
@@ -36,7 +35,7 @@ async fn evaluate_on(
             rebuild_commands: vec!["make -j2".into()],
             FAIL_TO_PASS: vec![NEW.into(), NEWER.into()],
             PASS_TO_PASS: vec![OLD.into()],
-            ..ReleaseInstance::default()
+            ..ReleaseInstance::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
         },
         model_patch: model_patch.map(str::to_string),
         docker: DockerSettings::default(),

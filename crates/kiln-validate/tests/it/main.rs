@@ -76,22 +76,20 @@ async fn validate_on(
     let tmp = tempfile::tempdir().unwrap();
     let request = ValidateRequest {
         candidate: Candidate {
-            instance_id: "scripted__demo-1".into(),
-            status: "ok".into(),
+            status: kiln_schema::CandidateStatus::Ok,
             repo: "scripted/demo".into(),
             patch: GOLD_PATCH.into(),
             test_patch: TEST_PATCH.into(),
-            ..Candidate::default()
+            ..Candidate::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
         },
         environment: EnvironmentRecord {
-            instance_id: "scripted__demo-1".into(),
             repo: "scripted/demo".into(),
-            status: "built".into(),
+            status: kiln_schema::EnvironmentStatus::Built,
             image: Some(IMAGE.into()),
             rebuild_commands: rebuild.iter().map(|c| (*c).to_string()).collect(),
             test_command: TEST_COMMAND.into(),
             parser: "pytest".into(),
-            ..EnvironmentRecord::default()
+            ..EnvironmentRecord::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
         },
         log_dir: tmp.path().join("logs"),
         log_dir_label: "logs".into(),
@@ -155,7 +153,7 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &[], settings(3)).await);
 
-    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.FAIL_TO_PASS, [NEW]);
     assert_eq!(record.PASS_TO_PASS, [OLD]);
     assert_eq!(
@@ -251,7 +249,7 @@ async fn a_flaky_test_is_dropped_and_recorded() {
     ]));
     let record = validated(validate_on(&runtime, &[], settings(3)).await);
 
-    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.FAIL_TO_PASS, [NEW]);
     assert_eq!(
         record.PASS_TO_PASS,
@@ -274,9 +272,9 @@ async fn an_instance_whose_only_fix_is_flaky_is_rejected_as_flaky() {
     ]));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &[], settings(2)).await);
-    assert_eq!(record.status, "rejected");
+    assert_eq!(record.status.as_str(), "rejected");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::Flaky.as_str())
     );
     assert!(record.FAIL_TO_PASS.is_empty());
@@ -289,9 +287,9 @@ async fn a_test_the_gold_patch_breaks_rejects_the_instance() {
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "FAILED")])));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &[], settings(3)).await);
-    assert_eq!(record.status, "rejected");
+    assert_eq!(record.status.as_str(), "rejected");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::PassToFail.as_str())
     );
     assert_eq!(record.pass_to_fail, [OLD]);
@@ -312,9 +310,9 @@ async fn a_failing_exit_with_no_failing_test_is_an_invalid_run() {
     );
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &[], settings(1)).await);
-    assert_eq!(record.status, "rejected");
+    assert_eq!(record.status.as_str(), "rejected");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::InvalidRun.as_str())
     );
     assert!(
@@ -341,7 +339,7 @@ async fn patch_methods_are_read_from_the_apply_commands_exit_codes() {
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
     let record = validated(validate_on(&runtime, &[], settings(1)).await);
-    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(
         record.runs["before:1"]["patch_methods"],
         "test:git-apply-3way"
@@ -358,9 +356,9 @@ async fn a_gold_patch_that_applies_nowhere_is_a_patch_apply_failure() {
     runtime.script(Script::contains(applies("gold")).answer(Answer::exit(1)));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
     let record = validated(validate_on(&runtime, &[], settings(3)).await);
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::PatchApply.as_str())
     );
     assert_eq!(
@@ -388,7 +386,7 @@ async fn a_before_side_that_does_not_build_makes_the_new_tests_absent_before() {
     );
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &["make -j2"], settings(2)).await);
-    assert_eq!(record.status, "validated", "{:?}", record.reason);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.FAIL_TO_PASS, [NEW, OLD]);
     assert_eq!(
         record.fail_to_pass_classes.get(NEW).map(String::as_str),
@@ -439,9 +437,9 @@ async fn a_test_run_that_stops_its_container_is_a_failed_row() {
     runtime.script(after_gold().answer(Answer::stops_container(137)));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
     let record = validated(validate_on(&runtime, &[], settings(3)).await);
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::TestRun.as_str())
     );
     let reason = record.reason.unwrap_or_default();
@@ -456,11 +454,10 @@ async fn an_environment_without_an_image_is_an_infra_row_and_starts_nothing() {
     let runtime = Arc::new(ScriptedRuntime::new());
     let tmp = tempfile::tempdir().unwrap();
     let request = ValidateRequest {
-        candidate: Candidate::default(),
+        candidate: Candidate::new(kiln_schema::InstanceId::new("nobody__nothing-1").unwrap()),
         environment: EnvironmentRecord {
-            instance_id: "scripted__demo-1".into(),
-            status: "failed".into(),
-            ..EnvironmentRecord::default()
+            status: kiln_schema::EnvironmentStatus::Failed,
+            ..EnvironmentRecord::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
         },
         log_dir: tmp.path().to_path_buf(),
         log_dir_label: "logs".into(),
@@ -472,9 +469,9 @@ async fn an_environment_without_an_image_is_an_infra_row_and_starts_nothing() {
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
     let record = validated(validate(engine, &request, &NullReporter).await);
-    assert_eq!(record.status, "failed");
+    assert_eq!(record.status.as_str(), "failed");
     assert_eq!(
-        record.failure_class.as_deref(),
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
         Some(FailureClass::Infra.as_str())
     );
     assert!(runtime.calls().is_empty(), "{:?}", runtime.calls());

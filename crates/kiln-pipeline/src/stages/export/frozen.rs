@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kiln_core::config::{FrozenChoice, FrozenSplit};
-use kiln_schema::ReleaseInstance;
+use kiln_schema::{InstanceId, ReleaseInstance};
 use kiln_store::analytics::{release_tags, split_shards};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -210,8 +210,8 @@ pub(super) fn frozen_split(
         .filter(|t| t.as_str() < place.tag)
         .collect();
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-    let mut found: BTreeMap<String, ReleaseInstance> = BTreeMap::new();
-    let take = |rows: Vec<ReleaseInstance>, found: &mut BTreeMap<String, ReleaseInstance>| {
+    let mut found: BTreeMap<InstanceId, ReleaseInstance> = BTreeMap::new();
+    let take = |rows: Vec<ReleaseInstance>, found: &mut BTreeMap<InstanceId, ReleaseInstance>| {
         for row in rows {
             if wanted.contains(row.instance_id.as_str()) && !found.contains_key(&row.instance_id) {
                 found.insert(row.instance_id.clone(), row);
@@ -248,7 +248,7 @@ pub(super) fn frozen_split(
     let mut rows = Vec::new();
     let mut not_published = Vec::new();
     for id in &ids {
-        match found.remove(id) {
+        match found.remove(id.as_str()) {
             Some(row) => rows.push(row),
             None => not_published.push(id.clone()),
         }
@@ -271,8 +271,7 @@ mod tests {
 
     fn row(id: &str) -> ReleaseInstance {
         ReleaseInstance {
-            instance_id: id.to_string(),
-            ..ReleaseInstance::default()
+            ..ReleaseInstance::new(kiln_schema::InstanceId::new(id).unwrap())
         }
     }
 

@@ -10,9 +10,10 @@ mod frozen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::Event;
-use kiln_core::config::{NodeKind, NodeSettings};
+use kiln_core::config::{ExportSettings, NodeKind, NodeSettings};
 use kiln_schema::{
-    Candidate, EnvironmentRecord, PlatformLabel, ReleaseInstance, ValidationRecord, Verdict,
+    Candidate, EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
+    ValidationStatus, Verdict,
 };
 use kiln_store::CardMeta;
 use kiln_store::analytics::Published;
@@ -21,24 +22,22 @@ use super::{StageContext, StageOutcome, finish, started};
 use crate::PipelineError;
 use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest, ReleaseSplit};
 
-pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, PipelineError> {
-    let NodeSettings::Export(settings) = &cx.node.settings else {
-        return Err(PipelineError::Internal(
-            "wrong settings for an export node".into(),
-        ));
-    };
-    let candidates: BTreeMap<String, Candidate> = cx
+pub(crate) async fn export(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+) -> Result<StageOutcome, PipelineError> {
+    let candidates: BTreeMap<InstanceId, Candidate> = cx
         .candidates()?
         .into_iter()
         .map(|c| (c.instance_id.clone(), c))
         .collect();
-    let environments: BTreeMap<String, EnvironmentRecord> = cx
+    let environments: BTreeMap<InstanceId, EnvironmentRecord> = cx
         .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
         .unwrap_or_default()
         .into_iter()
         .map(|e| (e.instance_id.clone(), e))
         .collect();
-    let platforms: BTreeMap<String, String> = cx
+    let platforms: BTreeMap<InstanceId, String> = cx
         .input_rows::<PlatformLabel>(NodeKind::Split)?
         .unwrap_or_default()
         .into_iter()
@@ -49,7 +48,10 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         .unwrap_or_default();
     started(cx, validations.len(), 0);
     let mut rows: Vec<ReleaseInstance> = Vec::new();
-    for validation in validations.into_iter().filter(|v| v.status == "validated") {
+    for validation in validations
+        .into_iter()
+        .filter(|v| v.status == ValidationStatus::Validated)
+    {
         let id = &validation.instance_id;
         let (Some(candidate), Some(environment)) = (candidates.get(id), environments.get(id))
         else {
@@ -120,7 +122,7 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
     // (a second refresh of a month adds to its release); this run's rows replace theirs.
     // Told to, the export replaces the release with this run's rows alone.
     if !cx.options.allow_fewer_rows {
-        let fresh: BTreeSet<String> = rows.iter().map(|r| r.instance_id.clone()).collect();
+        let fresh: BTreeSet<InstanceId> = rows.iter().map(|r| r.instance_id.clone()).collect();
         let mut kept = 0;
         for shard in kiln_store::analytics::split_shards(&release_dir, &settings.split)? {
             for row in kiln_store::read_parquet::<ReleaseInstance>(&shard)? {
@@ -286,7 +288,7 @@ pub(crate) async fn export(cx: &StageContext<'_>) -> Result<StageOutcome, Pipeli
         serde_json::Value::String(release_dir.to_string_lossy().into_owned()),
     )]);
     table.append_with_state(main_rows, state)?;
-    let items: BTreeSet<String> = main_rows.iter().map(|r| r.instance_id.clone()).collect();
+    let items: BTreeSet<InstanceId> = main_rows.iter().map(|r| r.instance_id.clone()).collect();
     let mut outcome = finish(cx, &mut table, &items, main_rows.len() as u64, 0, |r| {
         r.language.clone()
     })?;
