@@ -54,10 +54,10 @@ fn a_malformed_config_names_every_key_and_line() {
 #[test]
 fn no_engine_is_one_clear_line_and_exit_code_4() {
     let tmp = tempdir();
-    let demo = kiln_pipeline::demo::prepare(&tmp.path().join("d"), None, 1).unwrap();
+    let demo = kiln_demo::prepare(&tmp.path().join("d"), None, 1).unwrap();
     let output = run(kiln()
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token)
+        .env(kiln_demo::DEMO_TOKEN_ENV, &demo.token)
         .args(["run", "--config"])
         .arg(&demo.config_path));
     assert_eq!(output.status.code(), Some(4), "{}", text(&output));

@@ -146,7 +146,7 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
-        kiln_pipeline::demo::config_text("eco", ca_bundle().as_deref(), 1, false),
+        kiln_demo::config_text("eco", ca_bundle().as_deref(), 1, false),
     )
     .unwrap();
 

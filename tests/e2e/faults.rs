@@ -200,7 +200,7 @@ fn remove_images(host: Option<&str>, dir: &Path, dataset: &str) {
 }
 
 /// `kiln run` to the end (on the engine at `host`), which must succeed.
-fn resume(demo: &kiln_pipeline::demo::Demo, config: &Path, host: Option<&str>) {
+fn resume(demo: &kiln_demo::Demo, config: &Path, host: Option<&str>) {
     let mut command = kiln_with_token(demo);
     if let Some(host) = host {
         command.env("DOCKER_HOST", host);
@@ -590,12 +590,7 @@ fn sh(command: &str) {
 }
 
 /// Starts `kiln run` and returns it once launch has written a row.
-fn run_until_a_launch_row(
-    demo: &kiln_pipeline::demo::Demo,
-    config: &Path,
-    runs: &Path,
-    log: &Path,
-) -> Child {
+fn run_until_a_launch_row(demo: &kiln_demo::Demo, config: &Path, runs: &Path, log: &Path) -> Child {
     let mut command = kiln_with_token(demo);
     command
         .args(["run", "--concurrency", "1", "--config"])
@@ -615,7 +610,7 @@ fn run_until_a_launch_row(
 }
 
 /// Starts `kiln run` and kills it once launch has written a row: a run in the middle.
-fn interrupted_run(demo: &kiln_pipeline::demo::Demo, config: &Path, runs: &Path, log: &Path) {
+fn interrupted_run(demo: &kiln_demo::Demo, config: &Path, runs: &Path, log: &Path) {
     let mut child = run_until_a_launch_row(demo, config, runs, log);
     let _ = child.kill();
     let _ = child.wait();

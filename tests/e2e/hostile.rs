@@ -64,7 +64,7 @@ fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_d
     let layout = kiln_testkit::write_hostile_cases(&dir).unwrap();
     std::fs::write(
         dir.join("pipeline.toml"),
-        kiln_pipeline::demo::config_text(&dataset, ca_bundle().as_deref(), 1, false),
+        kiln_demo::config_text(&dataset, ca_bundle().as_deref(), 1, false),
     )
     .unwrap();
     let started = std::time::Instant::now();
@@ -163,7 +163,7 @@ fn hostile_ids_become_error_rows_and_ids_differing_in_case_keep_their_own_images
     std::fs::write(&layout.tasks_file, hostile.join("\n") + "\n").unwrap();
     std::fs::write(
         dir.join("pipeline.toml"),
-        kiln_pipeline::demo::config_text(&dataset, ca_bundle().as_deref(), 1, true),
+        kiln_demo::config_text(&dataset, ca_bundle().as_deref(), 1, true),
     )
     .unwrap();
     let run_dir = run_pipeline(&dir);

@@ -514,10 +514,6 @@ fn strongly_connected(
     state.out
 }
 
-/// Crates whose modules still import each other; each is taken off the list when it is
-/// re-layered (the test fails for a listed crate that has no circle left).
-const NOT_YET: &[&str] = &["kiln-pipeline"];
-
 #[test]
 fn no_crate_has_an_import_circle() {
     let crates = workspace_root().join("crates");
@@ -528,16 +524,7 @@ fn no_crate_has_an_import_circle() {
             continue;
         }
         checked += 1;
-        let name = entry.file_name().to_string_lossy().to_string();
-        let circles = circles(&entry.path());
-        if NOT_YET.contains(&name.as_str()) {
-            assert!(
-                !circles.is_empty(),
-                "{name} has no import circle left: take it off NOT_YET"
-            );
-        } else {
-            found.extend(circles);
-        }
+        found.extend(circles(&entry.path()));
     }
     assert!(checked >= 12, "crates not found under {}", crates.display());
     assert!(

@@ -158,7 +158,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
         "# reviewed by hand\nkiln-demo__textwrap2-3\nkiln-demo__calc-2\n",
     )
     .unwrap();
-    let config_text = kiln_pipeline::demo::crawl_config_text(
+    let config_text = kiln_demo::crawl_config_text(
         "monthly",
         &github.url(),
         &names,
@@ -270,11 +270,7 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
 
     // A config without a crawl source cannot be refreshed: the message says why.
     let ingest = dir.join("ingest.toml");
-    std::fs::write(
-        &ingest,
-        kiln_pipeline::demo::config_text("ingested", None, 1, false),
-    )
-    .unwrap();
+    std::fs::write(&ingest, kiln_demo::config_text("ingested", None, 1, false)).unwrap();
     let refused = refresh(&ingest, "2024-10");
     assert_eq!(refused.status.code(), Some(3), "{}", text(&refused));
     assert!(

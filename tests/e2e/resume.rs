@@ -11,8 +11,8 @@ use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 /// Writes the demo fixtures (crawled from the demo's fake GitHub, which lives as long as the
 /// returned demo) with a config of their own dataset name, so this test's images and containers
 /// never mix with another test's.
-pub(crate) fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, PathBuf) {
-    let demo = kiln_pipeline::demo::prepare(dir, ca_bundle().as_deref(), 1).unwrap();
+pub(crate) fn prepare(dir: &Path, dataset: &str) -> (kiln_demo::Demo, PathBuf) {
+    let demo = kiln_demo::prepare(dir, ca_bundle().as_deref(), 1).unwrap();
     let text = std::fs::read_to_string(&demo.config_path).unwrap_or_default();
     let text = text.replace("name = \"demo\"", &format!("name = \"{dataset}\""));
     std::fs::write(&demo.config_path, text).unwrap();
@@ -21,9 +21,9 @@ pub(crate) fn prepare(dir: &Path, dataset: &str) -> (kiln_pipeline::demo::Demo, 
 }
 
 /// `kiln` with the demo's GitHub token in its environment.
-pub(crate) fn kiln_with_token(demo: &kiln_pipeline::demo::Demo) -> std::process::Command {
+pub(crate) fn kiln_with_token(demo: &kiln_demo::Demo) -> std::process::Command {
     let mut command = kiln();
-    command.env(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
+    command.env(kiln_demo::DEMO_TOKEN_ENV, &demo.token);
     command
 }
 

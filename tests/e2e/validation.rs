@@ -292,7 +292,7 @@ fn validation_rules_hold_on_their_fixtures_and_gold_patches_resolve() {
     let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
-        kiln_pipeline::demo::config_text("vc", ca_bundle().as_deref(), 3, false),
+        kiln_demo::config_text("vc", ca_bundle().as_deref(), 3, false),
     )
     .unwrap();
 

@@ -1125,23 +1125,21 @@ struct DemoArgs {
 async fn demo_lm(
     url: Option<String>,
     model: Option<String>,
-) -> Result<Option<kiln_pipeline::demo::DemoLm>, Failure> {
+) -> Result<Option<kiln_demo::DemoLm>, Failure> {
     let Some(base_url) = url else {
         return Ok(None);
     };
     let base_url = base_url.trim_end_matches('/').to_string();
     let model = match model {
         Some(model) => model,
-        None => kiln_pipeline::demo::first_model(&base_url)
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    exit::INPUT,
-                    format!("failed to {e}; name one with --lm-model"),
-                )
-            })?,
+        None => kiln_demo::first_model(&base_url).await.map_err(|e| {
+            Failure::new(
+                exit::INPUT,
+                format!("failed to {e}; name one with --lm-model"),
+            )
+        })?,
     };
-    Ok(Some(kiln_pipeline::demo::DemoLm { base_url, model }))
+    Ok(Some(kiln_demo::DemoLm { base_url, model }))
 }
 
 async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result<u8, Failure> {
@@ -1160,14 +1158,13 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
     let engine = connect().await?;
     let lm = demo_lm(lm_url, lm_model).await?;
     let dir = std::path::absolute(dir).context("resolve the demo directory")?;
-    let demo =
-        kiln_pipeline::demo::prepare_with_lm(&dir, ca_bundle.as_deref(), repeats, lm.as_ref())
-            .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
+    let demo = kiln_demo::prepare_with_lm(&dir, ca_bundle.as_deref(), repeats, lm.as_ref())
+        .map_err(|e| Failure::new(exit::INPUT, format!("failed to prepare the demo: {e}")))?;
     let pipeline = load(&demo.config_path)?;
     let mut options = RunOptions::default();
     options
         .secrets
-        .insert(kiln_pipeline::demo::DEMO_TOKEN_ENV, &demo.token);
+        .insert(kiln_demo::DEMO_TOKEN_ENV, &demo.token);
     let client = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
     let mut runner = with_lm(
         Runner::open(
@@ -1194,7 +1191,7 @@ async fn demo(args: DemoArgs, reporter: Arc<dyn Reporter>, json: bool) -> Result
             .iter()
             .find(|s| s.instance_id == expected.instance_id.as_str());
         let verdict = match summary {
-            Some(s) => kiln_pipeline::demo::check_judged(&expected.expect, s, lm.is_some()),
+            Some(s) => kiln_demo::check_judged(&expected.expect, s, lm.is_some()),
             None => Err("no row in any stage".to_string()),
         };
         if let Err(why) = &verdict {

@@ -13,7 +13,7 @@ use kiln_validate::{EvaluateRequest, Evaluation, Resolution};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 fn input(what: String, message: impl std::fmt::Display) -> PipelineError {
     PipelineError::Input {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use kiln_core::{ContainerRuntime, Event, Reporter};
 use kiln_hub::{CommitPlan, Content, Hub, Upload};
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest};
 
 /// Where and how to push.

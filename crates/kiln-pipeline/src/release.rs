@@ -10,8 +10,11 @@ use kiln_store::analytics::{Duplicate, SplitStats};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 use crate::summary::Funnel;
+
+/// The export stage's state entry naming the release directory it wrote.
+pub const RELEASE_DIR_STATE: &str = "release_dir";
 
 /// File name of a release's manifest.
 pub const RELEASE_FILE: &str = "release.json";
@@ -22,12 +25,12 @@ pub fn run_releases(
     pipeline: &kiln_core::config::Pipeline,
     run: &kiln_store::RunStore,
 ) -> Vec<PathBuf> {
-    crate::stage_manifests(pipeline, run)
+    crate::status::stage_manifests(pipeline, run)
         .into_iter()
         .filter_map(|(_, manifest)| manifest)
         .filter_map(|m| {
             m.state
-                .get(crate::stages::RELEASE_DIR_STATE)
+                .get(RELEASE_DIR_STATE)
                 .and_then(|v| v.as_str())
                 .map(PathBuf::from)
         })

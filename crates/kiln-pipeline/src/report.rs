@@ -11,7 +11,7 @@ use kiln_schema::{Candidate, EnvironmentRecord};
 use kiln_store::RunStore;
 use serde_json::{Value, json};
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 use crate::release::{ReleaseManifest, run_releases};
 use crate::stages::WALL_SECONDS;
 use crate::summary::{funnel, instance_summaries, rows};
@@ -92,7 +92,7 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
     failures.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let mut stages = Vec::new();
     let mut tokens = Vec::new();
-    for (stage, manifest) in crate::stage_manifests(pipeline, run) {
+    for (stage, manifest) in crate::status::stage_manifests(pipeline, run) {
         let Some(manifest) = manifest else { continue };
         if let Some(wall) = manifest.stats.get(WALL_SECONDS) {
             stages.push(json!([stage, round(*wall)]));
@@ -111,7 +111,7 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
             tokens.push(json!({"stage": stage, "prompt": prompt, "completion": completion}));
         }
     }
-    let spent = crate::lm_spent(run.dir())?;
+    let spent = crate::status::lm_spent(run.dir())?;
     let info = run.info();
     Ok(json!({
         "dataset": pipeline.dataset.name,

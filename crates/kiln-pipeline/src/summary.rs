@@ -10,7 +10,7 @@ use kiln_schema::{
 use kiln_store::RunStore;
 use serde::Serialize;
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 /// Where an instance stopped, or that it went all the way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

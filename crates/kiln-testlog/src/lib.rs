@@ -230,6 +230,40 @@ const PARSER_NAMES: &[&str] = &[
     "doctest",
 ];
 
+/// Why [`read_log`] could not read a log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadLogError {
+    /// The parser asked for does not exist.
+    #[error(transparent)]
+    UnknownParser(#[from] UnknownParser),
+    /// No parser was named and none recognises the log.
+    #[error("recognise the format of the log; name a parser (known: {})", PARSER_NAMES.join(", "))]
+    Unrecognised,
+}
+
+/// Reads a log as launch and validate read it: with `parser`, or with the parser [`detect`]
+/// finds. Returns the parser's name and what it read.
+///
+/// # Errors
+/// [`ReadLogError::UnknownParser`] for a name that is no parser, [`ReadLogError::Unrecognised`]
+/// when no name is given and no parser recognises the log.
+pub fn read_log(
+    log: &str,
+    parser: Option<&str>,
+) -> Result<(&'static str, ParsedLog), ReadLogError> {
+    let name = match parser {
+        Some(name) => PARSER_NAMES
+            .iter()
+            .copied()
+            .find(|known| *known == name)
+            .ok_or_else(|| UnknownParser {
+                name: name.to_string(),
+            })?,
+        None => detect(log, None).ok_or(ReadLogError::Unrecognised)?,
+    };
+    Ok((name, parse(name, log)?))
+}
+
 /// Names of every parser, as stored in datasets.
 #[must_use]
 pub fn parser_names() -> &'static [&'static str] {

@@ -1,6 +1,8 @@
 //! What parsing a log gives: per-test statuses, the totals the framework printed, and the
 //! problems found; and which of two statuses of one id is kept.
 
+use std::collections::BTreeMap;
+
 use kiln_schema::{TestStatus, TestStatuses};
 
 /// Result of parsing one log.
@@ -20,6 +22,21 @@ impl ParsedLog {
     #[must_use]
     pub fn is_consistent(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Number of distinct tests with each status (`pass`, `fail`, `skip`, `error`), zeros
+    /// included.
+    #[must_use]
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        [
+            TestStatus::Pass,
+            TestStatus::Fail,
+            TestStatus::Skip,
+            TestStatus::Error,
+        ]
+        .into_iter()
+        .map(|s| (s.as_str(), self.count(s)))
+        .collect()
     }
 
     /// Number of distinct tests with status `status`.

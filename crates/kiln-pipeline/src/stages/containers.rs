@@ -12,8 +12,8 @@ use kiln_core::{ContainerRuntime, Removals, Reporter};
 use kiln_schema::{InstanceId, Row};
 use kiln_store::StageTable;
 
-use super::{StageContext, for_each_item, plan, started, wait_for_removals};
-use crate::PipelineError;
+use super::context::{StageContext, for_each_item, plan, started, wait_for_removals};
+use crate::error::PipelineError;
 
 /// Where an item's logs go: the directory, and how the row names it.
 pub(super) struct ItemLogs {

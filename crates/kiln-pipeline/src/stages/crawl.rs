@@ -24,8 +24,8 @@ use kiln_schema::{Candidate, CandidateStatus, Row as _};
 use kiln_store::StageTable;
 use serde_json::Value;
 
-use super::{StageContext, StageOutcome, started};
-use crate::PipelineError;
+use super::context::{StageContext, StageOutcome, started};
+use crate::error::PipelineError;
 
 /// State keys in the stage manifest.
 const WINDOW: &str = "window";
@@ -199,12 +199,12 @@ pub(crate) async fn crawl(
     let earlier_wall = table
         .manifest()
         .stats
-        .get(super::WALL_SECONDS)
+        .get(super::context::WALL_SECONDS)
         .copied()
         .unwrap_or(0.0);
     let mut figures = stats(&counters, total_written, &rows);
     figures.insert(
-        super::WALL_SECONDS.to_string(),
+        super::context::WALL_SECONDS.to_string(),
         earlier_wall + cx.started.elapsed().as_secs_f64(),
     );
     table.set_stats(figures)?;
@@ -292,7 +292,10 @@ fn window(
 }
 
 /// The tokens of the variables named in `token_env` that are set.
-fn tokens(settings: &CrawlSettings, secrets: &crate::Secrets) -> Result<Vec<Token>, PipelineError> {
+fn tokens(
+    settings: &CrawlSettings,
+    secrets: &crate::options::Secrets,
+) -> Result<Vec<Token>, PipelineError> {
     let tokens: Vec<Token> = settings
         .token_env
         .iter()

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use kiln_core::config::FilterSettings;
 use kiln_schema::{CandidateStatus, InstanceId, Verdict};
 
-use super::{StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, plan, started};
-use crate::PipelineError;
+use super::context::{
+    StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, plan, started,
+};
+use crate::error::PipelineError;
 
 pub(crate) async fn filter(
     cx: &StageContext<'_>,

@@ -6,8 +6,8 @@ use kiln_core::Event;
 use kiln_core::config::IngestSettings;
 use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 
-use super::{StageContext, StageOutcome, finish, plan, started};
-use crate::PipelineError;
+use super::context::{StageContext, StageOutcome, finish, plan, started};
+use crate::error::PipelineError;
 
 pub(crate) fn ingest(
     cx: &StageContext<'_>,

@@ -7,8 +7,9 @@ use kiln_core::config::{LaunchSettings, NodeKind, NodeSettings};
 use kiln_core::runtime::LABEL_DATASET;
 use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
 
-use super::{StageContext, StageOutcome, containers, finish, kept_candidates};
-use crate::PipelineError;
+use super::containers;
+use super::context::{StageContext, StageOutcome, finish, kept_candidates};
+use crate::error::PipelineError;
 
 pub(crate) async fn launch(
     cx: &StageContext<'_>,
@@ -93,7 +94,7 @@ pub(crate) async fn launch(
     // An instance launched again (after a kill between its commit and its row, or with
     // --force) moved its tag to the new image; the old one, untagged, is nobody's now.
     cx.runtime()?
-        .remove_leftover_images(LABEL_DATASET, &crate::dataset_label(cx.pipeline))
+        .remove_leftover_images(LABEL_DATASET, &crate::labels::dataset_label(cx.pipeline))
         .await?;
     let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use kiln_core::config::SplitSettings;
 use kiln_schema::{InstanceId, PlatformLabel};
 
-use super::{
+use super::context::{
     StageContext, StageOutcome, finish, judge_with_lm, judge_without_lm, kept_candidates, plan,
     started,
 };
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 pub(crate) async fn split(
     cx: &StageContext<'_>,

@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kiln_core::config::{NodeKind, ValidateSettings};
 use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, InstanceId, ValidationRecord};
 
-use super::{StageContext, StageOutcome, containers, finish};
-use crate::PipelineError;
+use super::containers;
+use super::context::{StageContext, StageOutcome, finish};
+use crate::error::PipelineError;
 
 pub(crate) async fn validate(
     cx: &StageContext<'_>,
@@ -58,8 +59,8 @@ pub(crate) async fn validate(
     .await?;
     let items: BTreeSet<InstanceId> = items.into_iter().collect();
     let mut stats = agreement_stats(&table.rows()?);
-    if let Some(wall) = table.manifest().stats.get(super::WALL_SECONDS) {
-        stats.insert(super::WALL_SECONDS.to_string(), *wall);
+    if let Some(wall) = table.manifest().stats.get(super::context::WALL_SECONDS) {
+        stats.insert(super::context::WALL_SECONDS.to_string(), *wall);
     }
     table.set_stats(stats)?;
     finish(

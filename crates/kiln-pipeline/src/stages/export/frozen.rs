@@ -18,7 +18,7 @@ use kiln_store::analytics::{release_tags, split_shards};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 use crate::release::{FrozenRecord, frozen_dir};
 
 /// A sample split's draw, as kept in `frozen/<split>.json`.

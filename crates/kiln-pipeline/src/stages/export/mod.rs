@@ -18,9 +18,9 @@ use kiln_schema::{
 use kiln_store::CardMeta;
 use kiln_store::analytics::Published;
 
-use super::{StageContext, StageOutcome, finish, started};
-use crate::PipelineError;
+use crate::error::PipelineError;
 use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest, ReleaseSplit};
+use crate::stages::context::{StageContext, StageOutcome, finish, started};
 
 pub(crate) async fn export(
     cx: &StageContext<'_>,
@@ -284,7 +284,7 @@ pub(crate) async fn export(
     table.reset()?;
     // The release's place, for summaries (`kiln run` and `kiln refresh` print it).
     let state = BTreeMap::from([(
-        RELEASE_DIR_STATE.to_string(),
+        crate::release::RELEASE_DIR_STATE.to_string(),
         serde_json::Value::String(release_dir.to_string_lossy().into_owned()),
     )]);
     table.append_with_state(main_rows, state)?;
@@ -364,9 +364,6 @@ fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> St
     }
     text
 }
-
-/// The export stage's state entry naming the release directory it wrote.
-pub const RELEASE_DIR_STATE: &str = "release_dir";
 
 /// File of a release that holds the LM answers behind its rows.
 const LM_ANSWERS: &str = "lm-answers.jsonl";

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use kiln_testkit::github::FakeGitHub;
 use kiln_testkit::{DemoLayout, Expect};
 
-use crate::summary::{InstanceState, InstanceSummary};
+use kiln_pipeline::{InstanceState, InstanceSummary};
 
 /// Marker file that identifies a demo directory, so `kiln demo` only ever deletes its own.
 pub const DEMO_MARKER: &str = ".kiln-demo";
@@ -284,7 +284,12 @@ pub fn check_judged(
     summary: &InstanceSummary,
     lm_judged: bool,
 ) -> Result<Option<String>, String> {
-    if lm_judged && matches!(summary.state.as_str(), "filtered" | "other-platform") {
+    if lm_judged
+        && matches!(
+            summary.state,
+            InstanceState::Filtered | InstanceState::OtherPlatform
+        )
+    {
         return Ok(Some(format!(
             "{} by the LM judge: {}",
             summary.state,
@@ -292,6 +297,92 @@ pub fn check_judged(
         )));
     }
     check(expect, summary).map(|()| None)
+}
+
+/// How one instance of the demo ended, against what its fixture says.
+#[derive(Debug, Clone)]
+pub struct InstanceVerdict {
+    /// The fixture's instance id.
+    pub instance_id: String,
+    /// What the run made of it; `None` when no stage has a row for it.
+    pub summary: Option<InstanceSummary>,
+    /// As expected (with what an LM judge decided, when it decided), or how it differs.
+    pub verdict: Result<Option<String>, String>,
+}
+
+/// A demo run judged against the fixtures.
+#[derive(Debug, Clone)]
+pub struct Verdicts {
+    /// One per fixture instance, in fixture order.
+    pub instances: Vec<InstanceVerdict>,
+    /// Instances the run has.
+    pub instances_in: usize,
+    /// Instances whose environment was built.
+    pub built: usize,
+    /// Instances validated.
+    pub validated: usize,
+    /// Instances rejected.
+    pub rejected: usize,
+    /// Instances whose launch failed.
+    pub launch_failed: usize,
+}
+
+impl Verdicts {
+    /// `<id>: <how it differs>` for every instance that did not end as expected.
+    #[must_use]
+    pub fn mismatches(&self) -> Vec<String> {
+        self.instances
+            .iter()
+            .filter_map(|i| {
+                i.verdict
+                    .as_ref()
+                    .err()
+                    .map(|why| format!("{}: {why}", i.instance_id))
+            })
+            .collect()
+    }
+}
+
+/// Judges the run's `summaries` against the fixtures of `layout`; `lm_judged` when an LM judged
+/// the filter and split (it may keep or drop what the fixtures expect otherwise).
+#[must_use]
+pub fn judge(layout: &DemoLayout, summaries: &[InstanceSummary], lm_judged: bool) -> Verdicts {
+    let instances = layout
+        .instances
+        .iter()
+        .map(|expected| {
+            let summary = summaries
+                .iter()
+                .find(|s| s.instance_id == expected.instance_id.as_str());
+            InstanceVerdict {
+                instance_id: expected.instance_id.clone(),
+                summary: summary.cloned(),
+                verdict: match summary {
+                    Some(s) => check_judged(&expected.expect, s, lm_judged),
+                    None => Err("no row in any stage".to_string()),
+                },
+            }
+        })
+        .collect();
+    let count = |state: InstanceState| summaries.iter().filter(|s| s.state == state).count();
+    Verdicts {
+        instances,
+        instances_in: summaries.len(),
+        built: summaries
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    InstanceState::Validated
+                        | InstanceState::Rejected
+                        | InstanceState::ValidateFailed
+                )
+            })
+            .count(),
+        validated: count(InstanceState::Validated),
+        rejected: count(InstanceState::Rejected),
+        launch_failed: count(InstanceState::LaunchFailed),
+    }
 }
 
 /// Whether an instance ended as the fixture says it must; `Err` says how it differs.

@@ -1,0 +1,72 @@
+//! The errors that stop a stage or a run.
+
+use kiln_core::RuntimeError;
+use kiln_store::StoreError;
+
+/// Errors that stop a stage or a run (a failing repository is a row, never one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The run store failed (disk full, permissions, corrupt manifest).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The container engine failed or cannot be reached. The items in flight are left
+    /// undone (never written as rows), so a re-run retries them.
+    #[error(transparent)]
+    Engine(#[from] RuntimeError),
+    /// The host could not hold a stage's work (a full or read-only disk outside the run
+    /// store, such as the mirror cache or a temporary checkout).
+    #[error("{what}: {message}")]
+    Host {
+        /// What kiln was doing, as a verb phrase.
+        what: String,
+        /// The error.
+        message: String,
+    },
+    /// An input file (task file, CA bundle, release, predictions) could not be read.
+    #[error("read {what}: {message}")]
+    Input {
+        /// Which file, in words.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No stage of that name is declared.
+    #[error("find stage `{name}`; the config declares: {known}")]
+    UnknownStage {
+        /// The name asked for.
+        name: String,
+        /// Declared names.
+        known: String,
+    },
+    /// A stage needs its inputs to have run first.
+    #[error(
+        "run stage `{stage}`: its input `{input}` has no rows yet; run `kiln run` or `kiln stage {input}` first"
+    )]
+    MissingInput {
+        /// The stage.
+        stage: String,
+        /// The input without rows.
+        input: String,
+    },
+    /// No run exists yet.
+    #[error("find a run of dataset `{0}`; start one with `kiln run`")]
+    NoRun(String),
+    /// A stage needs a container engine but none was given.
+    #[error("run stage `{0}`: it needs a Docker engine")]
+    NoEngine(String),
+    /// A stage's judge is `lm` but no language model was given.
+    #[error("run stage `{0}`: its judge is \"lm\" but no LM client was set up")]
+    NoLanguageModel(String),
+    /// The run's LM answers or spending could not be read or written.
+    #[error(transparent)]
+    Answers(#[from] kiln_lm::Error),
+    /// A push to the Hugging Face Hub or an image registry failed.
+    #[error("publish the release: {0}")]
+    Publish(String),
+    /// The LM client could not be set up.
+    #[error(transparent)]
+    LmSetup(#[from] kiln_core::LmError),
+    /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
+    #[error("finish: an internal error (a bug in kiln): {0}")]
+    Internal(String),
+}
