@@ -237,7 +237,7 @@ pub enum ReadLogError {
     #[error(transparent)]
     UnknownParser(#[from] UnknownParser),
     /// No parser was named and none recognises the log.
-    #[error("recognise the format of the log; name a parser (known: {})", PARSER_NAMES.join(", "))]
+    #[error("read the log: no parser recognises its format; name one (known: {})", PARSER_NAMES.join(", "))]
     Unrecognised,
 }
 

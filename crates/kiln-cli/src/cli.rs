@@ -1,0 +1,290 @@
+//! The command line: clap's definitions of `kiln` and its subcommands, and nothing else.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+
+/// `kiln` and its global options.
+#[derive(Parser)]
+#[command(
+    name = "kiln",
+    version,
+    about = "Build verified, executable software-engineering task instances from merged pull requests",
+    long_about = "kiln reads task candidates (a SWE-bench or Multi-SWE-bench task file), filters them, \
+builds each repository at its base commit inside Docker, validates FAIL_TO_PASS and PASS_TO_PASS by \
+running the tests with the test patch and with the gold patch, and writes Parquet release shards.\n\n\
+Stages and their settings are declared in the pipeline config (default: ./pipeline.toml). A run \
+lives under <root>/<dataset>/runs/<run-id>/; every finished item is written at once, so an \
+interrupted run resumes where it stopped.",
+    after_help = exit::TABLE
+)]
+pub struct Cli {
+    /// Pipeline config file.
+    #[arg(
+        long,
+        short,
+        global = true,
+        default_value = "pipeline.toml",
+        env = "KILN_CONFIG"
+    )]
+    pub config: PathBuf,
+    /// Print data (status, summaries) as JSON on stdout and progress as JSON lines on stderr.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Show no progress.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    /// More log output on stderr (-v: debug, -vv: trace); RUST_LOG overrides.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run every stage of the pipeline, resuming the latest run if it is unfinished.
+    Run(RunArgs),
+
+    /// The monthly refresh: crawl the merged pull requests of one month, build and validate
+    /// them, and publish the release tagged with the month, without the instances earlier
+    /// releases hold. The config needs a crawl source; its window and the export's tag are set
+    /// to the month. Safe to re-run: an interrupted refresh of the month resumes, a finished one
+    /// adds only what is new to the month's release.
+    Refresh(RefreshArgs),
+
+    /// Push a release to a Hugging Face Hub dataset repository in one commit (under
+    /// `releases/<tag>/`, with a root card whose default config joins every release), and its
+    /// environment images to the registry the release names. The token is read from HF_TOKEN
+    /// (or HUGGING_FACE_HUB_TOKEN), the Hub's address from HF_ENDPOINT. Pushing a release again
+    /// sends only what the Hub does not hold.
+    Push(PushArgs),
+
+    /// Run one stage of the latest run (or --run), reading its inputs from disk.
+    Stage(StageArgs),
+
+    /// Show the stages of the latest run (or --run): status, rows, outcomes.
+    Status(StatusArgs),
+
+    /// Write one HTML page about a run (default: the latest), with no external assets: the
+    /// funnel through the stages, outcome by language, failure classes, time per instance and
+    /// per stage, LM tokens and cost.
+    Report(ReportArgs),
+
+    /// Validate the pipeline config and report every problem at once.
+    Check,
+
+    /// Print the stage graph in Graphviz DOT.
+    Graph,
+
+    /// Read a test log as launch and validate do: the status of every test, the totals the
+    /// framework printed, and whether the two agree (a run whose totals disagree is rejected as
+    /// an invalid run). The format is detected from the log unless --parser names one.
+    Parse(ParseArgs),
+
+    /// List the repair rules launch tries, once each, before it declares a build failed.
+    Repairs,
+
+    /// Evaluate predicted patches (SWE-bench's `{instance_id, model_patch}` format) against a
+    /// release: per instance resolved, partial, unresolved, patch-apply failure or infra failure.
+    Evaluate(EvaluateArgs),
+
+    /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
+    Demo(DemoArgs),
+}
+
+/// The arguments of `kiln run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Start a new run even if the latest one is unfinished.
+    #[arg(long, conflicts_with = "run")]
+    pub new: bool,
+    /// Resume this run id instead of the latest.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Items built or validated at once (overrides the config).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Let the export replace its release with this run's rows alone (by default the release
+    /// keeps the rows of earlier runs that this run did not make).
+    #[arg(long)]
+    pub allow_fewer_rows: bool,
+}
+
+/// The arguments of `kiln refresh`.
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    /// The month, YYYY-MM.
+    #[arg(long, value_parser = parse_month)]
+    pub month: String,
+    /// Items built or validated at once (overrides the config).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Then push the month's release to this Hugging Face dataset repository (see `kiln
+    /// push`).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub push: Option<String>,
+}
+
+/// The arguments of `kiln push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The release directory (`datasets/<name>/releases/<tag>`).
+    #[arg(long)]
+    pub release: PathBuf,
+    /// The dataset repository, `namespace/name`.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub repo: String,
+    /// Create the repository private (when it does not exist yet).
+    #[arg(long)]
+    pub private: bool,
+    /// Show what would be pushed; send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The arguments of `kiln stage`.
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    /// Stage name, as declared in the config.
+    pub name: String,
+    /// Only these instance ids (repeatable).
+    #[arg(long = "only", value_name = "INSTANCE_ID")]
+    pub only: Vec<String>,
+    /// Redo items that already have rows: with --only just those, otherwise the whole stage.
+    #[arg(long)]
+    pub force: bool,
+    /// Run id (default: the latest run).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Items processed at once (overrides the config).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Let an export replace its release with this run's rows alone (by default the release
+    /// keeps the rows of earlier runs that this run did not make).
+    #[arg(long)]
+    pub allow_fewer_rows: bool,
+}
+
+/// The arguments of `kiln status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Run id (default: the latest run).
+    #[arg(long)]
+    pub run: Option<String>,
+}
+
+/// The arguments of `kiln report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run id (default: the latest run).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Where to write the page (default: report.html in the run directory).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The arguments of `kiln parse`.
+#[derive(Debug, Args)]
+pub struct ParseArgs {
+    /// The log file (a command's output, as under the run's logs/).
+    pub log: PathBuf,
+    /// Parser to use (`pytest`, `cargo`, `go-test-json`, `junit-xml`, `jest-json`, ...;
+    /// an unknown name lists them).
+    #[arg(long)]
+    pub parser: Option<String>,
+}
+
+/// The arguments of `kiln evaluate`.
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// A release directory (its `data/*.parquet`) or one Parquet file.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Predictions: a JSON array, a JSON object keyed by instance id, or JSONL.
+    #[arg(long)]
+    pub predictions: PathBuf,
+    /// Where the report and logs go (default: ./evaluation-<time>).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Only these instance ids (repeatable).
+    #[arg(long = "only", value_name = "INSTANCE_ID")]
+    pub only: Vec<String>,
+    /// Instances evaluated at once.
+    #[arg(long, default_value_t = 2)]
+    pub concurrency: usize,
+    /// Timeout of each test run, e.g. "30m".
+    #[arg(long, default_value = "30m")]
+    pub timeout: String,
+    /// Give the test containers the network (default: loopback only).
+    #[arg(long)]
+    pub network: bool,
+}
+
+/// The arguments of `kiln demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Directory for the fixtures, the config and the datasets (replaced if it holds an earlier demo).
+    #[arg(long, default_value = "kiln-demo")]
+    pub dir: PathBuf,
+    /// Runs per side in validation.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
+    /// CA bundle to install in the images (default: the host's bundle, if present).
+    #[arg(long)]
+    pub ca_bundle: Option<PathBuf>,
+    /// Judge the filter and split with this OpenAI-compatible endpoint (base URL up to
+    /// `/v1`); the key is read from OPENAI_API_KEY when it is set. Without it the demo
+    /// asks no LM.
+    #[arg(long, value_name = "URL")]
+    pub lm_url: Option<String>,
+    /// Model to ask at --lm-url (default: the first the endpoint lists).
+    #[arg(long, value_name = "NAME", requires = "lm_url")]
+    pub lm_model: Option<String>,
+}
+
+/// `--month`: a calendar month, YYYY-MM.
+fn parse_month(text: &str) -> Result<String, String> {
+    let ok = text.len() == 7
+        && text.as_bytes()[4] == b'-'
+        && text[..4].bytes().all(|b| b.is_ascii_digit())
+        && text[5..]
+            .parse::<u32>()
+            .is_ok_and(|m| (1..=12).contains(&m));
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "\"{text}\" is not a month; write YYYY-MM, such as 2024-09"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Cli;
+    use crate::exit;
+
+    #[test]
+    fn usage_errors_exit_with_the_documented_code() {
+        let error = Cli::try_parse_from(["kiln", "stage"]).err();
+        assert_eq!(error.map(|e| e.exit_code()), Some(i32::from(exit::USAGE)));
+    }
+
+    #[test]
+    fn help_lists_the_exit_codes() {
+        let help = Cli::try_parse_from(["kiln", "--help"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(help.contains("130  interrupted by Ctrl-C"), "{help}");
+        assert!(help.contains("demo"), "{help}");
+    }
+}
