@@ -672,13 +672,9 @@ async fn a_hostile_record_adds_no_instruction_to_its_dockerfile() {
             "cat > /c <<EOF\nhello\nEOF".into(),
             "echo d \\".into(),
         ],
-        ..kiln_schema::EnvironmentRecord::new(
-            kiln_schema::InstanceId::new(
-                "x
-RUN touch /injected-id",
-            )
-            .unwrap(),
-        )
+        // An instance id cannot hold a line break at all (`InstanceId`); the other values are
+        // the record's own text.
+        ..kiln_schema::EnvironmentRecord::new(kiln_schema::InstanceId::new("x__y-1").unwrap())
     };
     let dockerfile = kiln_launch::dockerfile::dockerfile(&record);
     let mut context = tar::Builder::new(Vec::new());
