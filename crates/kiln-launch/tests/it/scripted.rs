@@ -12,14 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_core::config::{DockerSettings, LaunchSettings};
+
+use crate::support::{COMMIT_DATE, git};
 use kiln_core::runtime::LABEL_RUN;
 use kiln_core::{ContainerRuntime, NullReporter, RuntimeError};
 use kiln_launch::{LaunchError, LaunchRequest, launch};
 use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
 use kiln_testkit::runtime::{Answer, Call, ImageOrigin, Operation, Script, ScriptedRuntime};
-
-/// Commit date of the generated repositories.
-const COMMIT_DATE: &str = "2024-06-01T12:00:00Z";
 
 /// A Python project with a `test` extra: the plan installs it editable, then runs pytest.
 const PYTHON: &[(&str, &str)] = &[
@@ -76,25 +75,6 @@ fn pytest_without_yaml() -> Answer {
 /// `node --test` TAP output with one passing test.
 fn node_test_passing() -> Answer {
     Answer::ok().output("TAP version 13\nok 1 - adds\n1..1\n# tests 1\n# pass 1\n# fail 0\n")
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_DATE", COMMIT_DATE)
-        .env("GIT_COMMITTER_DATE", COMMIT_DATE)
-        .env("GIT_AUTHOR_NAME", "kiln")
-        .env("GIT_AUTHOR_EMAIL", "kiln@localhost")
-        .env("GIT_COMMITTER_NAME", "kiln")
-        .env("GIT_COMMITTER_EMAIL", "kiln@localhost")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// One launch of a repository holding `files` on `runtime`.

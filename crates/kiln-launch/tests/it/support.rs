@@ -17,7 +17,8 @@ pub const COMMIT_DATE: &str = "2024-06-01T12:00:00Z";
 /// The host's CA bundle, which containers here need for HTTPS (a TLS-inspecting proxy).
 const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-fn git(dir: &Path, args: &[&str]) {
+/// Runs git in `dir` with a fixed identity and dates, and checks that it succeeded.
+pub fn git(dir: &Path, args: &[&str]) {
     let out = std::process::Command::new("git")
         .args(args)
         .current_dir(dir)
