@@ -7,7 +7,6 @@
 //! the engine was asked to run and the images left behind), never on launch's internals.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
