@@ -111,36 +111,15 @@ pub async fn launch(
 ) -> Result<EnvironmentRecord, LaunchError> {
     let started = Instant::now();
     let candidate = &request.candidate;
+    // A row starts as a failure (`EnvironmentStatus::Failed`, the default) until the launch
+    // says otherwise.
     let mut record = EnvironmentRecord {
-        instance_id: candidate.instance_id.clone(),
         repo: candidate.repo.clone(),
         base_commit: candidate.base_commit.clone(),
-        status: EnvironmentStatus::Failed,
-        failure_class: None,
-        failure_command: None,
-        log_tail: None,
         language: "unknown".into(),
         plan: "none".into(),
-        base_image: String::new(),
-        image: None,
-        setup_commands: Vec::new(),
-        repairs: Vec::new(),
-        environment: BTreeMap::new(),
-        rebuild_commands: Vec::new(),
-        test_command: String::new(),
-        test_scope: String::new(),
-        parser: String::new(),
-        dependency_cutoff: None,
-        version_reason: String::new(),
-        baseline: BTreeMap::new(),
-        baseline_passed: 0,
-        baseline_failed: 0,
-        setup_seconds: 0.0,
-        test_seconds: 0.0,
-        total_seconds: 0.0,
-        dockerfile: None,
-        dockerfile_check: None,
         log_dir: request.log_dir_label.clone(),
+        ..EnvironmentRecord::new(candidate.instance_id.clone())
     };
     let step = |text: &str| {
         reporter.report(Event::ItemStep {
