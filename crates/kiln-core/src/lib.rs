@@ -13,7 +13,10 @@ pub mod session;
 
 /// Values as shown in messages: escaped to one line and cut (see [`kiln_schema::shown`]).
 pub use kiln_schema::shown;
-pub use lm::{ChatAnswer, ChatMessage, ChatRequest, LanguageModel, LmError, Usage};
+pub use lm::{
+    ChatAnswer, ChatMessage, ChatRequest, FunctionCall, LanguageModel, LmError, Role, ToolCall,
+    ToolSpec, Usage,
+};
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,

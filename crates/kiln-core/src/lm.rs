@@ -23,15 +23,79 @@ pub enum Role {
     User,
     /// An earlier answer.
     Assistant,
+    /// What a tool call gave (`tool_call_id` names the call).
+    Tool,
 }
 
-/// One message of a chat.
+/// One message of a chat, as the chat-completions API writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// Who says it.
     pub role: Role,
     /// What is said.
     pub content: String,
+    /// The tools an assistant message calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A function call an assistant asks for (`tool_calls[i]` of the chat-completions API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id, which the tool message answering it names.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".into()
+}
+
+/// The function of a [`ToolCall`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments, a JSON object as text (as the API sends them).
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments`.
+    #[must_use]
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: &serde_json::Value,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            kind: function_kind(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.to_string(),
+            },
+        }
+    }
+}
+
+/// A tool a request offers (`tools[i]` of the chat-completions API: a function with a JSON
+/// Schema of its parameters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The function's name (`[a-zA-Z0-9_-]`).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments (an object).
+    pub parameters: serde_json::Value,
 }
 
 impl ChatMessage {
@@ -41,6 +105,8 @@ impl ChatMessage {
         Self {
             role: Role::System,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 
@@ -50,6 +116,30 @@ impl ChatMessage {
         Self {
             role: Role::User,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// An assistant message: what the model answered, with the calls it asked for.
+    #[must_use]
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            tool_calls,
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool message: what the call `call_id` gave.
+    #[must_use]
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
         }
     }
 }
@@ -79,6 +169,12 @@ pub struct ChatRequest {
     /// Which sample of the same prompt this is (0 for the first vote). It is not sent: it only
     /// keeps the answers of repeated votes apart in the replay store.
     pub sample: u32,
+    /// Tools the model may call (none: a plain answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// `tool_choice`: `auto` (the API's default when tools are offered), `required` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
 }
 
 impl ChatRequest {
@@ -86,7 +182,7 @@ impl ChatRequest {
     /// Equal requests, and only those, share a key.
     #[must_use]
     pub fn key(&self) -> String {
-        let canonical = serde_json::json!({
+        let mut canonical = serde_json::json!({
             "v": 1,
             "model": self.model,
             "messages": self.messages,
@@ -95,13 +191,30 @@ impl ChatRequest {
             "schema": self.schema,
             "sample": self.sample,
         });
+        // Requests without tools keep the keys they always had, so earlier runs still replay.
+        if !self.tools.is_empty() {
+            canonical["tools"] = serde_json::json!(self.tools);
+            canonical["tool_choice"] = serde_json::json!(self.tool_choice);
+        }
         hex_sha256(canonical.to_string().as_bytes())
     }
 
-    /// Bytes of all message texts, for a conservative cost bound before asking.
+    /// Bytes of all message texts (tool calls and tool schemas included), for a conservative
+    /// cost bound before asking.
     #[must_use]
     pub fn prompt_bytes(&self) -> usize {
-        self.messages.iter().map(|m| m.content.len()).sum()
+        let calls: usize = self
+            .messages
+            .iter()
+            .flat_map(|m| &m.tool_calls)
+            .map(|c| c.function.name.len() + c.function.arguments.len())
+            .sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum();
+        self.messages.iter().map(|m| m.content.len()).sum::<usize>() + calls + tools
     }
 }
 
@@ -126,6 +239,10 @@ pub struct ChatAnswer {
     pub content: Option<String>,
     /// The model's refusal, when it declined (structured outputs report it apart from content).
     pub refusal: Option<String>,
+    /// The tools the model called (from `tool_calls`, or from a JSON action in the content when
+    /// the endpoint takes no tools).
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
     /// Why the completion ended (`stop`, `length`, ...).
     pub finish_reason: Option<String>,
     /// Token counts, when reported.
@@ -139,6 +256,12 @@ pub struct ChatAnswer {
     pub request_body: serde_json::Value,
     /// The response body as received.
     pub response_body: serde_json::Value,
+    /// US dollars the answer cost at the config's price (none: no price, or not counted).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    /// Whether the answer was replayed from the run's store instead of asked.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 /// Why no answer came. Messages read well after "failed to" and never contain the API key.
@@ -179,6 +302,24 @@ pub enum LmError {
         /// HTTP requests tried.
         attempts: u32,
     },
+    /// The request was not sent: it could have taken the run past its budget.
+    #[error("ask the LM within the run's budget: ${spent:.4} of ${limit:.4} spent")]
+    OverBudget {
+        /// Dollars the run had spent.
+        spent: f64,
+        /// The budget.
+        limit: f64,
+    },
+    /// An earlier failure, as the run's answer store recorded it.
+    #[error("get an answer from {endpoint}: {message}")]
+    Recorded {
+        /// Base URL, without credentials.
+        endpoint: String,
+        /// The failure as recorded.
+        message: String,
+        /// HTTP requests it took.
+        attempts: u32,
+    },
     /// HTTP 200, but the body is not a chat completion.
     #[error("read the answer of {endpoint}: {message}")]
     Malformed {
@@ -198,7 +339,8 @@ impl LmError {
     #[must_use]
     pub fn attempts(&self) -> u32 {
         match self {
-            Self::Setup(_) => 0,
+            Self::Setup(_) | Self::OverBudget { .. } => 0,
+            Self::Recorded { attempts, .. } => *attempts,
             Self::Unreachable { attempts, .. }
             | Self::Timeout { attempts, .. }
             | Self::Status { attempts, .. }
@@ -238,6 +380,8 @@ mod tests {
             max_tokens: 100,
             schema: None,
             sample,
+            tools: Vec::new(),
+            tool_choice: None,
         }
     }
 
@@ -257,14 +401,65 @@ mod tests {
             name: "s".into(),
             schema: serde_json::json!({"type": "object"}),
         });
+        let mut other_tools = base.clone();
+        other_tools.tools = vec![ToolSpec {
+            name: "run".into(),
+            description: "runs a command".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }];
+        let mut other_calls = base.clone();
+        other_calls.messages.push(ChatMessage::assistant(
+            "",
+            vec![ToolCall::new(
+                "call_1",
+                "run",
+                &serde_json::json!({"command": "ls"}),
+            )],
+        ));
         for other in [
             other_model,
             other_text,
             other_temperature,
             other_schema,
             request(1),
+            other_tools,
+            other_calls,
         ] {
             assert_ne!(base.key(), other.key(), "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_request_without_tools_keeps_its_key_and_messages_their_wire_form() {
+        // The key of a plain request as kiln computed it before tools existed.
+        assert_eq!(
+            request(0).key(),
+            hex_sha256(
+                serde_json::json!({
+                    "v": 1, "model": "m",
+                    "messages": [{"role": "system", "content": "judge"}, {"role": "user", "content": "issue"}],
+                    "temperature": 0.0, "max_tokens": 100, "schema": null, "sample": 0,
+                })
+                .to_string()
+                .as_bytes()
+            )
+        );
+        let call = ChatMessage::assistant(
+            "",
+            vec![ToolCall::new(
+                "call_1",
+                "run",
+                &serde_json::json!({"command": "ls"}),
+            )],
+        );
+        assert_eq!(
+            serde_json::to_value(&call).unwrap_or_default(),
+            serde_json::json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "run", "arguments": "{\"command\":\"ls\"}"}}]})
+        );
+        assert_eq!(
+            serde_json::to_value(ChatMessage::tool("call_1", "a\nb")).unwrap_or_default(),
+            serde_json::json!({"role": "tool", "content": "a\nb", "tool_call_id": "call_1"})
+        );
     }
 }

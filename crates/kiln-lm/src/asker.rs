@@ -293,6 +293,7 @@ impl Asker {
             structured: false,
             content: None,
             refusal: None,
+            tool_calls: Vec::new(),
             finish_reason: None,
             response_model: None,
             response_id: None,
@@ -309,6 +310,7 @@ impl Asker {
                 record.structured = answer.structured;
                 record.content.clone_from(&answer.content);
                 record.refusal.clone_from(&answer.refusal);
+                record.tool_calls.clone_from(&answer.tool_calls);
                 record.finish_reason.clone_from(&answer.finish_reason);
                 record.response_model.clone_from(&answer.model);
                 record.response_id.clone_from(&answer.id);
@@ -325,5 +327,68 @@ impl Asker {
             }
         }
         record
+    }
+}
+
+/// An [`Asker`] seen as a [`LanguageModel`] for the questions about one instance: answers are
+/// replayed from the run when it holds them, asked and stored otherwise, within the run's
+/// budget (a request that could take the run past it is an [`LmError::OverBudget`]).
+pub struct AskingModel {
+    asker: Arc<Asker>,
+    instance_id: String,
+}
+
+impl AskingModel {
+    /// The asker's model for questions about `instance_id`.
+    #[must_use]
+    pub fn new(asker: Arc<Asker>, instance_id: &str) -> Self {
+        Self {
+            asker,
+            instance_id: instance_id.to_string(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for AskingModel {
+    fn endpoint(&self) -> String {
+        self.asker.model.endpoint()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LmError> {
+        let asked = self
+            .asker
+            .ask(&self.instance_id, request)
+            .await
+            .map_err(|e| LmError::Setup(format!("the run's answer store: {e}")))?;
+        match asked {
+            Asked::Answered { answer, replayed } => Ok(ChatAnswer {
+                id: answer.response_id,
+                model: answer.response_model,
+                content: answer.content,
+                refusal: answer.refusal,
+                tool_calls: answer.tool_calls,
+                finish_reason: answer.finish_reason,
+                usage: match (answer.prompt_tokens, answer.completion_tokens) {
+                    (None, None) => None,
+                    (prompt, completion) => Some(Usage {
+                        prompt_tokens: prompt.unwrap_or(0),
+                        completion_tokens: completion.unwrap_or(0),
+                    }),
+                },
+                structured: answer.structured,
+                attempts: answer.attempts,
+                request_body: answer.request,
+                response_body: answer.response,
+                cost_usd: answer.cost_usd,
+                replayed,
+            }),
+            Asked::Failed { answer } => Err(LmError::Recorded {
+                endpoint: answer.endpoint,
+                message: answer.error.unwrap_or_default(),
+                attempts: answer.attempts,
+            }),
+            Asked::OverBudget { spent, limit } => Err(LmError::OverBudget { spent, limit }),
+        }
     }
 }

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kiln_core::config::LmSettings;
-use kiln_core::lm::{ChatAnswer, ChatRequest, LanguageModel, LmError, Usage};
+use kiln_core::lm::{
+    ChatAnswer, ChatMessage, ChatRequest, LanguageModel, LmError, Role, ToolCall, Usage,
+};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -38,16 +40,25 @@ struct Shape {
     completion_tokens_param: bool,
     /// `temperature` was refused: send none (the model's default).
     no_temperature: bool,
+    /// `tools` were refused: describe them in the prompt and read a JSON action from the answer.
+    no_tools: bool,
 }
 
 impl Shape {
     /// The shape after a 400 that names what the endpoint refused, or `None` when the error
     /// names nothing this client can change (or the change was made already).
-    fn adapted(self, error: &ErrorBody, sent_schema: bool) -> Option<Self> {
+    fn adapted(self, error: &ErrorBody, sent_schema: bool, sent_tools: bool) -> Option<Self> {
         let message = error.message.to_ascii_lowercase();
         let param = error.param.as_deref().unwrap_or_default();
         let mut next = self;
-        if sent_schema
+        if sent_tools
+            && !self.no_tools
+            && (param.starts_with("tool")
+                || message.contains("tool")
+                || message.contains("function"))
+        {
+            next.no_tools = true;
+        } else if sent_schema
             && !self.no_schema
             && (param.starts_with("response_format")
                 || message.contains("response_format")
@@ -257,6 +268,7 @@ impl LanguageModel for OpenAiClient {
         let mut retries = 0u32;
         loop {
             let sent_schema = request.schema.is_some() && !shape.no_schema;
+            let sent_tools = !request.tools.is_empty() && !shape.no_tools;
             let body = wire_body(request, shape);
             attempts += 1;
             let (status, headers, bytes) = match self.send(&body).await {
@@ -283,7 +295,8 @@ impl LanguageModel for OpenAiClient {
                 }
             };
             if status == 200 {
-                return parse_answer(&bytes, body, sent_schema, attempts).map_err(
+                let json_actions = !request.tools.is_empty() && shape.no_tools;
+                return parse_answer(&bytes, body, sent_schema, json_actions, attempts).map_err(
                     |(message, usage)| LmError::Malformed {
                         endpoint: self.endpoint.clone(),
                         message: self.redact(&message),
@@ -294,7 +307,7 @@ impl LanguageModel for OpenAiClient {
             }
             let error = ErrorBody::parse(&bytes);
             if matches!(status, 400 | 422)
-                && let Some(next) = shape.adapted(&error, sent_schema)
+                && let Some(next) = shape.adapted(&error, sent_schema, sent_tools)
             {
                 tracing::info!(
                     endpoint = %self.endpoint, model = %request.model, message = %self.redact(&error.message),
@@ -322,10 +335,29 @@ impl LanguageModel for OpenAiClient {
 
 /// The JSON body of a request in the given shape.
 fn wire_body(request: &ChatRequest, shape: Shape) -> Value {
+    let messages = if !request.tools.is_empty() && shape.no_tools {
+        json!(actions_in_text(request))
+    } else {
+        json!(request.messages)
+    };
     let mut body = json!({
         "model": request.model,
-        "messages": request.messages,
+        "messages": messages,
     });
+    if !request.tools.is_empty() && !shape.no_tools {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+        body["tools"] = json!(tools);
+        if let Some(choice) = &request.tool_choice {
+            body["tool_choice"] = json!(choice);
+        }
+    }
     if !shape.no_temperature {
         body["temperature"] = json!(request.temperature);
     }
@@ -346,11 +378,82 @@ fn wire_body(request: &ChatRequest, shape: Shape) -> Value {
     body
 }
 
+/// The conversation for an endpoint that takes no tools: the tools described in a system
+/// message with the answer's form (one JSON action), earlier calls as that JSON in the
+/// assistant's text, and their results as user messages.
+fn actions_in_text(request: &ChatRequest) -> Vec<ChatMessage> {
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+        .collect();
+    let mut out = vec![ChatMessage::system(format!(
+        "You act by calling tools. Answer with exactly one JSON object and nothing else: \
+         {{\"tool\": <tool name>, \"arguments\": <object matching the tool's parameters>}}. \
+         The tools:\n{}",
+        serde_json::to_string_pretty(&tools).unwrap_or_default()
+    ))];
+    let mut names = BTreeMap::new();
+    for message in &request.messages {
+        match message.role {
+            Role::Assistant if !message.tool_calls.is_empty() => {
+                for call in &message.tool_calls {
+                    names.insert(call.id.clone(), call.function.name.clone());
+                }
+                let actions: Vec<String> = message
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"tool": c.function.name,
+                            "arguments": serde_json::from_str::<Value>(&c.function.arguments).unwrap_or(Value::Null)})
+                        .to_string()
+                    })
+                    .collect();
+                out.push(ChatMessage::assistant(actions.join("\n"), Vec::new()));
+            }
+            Role::Tool => {
+                let id = message.tool_call_id.clone().unwrap_or_default();
+                let name = names.get(&id).map_or("the tool", String::as_str);
+                out.push(ChatMessage::user(format!(
+                    "Result of {name}:\n{}",
+                    message.content
+                )));
+            }
+            _ => out.push(ChatMessage {
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                ..message.clone()
+            }),
+        }
+    }
+    out
+}
+
+/// The JSON action of an answer given as text (`{"tool": .., "arguments": {..}}`, possibly in a
+/// code fence), as a tool call.
+fn action_in_text(text: &str) -> Option<ToolCall> {
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.trim_end().strip_suffix("```"))
+        .unwrap_or(trimmed);
+    let start = body.find('{')?;
+    let end = body.rfind('}')?;
+    let value: Value = serde_json::from_str(body.get(start..=end)?).ok()?;
+    let name = value.get("tool")?.as_str()?;
+    let arguments = value.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    Some(ToolCall::new("call_text_1", name, &arguments))
+}
+
 /// Reads a chat completion; on failure, what is wrong and the usage the body reported anyway.
+/// With `json_actions`, the endpoint was asked for one JSON action in the text instead of tool
+/// calls, and that action is read as the answer's call.
 fn parse_answer(
     bytes: &[u8],
     request_body: Value,
     structured: bool,
+    json_actions: bool,
     attempts: u32,
 ) -> Result<ChatAnswer, (String, Option<Usage>)> {
     let body: Value = serde_json::from_slice(bytes).map_err(|e| {
@@ -390,17 +493,30 @@ fn parse_answer(
         _ => None,
     };
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let mut tool_calls: Vec<ToolCall> = match message.get("tool_calls") {
+        Some(Value::Array(calls)) => calls
+            .iter()
+            .filter_map(|c| serde_json::from_value::<ToolCall>(c.clone()).ok())
+            .collect(),
+        _ => Vec::new(),
+    };
+    if tool_calls.is_empty() && json_actions {
+        tool_calls.extend(content.as_deref().and_then(action_in_text));
+    }
     Ok(ChatAnswer {
         id: text(body.get("id")),
         model: text(body.get("model")),
         content,
         refusal: text(message.get("refusal")),
+        tool_calls,
         finish_reason: text(choice.get("finish_reason")),
         usage,
         structured,
         attempts,
         request_body,
         response_body: body,
+        cost_usd: None,
+        replayed: false,
     })
 }
 
@@ -519,7 +635,7 @@ mod tests {
             message: "response_format json_schema is not supported".into(),
             param: None,
         };
-        let shape = Shape::default().adapted(&schema, true);
+        let shape = Shape::default().adapted(&schema, true, false);
         assert_eq!(
             shape,
             Some(Shape {
@@ -527,18 +643,18 @@ mod tests {
                 ..Shape::default()
             })
         );
-        assert_eq!(shape.and_then(|s| s.adapted(&schema, false)), None);
+        assert_eq!(shape.and_then(|s| s.adapted(&schema, false, false)), None);
         let tokens = ErrorBody {
             message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.".into(),
             param: Some("max_tokens".into()),
         };
-        let shape = Shape::default().adapted(&tokens, true);
+        let shape = Shape::default().adapted(&tokens, true, false);
         assert!(shape.is_some_and(|s| s.completion_tokens_param && !s.no_schema));
         let unrelated = ErrorBody {
             message: "messages must not be empty".into(),
             param: Some("messages".into()),
         };
-        assert_eq!(Shape::default().adapted(&unrelated, true), None);
+        assert_eq!(Shape::default().adapted(&unrelated, true, false), None);
     }
 
     #[test]
@@ -568,11 +684,11 @@ mod tests {
     #[test]
     fn content_parts_and_missing_usage_are_read() {
         let body = br#"{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": [{"type": "text", "text": "{\"a\":"}, {"type": "text", "text": "1}"}]}, "finish_reason": "stop"}]}"#;
-        let answer = parse_answer(body, json!({}), true, 1).unwrap();
+        let answer = parse_answer(body, json!({}), true, false, 1).unwrap();
         assert_eq!(answer.content.as_deref(), Some("{\"a\":1}"));
         assert_eq!(answer.usage, None);
         let no_choices = br#"{"id": "x", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 0, "total_tokens": 7}}"#;
-        let (message, usage) = parse_answer(no_choices, json!({}), true, 1).unwrap_err();
+        let (message, usage) = parse_answer(no_choices, json!({}), true, false, 1).unwrap_err();
         assert!(message.contains("no choices"), "{message}");
         assert_eq!(
             usage,
@@ -581,5 +697,89 @@ mod tests {
                 completion_tokens: 0
             })
         );
+    }
+
+    #[test]
+    fn tool_calls_are_read_and_a_server_without_tools_gets_json_actions() {
+        // OpenAI's shape: content null, tool_calls with arguments as a JSON string.
+        let body = br#"{"id": "c", "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_abc", "type": "function", "function": {"name": "run", "arguments": "{\"command\": \"ls\"}"}}]}, "finish_reason": "tool_calls"}]}"#;
+        let answer = parse_answer(body, json!({}), false, false, 1).unwrap();
+        assert_eq!(answer.tool_calls.len(), 1);
+        assert_eq!(answer.tool_calls[0].id, "call_abc");
+        assert_eq!(answer.tool_calls[0].function.name, "run");
+        // Without tools, the action comes as text, possibly fenced.
+        let text = br#"{"id": "c", "choices": [{"index": 0, "message": {"role": "assistant", "content": "```json\n{\"tool\": \"read_file\", \"arguments\": {\"path\": \"setup.py\"}}\n```"}, "finish_reason": "stop"}]}"#;
+        let answer = parse_answer(text, json!({}), false, true, 1).unwrap();
+        assert_eq!(answer.tool_calls[0].function.name, "read_file");
+        assert_eq!(
+            serde_json::from_str::<Value>(&answer.tool_calls[0].function.arguments).unwrap(),
+            json!({"path": "setup.py"})
+        );
+        // vLLM without --enable-auto-tool-choice.
+        let refused = ErrorBody {
+            message: "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set".into(),
+            param: None,
+        };
+        assert_eq!(
+            Shape::default().adapted(&refused, false, true),
+            Some(Shape {
+                no_tools: true,
+                ..Shape::default()
+            })
+        );
+        assert_eq!(Shape::default().adapted(&refused, false, false), None);
+    }
+
+    #[test]
+    fn without_tools_the_conversation_carries_the_actions_as_text() {
+        use kiln_core::lm::ToolSpec;
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage::system("build it"),
+                ChatMessage::user("the repository"),
+                ChatMessage::assistant(
+                    "",
+                    vec![ToolCall::new("call_1", "run", &json!({"command": "make"}))],
+                ),
+                ChatMessage::tool("call_1", "exit 2"),
+            ],
+            temperature: 0.0,
+            max_tokens: 100,
+            schema: None,
+            sample: 0,
+            tools: vec![ToolSpec {
+                name: "run".into(),
+                description: "runs a shell command".into(),
+                parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+            }],
+            tool_choice: Some("required".into()),
+        };
+        let with_tools = wire_body(&request, Shape::default());
+        assert_eq!(with_tools["tools"][0]["function"]["name"], "run");
+        assert_eq!(with_tools["tool_choice"], "required");
+        assert_eq!(with_tools["messages"][3]["role"], "tool");
+        let without = wire_body(
+            &request,
+            Shape {
+                no_tools: true,
+                ..Shape::default()
+            },
+        );
+        assert!(without.get("tools").is_none());
+        let messages = without["messages"].as_array().cloned().unwrap_or_default();
+        assert!(
+            messages[0]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("\"tool\"") && c.contains("runs a shell command"))
+        );
+        assert_eq!(messages[3]["role"], "assistant");
+        assert_eq!(
+            messages[3]["content"],
+            json!({"tool": "run", "arguments": {"command": "make"}}).to_string()
+        );
+        assert_eq!(messages[4]["role"], "user");
+        assert_eq!(messages[4]["content"], "Result of run:\nexit 2");
+        assert!(messages.iter().all(|m| m.get("tool_calls").is_none()));
     }
 }

@@ -17,7 +17,7 @@ mod platform;
 pub mod prompts;
 mod store;
 
-pub use asker::{AskStats, Asked, Asker};
+pub use asker::{AskStats, Asked, Asker, AskingModel};
 pub use client::OpenAiClient;
 pub use error::Error;
 pub use heuristic::{HEURISTIC_JUDGE, heuristic_verdict, structural_verdict};

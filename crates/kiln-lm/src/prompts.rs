@@ -84,6 +84,8 @@ pub fn filter_request(
             }),
         }),
         sample,
+        tools: Vec::new(),
+        tool_choice: None,
     }
 }
 
@@ -126,6 +128,8 @@ pub fn split_request(
             }),
         }),
         sample: 0,
+        tools: Vec::new(),
+        tool_choice: None,
     }
 }
 

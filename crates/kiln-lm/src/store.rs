@@ -46,6 +46,9 @@ pub struct StoredAnswer {
     pub content: Option<String>,
     /// The model's refusal, if it declined.
     pub refusal: Option<String>,
+    /// The tools the model called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<kiln_core::lm::ToolCall>,
     /// Why the completion ended.
     pub finish_reason: Option<String>,
     /// The model the endpoint says answered.
@@ -217,6 +220,7 @@ mod tests {
             structured: true,
             content: Some("{}".into()),
             refusal: None,
+            tool_calls: Vec::new(),
             finish_reason: Some("stop".into()),
             response_model: None,
             response_id: None,

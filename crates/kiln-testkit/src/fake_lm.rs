@@ -35,6 +35,9 @@ pub enum LmReply {
     Truncated(String),
     /// A refusal: `content` null, `refusal` set, as structured outputs report it.
     Refusal(String),
+    /// Tool calls: `content` null, `tool_calls` with each `(name, arguments)`, numbered
+    /// `call_<request>_<n>`, and `finish_reason: "tool_calls"`, as OpenAI answers.
+    ToolCalls(Vec<(String, Value)>),
     /// An error in OpenAI's shape.
     Error {
         /// HTTP status.
@@ -57,6 +60,12 @@ pub enum LmReply {
 }
 
 impl LmReply {
+    /// One tool call.
+    #[must_use]
+    pub fn call(name: &str, arguments: Value) -> Self {
+        Self::ToolCalls(vec![(name.to_string(), arguments)])
+    }
+
     /// A completion whose content is `value` as compact JSON.
     #[must_use]
     pub fn json(value: &Value) -> Self {
@@ -102,6 +111,8 @@ pub struct ChatCall {
     pub messages: Vec<(String, String)>,
     /// `response_format`, if sent.
     pub response_format: Option<Value>,
+    /// Names of the tools offered (`tools[].function.name`).
+    pub tools: Vec<String>,
     /// The whole body.
     pub body: Value,
 }
@@ -151,6 +162,7 @@ struct State {
     models: Vec<String>,
     api_key: Option<String>,
     json_schema: bool,
+    tools: bool,
 }
 
 /// Options of a fake endpoint.
@@ -163,6 +175,9 @@ pub struct FakeLmOptions {
     /// Whether `response_format` `json_schema` is accepted; `false` answers it with a 400 as
     /// servers without structured output do.
     pub json_schema: bool,
+    /// Whether `tools` are accepted; `false` answers them with the 400 vLLM gives when started
+    /// without `--enable-auto-tool-choice`.
+    pub tools: bool,
 }
 
 impl Default for FakeLmOptions {
@@ -171,6 +186,7 @@ impl Default for FakeLmOptions {
             models: vec!["fake-judge-1".into()],
             api_key: None,
             json_schema: true,
+            tools: true,
         }
     }
 }
@@ -196,6 +212,7 @@ impl FakeLm {
             models: options.models,
             api_key: options.api_key,
             json_schema: options.json_schema,
+            tools: options.tools,
         });
         let shared = Arc::clone(&state);
         let server = Server::start(move |request: Request, _base: &str| handle(&shared, request))?;
@@ -357,6 +374,26 @@ fn chat(state: &State, body: &Value) -> Reply {
             "response_format of type 'json_schema' is not supported by this server",
         );
     }
+    let tools: Vec<String> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if !tools.is_empty() && !state.tools {
+        return error(
+            400,
+            "BadRequestError",
+            None,
+            None,
+            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+        );
+    }
     // This request is already in the log, so the ones before it are one fewer.
     let index = state
         .log
@@ -368,6 +405,7 @@ fn chat(state: &State, body: &Value) -> Reply {
         model: model.to_string(),
         messages,
         response_format,
+        tools,
         body: body.clone(),
     };
     let reply = (state.script)(&call);
@@ -424,6 +462,20 @@ fn render(call: &ChatCall, reply: LmReply) -> Reply {
             let usage = (prompt_tokens, tokens(&refusal));
             let message = json!({"role": "assistant", "content": null, "refusal": refusal});
             completion(call, message, "stop", usage)
+        }
+        LmReply::ToolCalls(calls) => {
+            let calls: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(n, (name, arguments))| {
+                    json!({"id": format!("call_{}_{n}", call.index), "type": "function",
+                        "function": {"name": name, "arguments": arguments.to_string()}})
+                })
+                .collect();
+            let usage = (prompt_tokens, tokens(&json!(calls).to_string()));
+            let message =
+                json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": calls});
+            completion(call, message, "tool_calls", usage)
         }
         LmReply::Error {
             status,

@@ -327,3 +327,91 @@ fn a_request_message_serialises_as_the_api_wants() {
     let message = serde_json::to_value(ChatMessage::user("hi")).unwrap();
     assert_eq!(message, json!({"role": "user", "content": "hi"}));
 }
+
+fn tool_request() -> ChatRequest {
+    ChatRequest {
+        model: "fake-judge-1".into(),
+        messages: vec![
+            ChatMessage::system("You build repositories."),
+            ChatMessage::user("list the files"),
+        ],
+        temperature: 0.0,
+        max_tokens: 256,
+        schema: None,
+        sample: 0,
+        tools: vec![kiln_core::lm::ToolSpec {
+            name: "run".into(),
+            description: "runs a shell command".into(),
+            parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        }],
+        tool_choice: Some("required".into()),
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_go_out_and_come_back_and_the_conversation_goes_on() {
+    let fake = FakeLm::start(FakeLmOptions::default(), |call| {
+        if call.messages.iter().any(|(role, _)| role == "tool") {
+            LmReply::Content("done".into())
+        } else {
+            LmReply::call("run", json!({"command": "ls"}))
+        }
+    })
+    .unwrap();
+    let client = client(&lm_settings(&fake.url()));
+    let mut request = tool_request();
+    let first = client.chat(&request).await.unwrap();
+    assert_eq!(first.tool_calls.len(), 1, "{first:?}");
+    let call = first.tool_calls[0].clone();
+    assert_eq!(call.function.name, "run");
+    assert_eq!(
+        serde_json::from_str::<Value>(&call.function.arguments).unwrap(),
+        json!({"command": "ls"})
+    );
+    let sent = &fake.chat_requests()[0].body;
+    assert_eq!(sent["tools"][0]["type"], "function");
+    assert_eq!(sent["tools"][0]["function"]["name"], "run");
+    assert_eq!(sent["tool_choice"], "required");
+    request
+        .messages
+        .push(ChatMessage::assistant("", vec![call.clone()]));
+    request.messages.push(ChatMessage::tool(&call.id, "a.txt"));
+    let second = client.chat(&request).await.unwrap();
+    assert_eq!(second.content.as_deref(), Some("done"));
+    let sent = &fake.chat_requests()[1].body;
+    assert_eq!(sent["messages"][2]["tool_calls"][0]["id"], call.id.as_str());
+    assert_eq!(sent["messages"][3]["role"], "tool");
+    assert_eq!(sent["messages"][3]["tool_call_id"], call.id.as_str());
+}
+
+#[tokio::test]
+async fn a_server_without_tools_is_asked_for_a_json_action_and_it_becomes_the_call() {
+    let options = FakeLmOptions {
+        tools: false,
+        ..FakeLmOptions::default()
+    };
+    let fake = FakeLm::start(options, |call| {
+        if call.messages[0].1.contains("\"tool\"") {
+            LmReply::Content(
+                "```json\n{\"tool\": \"run\", \"arguments\": {\"command\": \"ls\"}}\n```".into(),
+            )
+        } else {
+            LmReply::Content("no instructions to act on".into())
+        }
+    })
+    .unwrap();
+    let client = client(&lm_settings(&fake.url()));
+    let answer = client.chat(&tool_request()).await.unwrap();
+    assert_eq!(
+        answer.attempts, 2,
+        "the 400 about tools, then the plain request"
+    );
+    assert_eq!(answer.tool_calls.len(), 1, "{answer:?}");
+    assert_eq!(answer.tool_calls[0].function.name, "run");
+    let again = client.chat(&tool_request()).await.unwrap();
+    assert_eq!(again.attempts, 1, "the refusal is remembered");
+    let requests = fake.chat_requests();
+    assert!(requests[0].body.get("tools").is_some());
+    assert!(requests[1].body.get("tools").is_none());
+    assert!(requests[2].body.get("tools").is_none());
+}

@@ -81,6 +81,30 @@ answer = ask("refuse")
 check(answer.choices[0].message.content is None, "refusal has no content")
 check(answer.choices[0].message.refusal == "I can't help with that.", "refusal text")
 
+# Tool calling: the client parses the fake's tool_calls, and accepts a conversation that
+# answers them with tool messages.
+tools = [{"type": "function", "function": {
+    "name": "run", "description": "runs a shell command",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+answer = client.chat.completions.create(
+    model="fake-judge-1", messages=[{"role": "user", "content": "call-run"}], tools=tools, tool_choice="required")
+message = answer.choices[0].message
+check(answer.choices[0].finish_reason == "tool_calls", f"finish_reason: {answer.choices[0].finish_reason}")
+check(message.content is None, "a tool call has no content")
+call = message.tool_calls[0]
+check(call.type == "function" and call.function.name == "run", f"call: {call}")
+check(json.loads(call.function.arguments) == {"command": "ls"}, f"arguments: {call.function.arguments}")
+answer = client.chat.completions.create(
+    model="fake-judge-1",
+    messages=[
+        {"role": "user", "content": "call-run"},
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "file.txt"},
+    ],
+    tools=tools,
+)
+check(answer.choices[0].message.content is not None, "an answer after the tool's result")
+
 try:
     openai.OpenAI(base_url=base_url, api_key="sk-wrong-key", max_retries=0).models.list()
     check(False, "a wrong key must be refused")

@@ -44,6 +44,9 @@ fn the_official_openai_client_accepts_the_fake() {
             "server-error" => LmReply::server_error(),
             "slow" => LmReply::Slow(Duration::from_secs(3), Box::new(ok)),
             "refuse" => LmReply::Refusal("I can't help with that.".into()),
+            "call-run" if call.messages.len() == 1 => {
+                LmReply::call("run", json!({"command": "ls"}))
+            }
             _ => ok,
         }
     })
