@@ -7,6 +7,7 @@ pub mod config;
 pub mod diff;
 pub mod lm;
 pub mod net;
+pub mod parser_script;
 pub mod reporter;
 pub mod runtime;
 pub mod session;

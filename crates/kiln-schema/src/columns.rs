@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::id::InstanceId;
-use crate::status::{CandidateStatus, EnvironmentStatus, FailureClass, ValidationStatus};
+use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, ValidationStatus};
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
 /// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
 /// 5: environments record the test scope launch chose (`test_scope`).
 /// 6: validations name the SWE-bench harness parser that agrees with kiln (`log_parser`);
 /// release rows carry what the SWE-bench harness and SWE-bench-Live read (`eval_script`, ...).
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -183,6 +183,13 @@ impl ColumnKind for Option<FailureClass> {
     const TYPE: ColumnType = ColumnType::OptStr;
     fn write_to(&self, sink: &mut dyn ColumnSink) {
         sink.string(self.map(FailureClass::as_str));
+    }
+}
+
+impl ColumnKind for Option<BuiltBy> {
+    const TYPE: ColumnType = ColumnType::OptStr;
+    fn write_to(&self, sink: &mut dyn ColumnSink) {
+        sink.string(self.map(BuiltBy::as_str));
     }
 }
 

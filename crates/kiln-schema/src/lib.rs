@@ -13,7 +13,8 @@ mod tables;
 pub use columns::{Column, ColumnKind, ColumnSink, ColumnType, Row, SCHEMA_VERSION, json_schema};
 pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
 pub use status::{
-    CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, TestStatuses, ValidationStatus,
+    BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, TestStatuses,
+    ValidationStatus,
 };
 pub use tables::*;
 

@@ -86,6 +86,20 @@ named! {
 }
 
 named! {
+    /// What built an environment.
+    pub enum BuiltBy {
+        /// The plan the repository's files chose, as planned.
+        Rules = "rules",
+        /// The plan with one or more repair rules applied.
+        Repair = "repair",
+        /// The plan with a recipe an earlier agent launch of the repository stored.
+        Recipe = "recipe",
+        /// The launch agent, after the rules and repairs had failed.
+        Agent = "agent",
+    }
+}
+
+named! {
     /// How a launch ended.
     pub enum EnvironmentStatus {
         /// No environment: `failure_class` says why.
@@ -143,6 +157,8 @@ pub enum FailureClass {
     InvalidRun,
     /// Docker, disk or other infrastructure failed for this item.
     Infra,
+    /// The launch agent ran out of its steps, tokens, dollars or time before the build worked.
+    AgentBudget,
 }
 
 impl FailureClass {
@@ -166,6 +182,7 @@ impl FailureClass {
             Self::PassToFail => "pass-to-fail",
             Self::InvalidRun => "invalid-run",
             Self::Infra => "infra",
+            Self::AgentBudget => "agent-budget",
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::columns::table;
 use crate::id::InstanceId;
 use crate::status::{
-    CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, ValidationStatus,
+    BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, ValidationStatus,
 };
 
 table! {
@@ -171,6 +171,11 @@ table! {
         pub test_scope: String,
         /// Name of the test-log parser that reads the test command's output.
         pub parser: String,
+        /// When `parser` is `status-lines`: the `sh` script, written by the launch agent, that
+        /// reads the test command's output on its standard input and prints one `[PASSED] id`
+        /// (`[FAILED]`, `[SKIPPED]`, `[ERROR]`) line per test. It runs in a fresh container
+        /// from the image, never in the one the tests ran in.
+        pub parser_script: Option<String>,
         /// Dependency cut-off used for unpinned dependencies (RFC 3339), if any.
         pub dependency_cutoff: Option<String>,
         /// Why this interpreter/toolchain version was chosen.
@@ -192,7 +197,19 @@ table! {
         /// Result of rebuilding the Dockerfile and re-running the tests (`rebuilt and passed`,
         /// `rebuild failed: ...`), or null when the check is off.
         pub dockerfile_check: Option<String>,
-        /// Where the raw logs of this launch are, relative to the run directory.
+        /// When built: `rules` (the plan as planned), `repair` (repair rules applied), `recipe`
+        /// (a recipe an earlier agent launch of the repository stored) or `agent`.
+        pub built_by: Option<BuiltBy>,
+        /// Turns the launch agent took (0 when it did not run).
+        pub agent_steps: i64,
+        /// Tokens (prompt and completion) the launch agent's requests used, replayed ones
+        /// included.
+        pub agent_tokens: i64,
+        /// Dollars the launch agent's requests cost when they were asked (0 when replayed or
+        /// unpriced).
+        pub agent_cost_usd: f64,
+        /// Where the raw logs of this launch are, relative to the run directory (the agent's
+        /// trajectory is `agent.jsonl` there).
         pub log_dir: String,
     }
 }
@@ -292,6 +309,9 @@ table! {
         pub test_command: String,
         /// Name of the test-log parser.
         pub parser: String,
+        /// When `parser` is `status-lines`: the script that reads the test output and prints one
+        /// status line per test (the `eval_script` runs it after the tests).
+        pub parser_script: Option<String>,
         /// Ecosystem of the repository.
         pub language: String,
         /// `linux`, `windows` or `macos`.

@@ -184,6 +184,7 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         rebuild_commands: vec![],
         test_command: format!("pytest -rA -o console_output_style=classic {test_file}"),
         parser: "pytest".into(),
+        parser_script: None,
         language: ["python", "rust", "javascript", "go"][rng.below(4) as usize].into(),
         platform: "linux".into(),
         dockerfile: Some(words(&mut rng, 800)),

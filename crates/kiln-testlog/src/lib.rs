@@ -154,12 +154,19 @@
 //! the Catch2 console does not say which cases failed as expected, so they read as failed and a
 //! problem says how many; long names that the console wraps are cut at the wrap.
 //!
+//! ## `status-lines`
+//! `[PASSED] id`, `[FAILED] id`, `[SKIPPED] id` and `[ERROR] id` lines, one per test, with an
+//! optional `[TOTALS] passed=N failed=N skipped=N errors=N` line: what a parser script written at
+//! launch prints for a framework no parser here reads ([`status_lines`]). Every other line is
+//! ignored. Totals: the `[TOTALS]` line, compared with the lines. Limits: not detected from
+//! content; named by the row that has the script.
+//!
 //! # Streaming
 //! [`parse_reader`] reads a log from any [`BufRead`] (the caller opens the file: this crate still
 //! does no IO of its own) and gives the same result as [`parse`] on the same bytes. Line-oriented
 //! parsers ([`parser_streams`]: `pytest`, `unittest`, `go-test`, `go-test-json`, `cargo`, `tap`,
-//! `node-test`, `mocha-spec`, `ctest`, `gtest`, `catch2`, `doctest`) hold one line at a time plus
-//! per-test state, so memory grows with the number of distinct tests, not with the size of the
+//! `node-test`, `mocha-spec`, `ctest`, `gtest`, `catch2`, `doctest`, `status-lines`) hold one
+//! line at a time plus per-test state, so memory grows with the number of distinct tests, not with the size of the
 //! log; lines are cut at 1 MiB so a log without line breaks cannot defeat that. The XML reports
 //! inside `catch2`/`doctest` logs and googletest's JSON reports are held while they are read.
 //! `junit-xml`, `jest-json`, `vitest-json` and `mocha-json` parse one JSON or XML document and
@@ -186,6 +193,7 @@ mod node;
 mod normalize;
 mod parsed;
 mod pytest;
+pub mod status_lines;
 pub mod swebench;
 mod tap;
 mod text;
@@ -228,6 +236,7 @@ const PARSER_NAMES: &[&str] = &[
     "gtest",
     "catch2",
     "doctest",
+    "status-lines",
 ];
 
 /// Why [`read_log`] could not read a log.
@@ -295,6 +304,7 @@ fn engine(parser: &str) -> Result<Engine, UnknownParser> {
         "gtest" => Engine::Lines(|| Box::new(gtest::Gtest::default())),
         "catch2" => Engine::Lines(|| Box::new(catch2::Catch2::default())),
         "doctest" => Engine::Lines(|| Box::new(doctest::Doctest::default())),
+        "status-lines" => Engine::Lines(|| Box::new(status_lines::StatusLines::default())),
         _ => {
             return Err(UnknownParser {
                 name: parser.to_owned(),

@@ -32,6 +32,8 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
         "cargo" => &["parse_log_cargo", "parse_log_jest_json"],
         "go-test" => &["parse_log_gotest"],
         "tap" => &["parse_log_tap"],
+        // A parser script's lines, printed after the test output by the eval script.
+        "status-lines" => &["parse_log_jest_json"],
         _ => &[],
     }
 }

@@ -130,6 +130,7 @@ pub async fn evaluate(
         rebuild: &instance.rebuild_commands,
         test_command: &instance.test_command,
         parser: &instance.parser,
+        parser_script: instance.parser_script.as_deref(),
         docker: &request.docker,
         network: request.network,
         timeout: request.timeout,

@@ -163,8 +163,9 @@ fn patch_files(patch: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 /// harness's markers (the test command last, where the harness captures its exit code), and
 /// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
 /// `-u` lifted, as kiln's own runs have no `-u`. When the kiln parser `parser` has an output
-/// filter ([`kiln_testlog::swebench::output_filter`]), the test command's output (both streams)
-/// is piped through it; `pipefail` keeps the test command's exit code.
+/// filter ([`kiln_testlog::swebench::output_filter`]), or the row has a parser script
+/// ([`script_filter`]), the test command's output (both streams) is piped through it; `pipefail`
+/// keeps the test command's exit code.
 #[must_use]
 pub fn eval_script(
     base_commit: &str,
@@ -172,6 +173,7 @@ pub fn eval_script(
     rebuild_commands: &[String],
     test_command: &str,
     parser: &str,
+    parser_script: Option<&str>,
 ) -> String {
     let (existing, created) = patch_files(test_patch);
     let existing: Vec<String> = existing.iter().map(|p| quote(p)).collect();
@@ -202,7 +204,10 @@ pub fn eval_script(
     for command in rebuild_commands {
         let _ = writeln!(script, "{command}");
     }
-    let filter = output_filter(parser);
+    let filter = match parser_script {
+        Some(parser_script) => Some(script_filter(parser_script)),
+        None => output_filter(parser),
+    };
     if let Some(filter) = &filter {
         let _ = writeln!(script, "{filter}");
     }
@@ -222,6 +227,24 @@ pub fn eval_script(
     let _ = writeln!(script, ": '{END_TEST_OUTPUT}'");
     reset(&mut script);
     script
+}
+
+/// The output filter of a row read by a parser script: the shell function
+/// [`OUTPUT_FILTER`] keeps the output in [`kiln_core::parser_script::OUTPUT_PATH`], prints it,
+/// then writes the script from a heredoc and prints what it reads (`[PASSED] id` lines, which
+/// `parse_log_jest_json` reads). kiln itself runs the script in a fresh container instead.
+#[must_use]
+pub fn script_filter(script: &str) -> String {
+    use kiln_core::parser_script::{OUTPUT_PATH, SCRIPT_PATH};
+    let delimiter = heredoc_delimiter(script);
+    let mut body = script.to_string();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    format!(
+        "{OUTPUT_FILTER}() {{\ncat > {OUTPUT_PATH}\ncat {OUTPUT_PATH}\ncat > {SCRIPT_PATH} <<'{delimiter}'\n{body}{delimiter}\n{}\n}}",
+        kiln_core::parser_script::command()
+    )
 }
 
 #[cfg(test)]
@@ -258,6 +281,7 @@ new file mode 100644
             &["make".into()],
             "pytest -rA tests",
             "pytest",
+            None,
         );
         let lines: Vec<&str> = script.lines().collect();
         assert_eq!(&lines[..2], &["#!/bin/bash", "set -uxo pipefail"]);
@@ -281,7 +305,7 @@ new file mode 100644
 
     #[test]
     fn the_heredoc_carries_the_patch_verbatim() {
-        let script = eval_script("abc", TEST_PATCH, &[], "true", "pytest");
+        let script = eval_script("abc", TEST_PATCH, &[], "true", "pytest", None);
         let delimiter = heredoc_delimiter(TEST_PATCH);
         // Only the heredoc, run by bash, with `cat` standing in for `git apply`.
         let start = script.find("git apply").expect("apply line");
@@ -305,7 +329,7 @@ new file mode 100644
                        'test same ... ok' >&2; printf '%s\\n' \
                        '     Running tests/b.rs (target/debug/deps/b-4567ef01)' \
                        'test same ... FAILED'; exit 101";
-        let script = eval_script("abc", TEST_PATCH, &[], command, "cargo");
+        let script = eval_script("abc", TEST_PATCH, &[], command, "cargo", None);
         // The script from the filter's definition to the end marker, run by bash as the
         // harness's script would (with the capture it inserts).
         let from = script
@@ -328,8 +352,44 @@ new file mode 100644
         assert_eq!(map.get("a::test::same").map(String::as_str), Some("PASSED"));
         assert_eq!(map.get("b::test::same").map(String::as_str), Some("FAILED"));
         // Other parsers' rows keep the test command as it is.
-        let plain = eval_script("abc", TEST_PATCH, &[], "pytest -rA", "pytest");
+        let plain = eval_script("abc", TEST_PATCH, &[], "pytest -rA", "pytest", None);
         assert!(!plain.contains(OUTPUT_FILTER));
+    }
+
+    /// A row with a parser script: the harness sees the test output, then the script's status
+    /// lines, and still captures the test command's own exit code.
+    #[test]
+    fn a_parser_script_prints_its_lines_after_the_output_keeping_the_exit_code() {
+        let command = "echo 'check one: good'; echo 'check two: BAD' >&2; exit 3";
+        let parser = "sed -n 's/^check \\(.*\\): good$/[PASSED] \\1/p; s/^check \\(.*\\): BAD$/[FAILED] \\1/p'";
+        let script = eval_script(
+            "abc",
+            TEST_PATCH,
+            &[],
+            command,
+            "status-lines",
+            Some(parser),
+        );
+        let from = script
+            .find(&format!("{OUTPUT_FILTER}() {{"))
+            .expect("filter");
+        let to = script.find(&format!(": '{END_TEST_OUTPUT}'")).expect("end");
+        let run = format!(
+            "set -o pipefail\n{}CODE=$?\necho \"exit $CODE\"",
+            &script[from..to]
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(run)
+            .output()
+            .expect("bash");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.starts_with("check one: good\n"), "{printed}");
+        assert!(printed.ends_with("exit 3\n"), "{printed}");
+        let map =
+            kiln_testlog::swebench::harness_parse("parse_log_jest_json", &printed).expect("ported");
+        assert_eq!(map.get("one").map(String::as_str), Some("PASSED"));
+        assert_eq!(map.get("two").map(String::as_str), Some("FAILED"));
     }
 
     #[test]

@@ -141,6 +141,7 @@ pub async fn validate(
                 rebuild: &env.rebuild_commands,
                 test_command: &env.test_command,
                 parser: &env.parser,
+                parser_script: env.parser_script.as_deref(),
                 docker: &request.docker,
                 network,
                 timeout: request.settings.test_timeout,

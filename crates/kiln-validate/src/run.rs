@@ -26,6 +26,9 @@ pub struct RunSpec<'a> {
     pub test_command: &'a str,
     /// Parser of the test output.
     pub parser: &'a str,
+    /// The row's parser script, for `status-lines` rows: it reads the output in a fresh
+    /// container and its statuses must agree with the exit code.
+    pub parser_script: Option<&'a str>,
     /// Container limits.
     pub docker: &'a DockerSettings,
     /// Network of the container.
@@ -102,13 +105,64 @@ pub async fn run_tests(
             + PATCH_TIMEOUT.saturating_mul(u32::try_from(patches.len()).unwrap_or(u32::MAX))
             + Duration::from_secs(600),
     };
-    let mut session = Session::start(runtime, &container, &spec.log).await?;
+    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
     let result = run_in(&mut session, spec, &patches).await;
     match spec.removals {
         Some(removals) => session.close_later(removals),
         None => session.close().await?,
     }
-    result
+    let (outcome, patch_methods) = result?;
+    let (parsed, script_output) = match spec.parser_script {
+        None => (
+            kiln_testlog::parse(spec.parser, &outcome.output)
+                .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?,
+            None,
+        ),
+        Some(script) => {
+            let ran = kiln_core::parser_script::run(
+                runtime,
+                &container,
+                script,
+                &outcome.output,
+                &spec.log.with_extension("parser.log"),
+            )
+            .await?;
+            if ran.exit_code != 0 {
+                return Err(RunFailure::Item(
+                    FailureClass::InvalidRun,
+                    format!("the parser script exited {}", ran.exit_code),
+                ));
+            }
+            let parsed = kiln_testlog::parse("status-lines", &ran.output)
+                .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?;
+            if let Some(why) = kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code)
+            {
+                return Err(RunFailure::Item(FailureClass::InvalidRun, why));
+            }
+            (parsed, Some(ran.output))
+        }
+    };
+    let parsed = parsed.relative_to(WORKDIR);
+    // The harness reads the output as the eval script prints it: through kiln's output filter
+    // where the row's parser has one, followed by the parser script's lines where it has one.
+    let harness_log = match script_output {
+        Some(lines) => std::borrow::Cow::Owned(format!("{}\n{lines}", outcome.output)),
+        None => kiln_testlog::swebench::harness_log(spec.parser, &outcome.output),
+    };
+    let harness = kiln_testlog::swebench::harness_parsers(spec.parser)
+        .iter()
+        .filter_map(|name| {
+            kiln_testlog::swebench::harness_parse(name, &harness_log).map(|map| (*name, map))
+        })
+        .collect();
+    Ok(RunOutput {
+        harness,
+        exit_code: outcome.exit_code,
+        statuses: parsed.statuses,
+        parse_problems: parsed.problems,
+        patch_methods,
+        test_seconds: outcome.duration.as_secs_f64(),
+    })
 }
 
 /// Room for the test log: the whole of it is parsed.
@@ -142,11 +196,13 @@ async fn step(
     }
 }
 
+/// Applies the patches, runs the rebuild commands and the test command; gives the test
+/// command's outcome and how each patch applied.
 async fn run_in(
     session: &mut Session,
     spec: &RunSpec<'_>,
     patches: &[(&str, &str)],
-) -> Result<RunOutput, RunFailure> {
+) -> Result<(kiln_core::ExecOutcome, Vec<String>), RunFailure> {
     let mut patch_methods = Vec::new();
     for (name, text) in patches {
         // Copied in just before its own command, which removes it: a patch is never on disk
@@ -231,24 +287,5 @@ async fn run_in(
             ),
         ));
     }
-    let parsed = kiln_testlog::parse(spec.parser, &outcome.output)
-        .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?
-        .relative_to(WORKDIR);
-    // The harness reads the output as the eval script prints it, through kiln's output filter
-    // where the row's parser has one.
-    let harness_log = kiln_testlog::swebench::harness_log(spec.parser, &outcome.output);
-    let harness = kiln_testlog::swebench::harness_parsers(spec.parser)
-        .iter()
-        .filter_map(|name| {
-            kiln_testlog::swebench::harness_parse(name, &harness_log).map(|map| (*name, map))
-        })
-        .collect();
-    Ok(RunOutput {
-        harness,
-        exit_code: outcome.exit_code,
-        statuses: parsed.statuses,
-        parse_problems: parsed.problems,
-        patch_methods,
-        test_seconds: outcome.duration.as_secs_f64(),
-    })
+    Ok((outcome, patch_methods))
 }

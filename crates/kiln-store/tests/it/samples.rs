@@ -95,6 +95,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         test_command: "pytest -rA".into(),
         test_scope: "all".into(),
         parser: "pytest".into(),
+        parser_script: None,
         dependency_cutoff: Some("2024-05-01T12:00:00Z".into()),
         version_reason: "requires-python >= 3.11".into(),
         baseline,
@@ -105,6 +106,10 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         total_seconds: 1e-300,
         dockerfile: None,
         dockerfile_check: Some("rebuilt and passed".into()),
+        built_by: Some(kiln_schema::BuiltBy::Agent),
+        agent_steps: 12,
+        agent_tokens: 48_000,
+        agent_cost_usd: 0.031,
         log_dir: format!("logs/{id}/launch"),
     }
 }
@@ -166,6 +171,7 @@ pub fn release(id: &str, repo: &str) -> ReleaseInstance {
         rebuild_commands: vec![],
         test_command: "pytest".into(),
         parser: "pytest".into(),
+        parser_script: Some("sed -n 's/^ok /[PASSED] /p'".into()),
         language: "python".into(),
         platform: "linux".into(),
         dockerfile: Some("FROM x".into()),

@@ -482,6 +482,15 @@ async fn run_once(
     runtime: &Arc<ScriptedRuntime>,
     rebuild: &[String],
 ) -> Result<kiln_validate::RunOutput, RunFailure> {
+    run_read_by(runtime, rebuild, None).await
+}
+
+/// [`run_once`], the output read by `parser_script` when there is one.
+async fn run_read_by(
+    runtime: &Arc<ScriptedRuntime>,
+    rebuild: &[String],
+    parser_script: Option<&str>,
+) -> Result<kiln_validate::RunOutput, RunFailure> {
     let tmp = tempfile::tempdir().unwrap();
     let docker = DockerSettings::default();
     let labels = BTreeMap::new();
@@ -490,7 +499,12 @@ async fn run_once(
         patches: vec![("test", TEST_PATCH), ("gold", GOLD_PATCH), ("model", " \n")],
         rebuild,
         test_command: TEST_COMMAND,
-        parser: "pytest",
+        parser: if parser_script.is_some() {
+            "status-lines"
+        } else {
+            "pytest"
+        },
+        parser_script,
         docker: &docker,
         network: NetworkMode::Bridge,
         timeout: Duration::from_secs(60),
@@ -535,6 +549,63 @@ async fn run_tests_parses_the_test_output_after_patches_and_rebuild() {
     let commands = containers[0].commands();
     assert_eq!(commands.len(), 4, "{commands:#?}");
     assert_eq!(&commands[2..], ["pip install -e .", TEST_COMMAND]);
+}
+
+/// A parser script reads the output in a container of its own, from the image, without
+/// network: nothing the test run left in its container can change how its output is read.
+#[tokio::test]
+async fn a_parser_script_reads_the_output_in_a_fresh_container() {
+    const SCRIPT: &str = "sed -n 's/^check \\(.*\\): good$/[PASSED] \\1/p'";
+    let output = "check one: good\ncheck two: BAD\n";
+    let runtime = runtime();
+    runtime.script(Script::contains(TEST_COMMAND).answer(Answer::exit(1).output(output)));
+    runtime.script(
+        Script::contains(kiln_core::parser_script::command())
+            .answer(Answer::ok().output("[PASSED] one\n[FAILED] two\n")),
+    );
+    let run = run_read_by(&runtime, &[], Some(SCRIPT)).await.unwrap();
+    assert_eq!(run.exit_code, 1);
+    assert_eq!(run.statuses.get("one"), Some(&TestStatus::Pass));
+    assert_eq!(run.statuses.get("two"), Some(&TestStatus::Fail));
+    // The harness reads the output followed by the script's lines.
+    let (name, map) = &run.harness[0];
+    assert_eq!(*name, "parse_log_jest_json");
+    assert_eq!(map.get("two").map(String::as_str), Some("FAILED"));
+
+    let containers = runtime.containers();
+    assert_eq!(containers.len(), 2);
+    let reader = &containers[1];
+    assert_eq!(reader.spec.image, IMAGE);
+    assert_eq!(reader.spec.network, NetworkMode::None);
+    assert_eq!(reader.commands(), [kiln_core::parser_script::command()]);
+    let copied = reader.file(kiln_core::parser_script::OUTPUT_PATH).unwrap();
+    assert_eq!(String::from_utf8_lossy(&copied), output);
+    let script = reader.file(kiln_core::parser_script::SCRIPT_PATH).unwrap();
+    assert_eq!(String::from_utf8_lossy(&script), SCRIPT);
+    assert!(
+        !containers[0]
+            .commands()
+            .iter()
+            .any(|c| c.contains("kiln-parser")),
+        "the script never runs where the tests ran"
+    );
+}
+
+/// Statuses that contradict the exit code make the run invalid, on every run.
+#[tokio::test]
+async fn a_parser_script_that_contradicts_the_exit_code_invalidates_the_run() {
+    let runtime = runtime();
+    runtime.script(Script::contains(TEST_COMMAND).answer(Answer::exit(1).output("x\n")));
+    runtime.script(
+        Script::contains(kiln_core::parser_script::command())
+            .answer(Answer::ok().output("[PASSED] one\n[PASSED] two\n")),
+    );
+    match run_read_by(&runtime, &[], Some("cat")).await {
+        Err(RunFailure::Item(FailureClass::InvalidRun, reason)) => {
+            assert!(reason.contains("exited 1"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]
