@@ -352,7 +352,8 @@ fn demo_judged_through_an_lm_endpoint() {
 }
 
 /// The commented `[lm]` example of the checked-in pipeline.toml, uncommented, with both
-/// judges switched to the LM, is a valid config: the documentation cannot drift from the keys.
+/// judges switched to the LM and the launch agent on, is a valid config: the documentation
+/// cannot drift from the keys.
 #[test]
 fn the_documented_lm_keys_compile() {
     let documented =
@@ -366,6 +367,7 @@ fn the_documented_lm_keys_compile() {
             bare
         } else if line.starts_with("# votes")
             || line.starts_with("# models")
+            || line.starts_with("# agent_")
             || line.starts_with("# [stages.export.frozen")
             || ["# sample =", "# seed =", "# ids ="]
                 .iter()
@@ -381,11 +383,16 @@ fn the_documented_lm_keys_compile() {
         out.push_str(
             &line
                 .replace("judge = \"heuristic\"", "judge = \"lm\"")
-                .replace("judge = \"keyword\"", "judge = \"lm\""),
+                .replace("judge = \"keyword\"", "judge = \"lm\"")
+                .replace("agent = false", "agent = true"),
         );
         out.push('\n');
     }
     assert!(out.contains("\n[lm]\nbase_url = "), "{out}");
+    assert!(
+        out.contains("\nagent = true") && out.contains("\nagent_max_steps = "),
+        "{out}"
+    );
     assert!(
         out.contains("\n[stages.export.frozen.lite]\nsample = "),
         "{out}"

@@ -216,7 +216,7 @@ impl Compiler<'_> {
                 stages::SPLIT_KEYS,
             ),
             NodeKind::Launch => (
-                self.launch(&mut keys).map(NodeSettings::Launch),
+                self.launch(&mut keys, lm).map(NodeSettings::Launch),
                 stages::LAUNCH_KEYS,
             ),
             NodeKind::Validate => (
@@ -945,6 +945,55 @@ judge = "lm"
         assert_ne!(
             pipeline.node("filter").map(Node::settings_hash),
             other.node("filter").map(Node::settings_hash)
+        );
+    }
+
+    #[test]
+    fn the_launch_agent_takes_the_endpoint_and_its_budgets() {
+        let pipeline = compile(
+            r#"
+[lm]
+base_url = "http://localhost:8000/v1"
+model = "qwen"
+
+[stages.launch]
+kind = "launch"
+inputs = ["tasks"]
+agent = true
+agent_max_steps = 12
+agent_timeout = "5m"
+"#,
+        )
+        .unwrap();
+        let Some(NodeSettings::Launch(launch)) = pipeline.node("launch").map(|n| &n.settings)
+        else {
+            panic!("launch settings missing");
+        };
+        let agent = launch.agent.as_ref().expect("agent on");
+        assert_eq!(agent.model, "qwen");
+        assert_eq!(agent.max_steps, 12);
+        assert_eq!(agent.timeout, std::time::Duration::from_secs(300));
+        assert!((agent.max_cost_usd - 1.0).abs() < 1e-9);
+        assert!(launch.recipes);
+        assert!(pipeline.node("launch").is_some_and(Node::uses_lm));
+    }
+
+    #[test]
+    fn an_agent_without_an_endpoint_or_agent_keys_without_the_agent_are_errors() {
+        let message =
+            compile("[stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\nagent = true\n")
+                .unwrap_err();
+        assert!(
+            message.contains("stages.launch.agent: the launch agent needs an [lm] table"),
+            "{message}"
+        );
+        let message = compile(
+            "[stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\nagent_max_steps = 3\n",
+        )
+        .unwrap_err();
+        assert!(
+            message.contains("stages.launch.agent_max_steps: applies only with agent = true"),
+            "{message}"
         );
     }
 

@@ -153,6 +153,7 @@ impl Node {
         match &self.settings {
             NodeSettings::Filter(f) => f.judge == "lm",
             NodeSettings::Split(s) => s.judge == "lm",
+            NodeSettings::Launch(l) => l.agent.is_some(),
             _ => false,
         }
     }

@@ -60,6 +60,32 @@ pub struct LaunchSettings {
     /// test patch touches, where the runner can select files, as the SWE-bench harness does),
     /// `all` (the whole suite), or `auto` (the whole suite unless it is large).
     pub test_scope: String,
+    /// Try the repository's recipes (`<dataset>/recipes/`) before any LM call, and store one
+    /// when the agent builds an environment.
+    pub recipes: bool,
+    /// The launch agent, when `agent = true`: it takes over where the rules and repairs
+    /// stopped.
+    pub agent: Option<AgentSettings>,
+}
+
+/// Settings of the launch agent (`[stages.<launch>] agent = true` with an `[lm]` table).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentSettings {
+    /// The model asked (`agent_model`; `[lm] model` when the config names none).
+    pub model: String,
+    /// Turns (answers) per instance.
+    pub max_steps: i64,
+    /// Prompt and completion tokens per instance.
+    pub max_tokens: i64,
+    /// Dollars per instance (the run's budget is `[lm] max_cost_usd`).
+    pub max_cost_usd: f64,
+    /// Wall time per instance, commands included.
+    pub timeout: Duration,
+    /// Timeout of each command the agent runs.
+    pub command_timeout: Duration,
+    /// The endpoint. Part of the settings so that another endpoint or model starts the stage
+    /// over.
+    pub lm: LmSettings,
 }
 
 /// Settings of a `validate` stage.
@@ -154,6 +180,14 @@ pub(super) const LAUNCH_KEYS: &[&str] = &[
     "date_cutoff",
     "verify_dockerfile",
     "test_scope",
+    "recipes",
+    "agent",
+    "agent_model",
+    "agent_max_steps",
+    "agent_max_tokens",
+    "agent_max_cost_usd",
+    "agent_timeout",
+    "agent_command_timeout",
 ];
 
 /// Keys of a `validate` stage.
@@ -333,8 +367,12 @@ impl Compiler<'_> {
         })
     }
 
-    /// Compiles a `launch` stage's keys ([`LAUNCH_KEYS`]).
-    pub(super) fn launch(&mut self, keys: &mut Keys<'_, '_>) -> Result<LaunchSettings, ()> {
+    /// Compiles a `launch` stage's keys ([`LAUNCH_KEYS`]); `lm` as for [`Compiler::filter`].
+    pub(super) fn launch(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Result<LaunchSettings, ()> {
         let concurrency = self.read(keys, "concurrency", 2, 1..=256);
         let command_timeout = self.read(keys, "command_timeout", Duration::from_secs(30 * 60), ..);
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
@@ -342,6 +380,8 @@ impl Compiler<'_> {
         let date_cutoff = self.read(keys, "date_cutoff", true, ..);
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
+        let recipes = self.read(keys, "recipes", true, ..);
+        let agent = self.agent(keys, lm);
         Ok(LaunchSettings {
             concurrency: concurrency?,
             command_timeout: command_timeout?,
@@ -350,7 +390,86 @@ impl Compiler<'_> {
             date_cutoff: date_cutoff?,
             verify_dockerfile: verify_dockerfile?,
             test_scope: test_scope?,
+            recipes: recipes?,
+            agent: agent?,
         })
+    }
+
+    /// The launch agent's keys: `None` unless `agent = true`, which needs the `[lm]` table;
+    /// the other `agent_*` keys are errors without it.
+    fn agent(
+        &mut self,
+        keys: &mut Keys<'_, '_>,
+        lm: Option<&Result<LmSettings, ()>>,
+    ) -> Result<Option<AgentSettings>, ()> {
+        let on_at = keys.get("agent").map_or(keys.at, |v| v.span().start);
+        let on = self.read(keys, "agent", false, ..);
+        let model_at = keys.get("agent_model").map(|v| v.span().start);
+        let model = match self.string(keys, "agent_model") {
+            None => Ok(None),
+            Some(Some(m)) => Ok(Some(m)),
+            Some(None) => Err(()),
+        };
+        let max_steps = self.read(keys, "agent_max_steps", 30, 1..=1000);
+        let max_tokens = self.read(keys, "agent_max_tokens", 400_000, 1_000..=100_000_000);
+        let max_cost_usd = self.read(keys, "agent_max_cost_usd", 1.0, 0.0..=10_000.0);
+        let timeout = self.read(keys, "agent_timeout", Duration::from_secs(30 * 60), ..);
+        let command_timeout = self.read(
+            keys,
+            "agent_command_timeout",
+            Duration::from_secs(10 * 60),
+            ..,
+        );
+        if !on? {
+            for key in [
+                "agent_model",
+                "agent_max_steps",
+                "agent_max_tokens",
+                "agent_max_cost_usd",
+                "agent_timeout",
+                "agent_command_timeout",
+            ] {
+                if let Some(at) = keys.get(key).map(|v| v.span().start) {
+                    let path = keys.path(key);
+                    self.error_at(at, &path, "applies only with agent = true".into());
+                }
+            }
+            return Ok(None);
+        }
+        let lm = match lm {
+            Some(Ok(lm)) => lm.clone(),
+            Some(Err(())) => return Err(()),
+            None => {
+                let path = keys.path("agent");
+                self.error_at(
+                    on_at,
+                    &path,
+                    "the launch agent needs an [lm] table with `base_url` and `model`".into(),
+                );
+                return Err(());
+            }
+        };
+        let model = model?.unwrap_or_else(|| lm.model.clone());
+        let key = keys.path(if model_at.is_some() {
+            "agent_model"
+        } else {
+            "agent"
+        });
+        self.check_prices(
+            &lm,
+            std::slice::from_ref(&model),
+            model_at.unwrap_or(on_at),
+            &key,
+        )?;
+        Ok(Some(AgentSettings {
+            model,
+            max_steps: max_steps?,
+            max_tokens: max_tokens?,
+            max_cost_usd: max_cost_usd?,
+            timeout: timeout?,
+            command_timeout: command_timeout?,
+            lm,
+        }))
     }
 
     /// Compiles a `validate` stage's keys ([`VALIDATE_KEYS`]).

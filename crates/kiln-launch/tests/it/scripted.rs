@@ -139,6 +139,8 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
             date_cutoff: true,
             verify_dockerfile: false,
             test_scope: "all".into(),
+            recipes: true,
+            agent: None,
         },
         docker: DockerSettings::default(),
         stage: "launch".into(),

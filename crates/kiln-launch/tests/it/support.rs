@@ -137,6 +137,8 @@ pub async fn launch_history(
             date_cutoff: true,
             verify_dockerfile: false,
             test_scope: "auto".into(),
+            recipes: true,
+            agent: None,
         },
         docker: DockerSettings {
             ca_bundle: None,
