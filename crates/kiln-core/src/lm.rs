@@ -175,6 +175,12 @@ pub struct ChatRequest {
     /// `tool_choice`: `auto` (the API's default when tools are offered), `required` or `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
+    /// Not sent. When set, the replay key is derived from the model and this text instead of
+    /// the messages: the launch agent keys a turn by the actions taken so far and their exit
+    /// codes, so that a re-run whose commands print other timings or download progress still
+    /// replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_key: Option<String>,
 }
 
 impl ChatRequest {
@@ -182,6 +188,15 @@ impl ChatRequest {
     /// Equal requests, and only those, share a key.
     #[must_use]
     pub fn key(&self) -> String {
+        if let Some(replay_key) = &self.replay_key {
+            let canonical = serde_json::json!({
+                "v": "replay-key-1",
+                "model": self.model,
+                "key": replay_key,
+                "sample": self.sample,
+            });
+            return hex_sha256(canonical.to_string().as_bytes());
+        }
         let mut canonical = serde_json::json!({
             "v": 1,
             "model": self.model,
@@ -382,6 +397,7 @@ mod tests {
             sample,
             tools: Vec::new(),
             tool_choice: None,
+            replay_key: None,
         }
     }
 
@@ -416,6 +432,16 @@ mod tests {
                 &serde_json::json!({"command": "ls"}),
             )],
         ));
+        // A replay key stands for the messages: other text, same key; other key, other key.
+        let mut keyed = base.clone();
+        keyed.replay_key = Some("run ls -> 0".into());
+        let mut keyed_text = keyed.clone();
+        keyed_text.messages[1].content.push('!');
+        assert_eq!(keyed.key(), keyed_text.key());
+        let mut keyed_other = keyed.clone();
+        keyed_other.replay_key = Some("run ls -> 1".into());
+        assert_ne!(keyed.key(), keyed_other.key());
+        assert_ne!(keyed.key(), base.key());
         for other in [
             other_model,
             other_text,

@@ -754,6 +754,7 @@ mod tests {
                 parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
             }],
             tool_choice: Some("required".into()),
+            replay_key: None,
         };
         let with_tools = wire_body(&request, Shape::default());
         assert_eq!(with_tools["tools"][0]["function"]["name"], "run");

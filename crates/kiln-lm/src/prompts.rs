@@ -86,6 +86,7 @@ pub fn filter_request(
         sample,
         tools: Vec::new(),
         tool_choice: None,
+        replay_key: None,
     }
 }
 
@@ -130,6 +131,7 @@ pub fn split_request(
         sample: 0,
         tools: Vec::new(),
         tool_choice: None,
+        replay_key: None,
     }
 }
 

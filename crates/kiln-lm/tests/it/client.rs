@@ -345,6 +345,7 @@ fn tool_request() -> ChatRequest {
             parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         }],
         tool_choice: Some("required".into()),
+        replay_key: None,
     }
 }
 
