@@ -2,58 +2,25 @@
 //! then the plan's steps in a container with the repair rules of its ecosystem, the image
 //! committed before the baseline test run, and the Dockerfile check.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kiln_core::config::{DockerSettings, LaunchSettings};
-use kiln_core::runtime::LABEL_RUN;
 use kiln_core::runtime::WORKDIR;
-use kiln_core::session::tail;
 use kiln_core::{
-    ContainerRuntime, ContainerSpec, Event, ExecOutcome, NetworkMode, Removals, Reporter,
-    RuntimeError, Session,
+    ContainerRuntime, ContainerSpec, Event, NetworkMode, Reporter, RuntimeError, Session,
 };
-use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, FailureClass, TestStatus};
+use kiln_schema::{BuiltBy, EnvironmentRecord, EnvironmentStatus, FailureClass};
 
 use crate::classify::classify_setup;
 use crate::debian::{self, Suite};
 use crate::ecosystems::{self, Ecosystem};
+use crate::fallback::{Stopped, fall_back};
 use crate::plan::{self, Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
+use crate::request::LaunchRequest;
 use crate::steps::Step;
+use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 use crate::{dockerfile, images, repo};
-
-/// Everything launch needs for one candidate.
-#[derive(Debug, Clone)]
-pub struct LaunchRequest {
-    /// The candidate.
-    pub candidate: Candidate,
-    /// Clone URL (or local path) of its repository.
-    pub clone_url: String,
-    /// Directory of repository mirrors.
-    pub cache_dir: PathBuf,
-    /// Directory for this instance's launch logs.
-    pub log_dir: PathBuf,
-    /// Log directory as recorded in the row (relative to the run directory).
-    pub log_dir_label: String,
-    /// A PEM CA bundle to install in the images (TLS-inspecting proxies).
-    pub ca_bundle: Option<Arc<Vec<u8>>>,
-    /// Tag to commit a successful environment to.
-    pub image_tag: String,
-    /// Labels for containers and images (run label included).
-    pub labels: BTreeMap<String, String>,
-    /// Stage settings.
-    pub settings: LaunchSettings,
-    /// Container limits.
-    pub docker: DockerSettings,
-    /// Stage name, for progress events.
-    pub stage: String,
-    /// Where the container's removal goes: the launch returns without waiting for it, the
-    /// stage waits for all of them at its end.
-    pub removals: Removals,
-}
 
 /// An infrastructure failure that stops the stage: it says nothing about the repository, so
 /// it is never written as a row, and a re-run retries the item.
@@ -77,23 +44,6 @@ impl LaunchError {
         Self::Host {
             what: what.to_string(),
             message: message.to_string(),
-        }
-    }
-}
-
-/// How a launch attempt ended, before it is written as a row.
-struct Failure {
-    class: FailureClass,
-    command: Option<String>,
-    log_tail: String,
-}
-
-impl Failure {
-    fn new(class: FailureClass, command: Option<&str>, log: &str) -> Self {
-        Self {
-            class,
-            command: command.map(str::to_string),
-            log_tail: tail(log, 40),
         }
     }
 }
@@ -144,12 +94,13 @@ pub async fn launch(
         let tag = format!("{}.dockerfile-check", request.image_tag);
         let checked = Instant::now();
         let verdict = dockerfile::verify(
-            runtime.as_ref(),
+            &runtime,
             &record,
             &context,
             &tag,
             request.settings.test_timeout,
             &request.labels,
+            &request.log_dir,
         )
         .await;
         record.dockerfile_check = Some(match verdict {
@@ -377,6 +328,7 @@ async fn build(
             workdir: Some(WORKDIR.into()),
             max_lifetime: request.settings.command_timeout * 4
                 + request.settings.test_timeout
+                + crate::fallback::agent_lifetime(request)
                 + Duration::from_secs(600),
         };
         let mut session = Session::start(
@@ -618,11 +570,15 @@ async fn run_plan(
             .flatten();
         let Some((rule, repair, matched)) = found else {
             record.setup_seconds = setup_started.elapsed().as_secs_f64();
-            return Ok(Attempt::Done(Some(Failure::new(
-                class,
-                Some(&command),
-                &outcome.output,
-            ))));
+            let stopped = Stopped {
+                failure: Failure::new(class, Some(&command), &outcome.output),
+                plan: &plan.name,
+                language: plan.language,
+                remaining: work.queue.iter().map(Step::render).collect(),
+                spec,
+            };
+            let end = fall_back(session, request, record, stopped, step).await?;
+            return Ok(Attempt::Done(end));
         };
         record_repair(session, record, &mut tried, rule, &repair, &matched);
         if let Some(suite) = apply_repair(session, record, &mut work, setup_step, repair) {
@@ -639,34 +595,34 @@ async fn run_plan(
     // (temporary files, caches, files in the checkout) reaches the image that validation
     // starts every run from.
     step("commit image");
-    let mut labels = request.labels.clone();
-    labels.remove(LABEL_RUN);
-    labels.insert("kiln.instance".into(), record.instance_id.to_string());
+    let labels = request.image_labels();
+    let parser_log = request.log_dir.join("parser.log");
+    let baseline_run = BaselineRun {
+        image_tag: &request.image_tag,
+        labels: &labels,
+        spec,
+        test_timeout: request.settings.test_timeout,
+        min_pass_ratio: request.settings.min_pass_ratio,
+        parser_log: &parser_log,
+    };
     loop {
-        session.commit(&request.image_tag, &labels).await?;
-        phases.end("commit");
-
         step("baseline tests");
-        let outcome = match run_or_fail(
-            session,
-            &record.test_command,
-            request.settings.test_timeout,
-            FailureClass::TestRun,
-        )
-        .await?
-        {
-            Ok(outcome) => outcome,
-            Err(failure) => {
-                runtime.remove_image(&request.image_tag).await?;
-                return Ok(Attempt::Done(Some(failure)));
+        let (failure, outcome) = match baseline(session, &baseline_run, record).await? {
+            (None, _) => {
+                phases.end("commit+tests");
+                record.built_by = Some(if record.repairs.is_empty() {
+                    BuiltBy::Rules
+                } else {
+                    BuiltBy::Repair
+                });
+                return Ok(Attempt::Done(None));
             }
-        };
-        record.test_seconds = outcome.duration.as_secs_f64();
-        let Some(failure) = judge_tests(&outcome, record, request.settings.min_pass_ratio) else {
-            phases.end("tests");
-            record.image = Some(request.image_tag.clone());
-            record.dockerfile = Some(dockerfile::dockerfile(record));
-            return Ok(Attempt::Done(None));
+            (Some(failure), Some(outcome)) => (failure, outcome),
+            (Some(stopped), None) => {
+                // The run stopped the container: nothing to repair, no container to go on in.
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(stopped)));
+            }
         };
         let test = work.test.command.clone();
         let failed = Failed {
@@ -679,7 +635,15 @@ async fn run_plan(
         let Some((rule, repair, matched)) = found else {
             // The image of a failed launch is no environment.
             runtime.remove_image(&request.image_tag).await?;
-            return Ok(Attempt::Done(Some(failure)));
+            let stopped = Stopped {
+                failure,
+                plan: &plan.name,
+                language: plan.language,
+                remaining: Vec::new(),
+                spec,
+            };
+            let end = fall_back(session, request, record, stopped, step).await?;
+            return Ok(Attempt::Done(end));
         };
         record_repair(session, record, &mut tried, rule, &repair, &matched);
         // A test-run repair adds setup steps, which run before the next commit, or changes the
@@ -748,32 +712,6 @@ impl TestCommandSlot {
     }
 }
 
-/// Runs `command` in the session. A container the command itself stopped is a failure of the
-/// item (of `class`); every other engine error stays an error, which stops the stage.
-async fn run_or_fail(
-    session: &mut Session,
-    command: &str,
-    timeout: Duration,
-    class: FailureClass,
-) -> Result<Result<ExecOutcome, Failure>, RuntimeError> {
-    // The baseline's report is parsed whole, with the room validation gives it; a setup
-    // command's output only feeds repair signatures and the log tail.
-    let cap = if class == FailureClass::TestRun {
-        kiln_core::session::TEST_OUTPUT_CAP
-    } else {
-        1 << 20
-    };
-    match session.run_capped(command, timeout, cap).await {
-        Ok(outcome) => Ok(Ok(outcome)),
-        Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
-            class,
-            Some(command),
-            &format!("failed to {e}"),
-        ))),
-        Err(e) => Err(e),
-    }
-}
-
 /// Builds the plan's base image unless it exists. Builds are serialised: concurrent items
 /// usually want the same image, and building it twice at once wastes minutes. The base images
 /// are kiln's own Dockerfiles, so a failed build is the machine's failure (no registry, no
@@ -792,57 +730,6 @@ async fn ensure_image(
         let _ = std::fs::write(log_dir.join("image-build.log"), &log);
     }
     built.map(|_| ())
-}
-
-/// Reads the baseline run into the record; `Some` when it does not count as a working build.
-fn judge_tests(
-    outcome: &ExecOutcome,
-    record: &mut EnvironmentRecord,
-    min_pass_ratio: f64,
-) -> Option<Failure> {
-    let command = Some(record.test_command.as_str());
-    if outcome.timed_out {
-        return Some(Failure::new(
-            FailureClass::Timeout,
-            command,
-            &outcome.output,
-        ));
-    }
-    if outcome.oom_killed {
-        return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
-    }
-    let parsed = match kiln_testlog::parse(&record.parser, &outcome.output) {
-        Ok(parsed) => parsed.relative_to(WORKDIR),
-        Err(e) => return Some(Failure::new(FailureClass::TestRun, command, &e.to_string())),
-    };
-    record.baseline = parsed.statuses.clone();
-    let passed = parsed.count(TestStatus::Pass);
-    let failed = parsed.count(TestStatus::Fail) + parsed.count(TestStatus::Error);
-    record.baseline_passed = i64::try_from(passed).unwrap_or(i64::MAX);
-    record.baseline_failed = i64::try_from(failed).unwrap_or(i64::MAX);
-    if parsed.statuses.is_empty() {
-        // pytest exits 5 when it collected nothing.
-        let class = if outcome.exit_code == 5 {
-            FailureClass::NoTests
-        } else {
-            FailureClass::TestRun
-        };
-        return Some(Failure::new(class, command, &outcome.output));
-    }
-    let ran = passed + failed;
-    let ratio = if ran == 0 {
-        0.0
-    } else {
-        passed as f64 / ran as f64
-    };
-    if ratio < min_pass_ratio {
-        let mut log = outcome.output.clone();
-        log.push_str(&format!(
-            "\n[kiln] {passed} of {ran} tests passed, below the required share of {min_pass_ratio}"
-        ));
-        return Some(Failure::new(FailureClass::TestsFailing, command, &log));
-    }
-    None
 }
 
 fn short(command: &str) -> &str {

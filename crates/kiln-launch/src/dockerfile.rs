@@ -2,6 +2,8 @@
 //! only the commands that worked, and can be proven by rebuilding it and re-running the tests.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_core::{ContainerRuntime, ImageBuild, RuntimeError};
@@ -117,12 +119,13 @@ pub fn reproduces(
 /// # Errors
 /// Only engine failures other than a failed build (which is a verdict).
 pub async fn verify(
-    runtime: &dyn ContainerRuntime,
+    runtime: &Arc<dyn ContainerRuntime>,
     record: &EnvironmentRecord,
     context_tar: &[u8],
     tag: &str,
     timeout: Duration,
     labels: &BTreeMap<String, String>,
+    log_dir: &Path,
 ) -> Result<String, RuntimeError> {
     let Some(text) = &record.dockerfile else {
         return Ok("not checked: no Dockerfile".into());
@@ -174,11 +177,22 @@ pub async fn verify(
         )
         .await;
     let _ = runtime.remove(&id).await;
+    let read = match outcome {
+        // A parser script reads the output in a container of its own, from the rebuilt image.
+        Ok(outcome) => {
+            crate::verify::read_output(
+                runtime,
+                record,
+                &spec,
+                &outcome,
+                &log_dir.join("parser-rebuilt.log"),
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     let _ = runtime.remove_image(tag).await;
-    let outcome = outcome?;
-    let statuses = kiln_testlog::parse(&record.parser, &outcome.output)
-        .map(|p| p.relative_to(WORKDIR).statuses)
-        .unwrap_or_default();
+    let statuses = read?.map(|p| p.statuses).unwrap_or_default();
     Ok(match reproduces(&record.baseline, &statuses) {
         Ok(()) => "rebuilt and passed".into(),
         Err(why) => format!("rebuilt, but {why}"),

@@ -12,11 +12,13 @@
 //! folder per ecosystem, over the shared `repair` engine, `images` and `dockerfile`, over the
 //! vocabulary (`plan`, `steps`, `shell`, `debian`).
 
+mod agent;
 mod build;
 mod classify;
 pub mod debian;
 pub mod dockerfile;
 mod ecosystems;
+mod fallback;
 mod go;
 mod images;
 mod java;
@@ -24,15 +26,19 @@ mod native;
 mod node;
 mod plan;
 mod python;
+pub mod recipe;
 mod repair;
 mod repo;
+mod request;
 mod rust;
 mod shell;
 mod steps;
+mod verify;
 
-pub use build::{LaunchError, LaunchRequest, launch};
+pub use build::{LaunchError, launch};
 pub use ecosystems::{Ecosystem, applies_everywhere, rule_table};
 pub use images::{ensure_image, tagged};
 pub use node::JASMINE_REPORTER;
 pub use python::default_image as python_image;
 pub use repair::{Phase, Rule, Target};
+pub use request::{AgentModel, LaunchRequest};

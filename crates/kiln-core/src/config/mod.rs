@@ -32,7 +32,7 @@ pub use pipeline::Pipeline;
 pub use read::{ConfigError, ConfigErrors, Need, Requirement};
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{
-    ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings, SplitSettings,
-    ValidateSettings,
+    AgentSettings, ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings,
+    SplitSettings, ValidateSettings,
 };
 pub use units::{MAX_DURATION, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_duration, parse_size};

@@ -145,6 +145,8 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
         docker: DockerSettings::default(),
         stage: "launch".into(),
         removals: kiln_core::Removals::default(),
+        lm: None,
+        recipes: None,
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     // A loop that never ends (a repair tried again and again) fails the test, not the run.

@@ -149,6 +149,8 @@ pub async fn launch_history(
         },
         stage: "launch".into(),
         removals: kiln_core::Removals::default(),
+        lm: None,
+        recipes: None,
     };
     let started = Instant::now();
     let record = run_launch(Arc::clone(&runtime), &request, &NullReporter)

@@ -36,6 +36,18 @@ pub(crate) async fn launch(
         .collect();
     let mut table = cx.table::<EnvironmentRecord>()?;
     let items: Vec<InstanceId> = candidates.keys().cloned().collect();
+    // The agent's answers are stored in the run and replayed, within the run's LM budget.
+    let asker = match &settings.agent {
+        Some(agent) => Some(cx.asker(&agent.lm)?),
+        None => None,
+    };
+    let recipes = settings.recipes.then(|| {
+        cx.pipeline
+            .dataset
+            .root
+            .join(&cx.pipeline.dataset.name)
+            .join("recipes")
+    });
     // The bundle is read once, and only when there is something to launch.
     let mut ca_bundle: Option<Option<Arc<Vec<u8>>>> = None;
     let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
@@ -76,6 +88,13 @@ pub(crate) async fn launch(
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
                 removals: removals.clone(),
+                lm: asker.as_ref().map(|asker| {
+                    kiln_launch::AgentModel(Arc::new(kiln_lm::AskingModel::new(
+                        Arc::clone(asker),
+                        id.as_str(),
+                    )))
+                }),
+                recipes: recipes.clone(),
             }))
         },
         |runtime, request, reporter| async move {
@@ -96,6 +115,11 @@ pub(crate) async fn launch(
     cx.runtime()?
         .remove_leftover_images(LABEL_DATASET, &crate::labels::dataset_label(cx.pipeline))
         .await?;
+    if let Some(asker) = &asker {
+        let mut stats = table.manifest().stats.clone();
+        asker.stats().add_to(&mut stats);
+        table.set_stats(stats)?;
+    }
     let items: BTreeSet<InstanceId> = items.into_iter().collect();
     finish(
         cx,

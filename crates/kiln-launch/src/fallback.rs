@@ -1,0 +1,198 @@
+//! Where the rules stop: the repository's recipe first (free), then the launch agent (paid),
+//! in the same container, before the launch is written down as failed.
+
+use std::time::Duration;
+
+use kiln_core::{ContainerSpec, RuntimeError, Session};
+use kiln_schema::{BuiltBy, EnvironmentRecord, FailureClass};
+
+use crate::agent::{self, Handover, Workplace};
+use crate::classify::classify_setup;
+use crate::recipe::{self, Recipe};
+use crate::request::LaunchRequest;
+use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
+
+/// What the rules were doing when they stopped.
+pub(crate) struct Stopped<'a> {
+    /// How they stopped.
+    pub(crate) failure: Failure,
+    /// The plan's name and language.
+    pub(crate) plan: &'a str,
+    pub(crate) language: &'a str,
+    /// Setup steps not run yet.
+    pub(crate) remaining: Vec<String>,
+    /// The spec of the launch's container.
+    pub(crate) spec: &'a ContainerSpec,
+}
+
+/// Tries the repository's recipe for the plan, then the agent, where the rules stopped;
+/// `Ok(None)` when one of them built the environment, else the failure that stands.
+///
+/// # Errors
+/// Engine failures only.
+pub(crate) async fn fall_back(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    stopped: Stopped<'_>,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Option<Failure>, RuntimeError> {
+    let Stopped {
+        mut failure,
+        plan,
+        language,
+        remaining,
+        spec,
+    } = stopped;
+    let mut note = None;
+    let found = request
+        .recipes
+        .as_deref()
+        .and_then(|dir| recipe::find(dir, &record.repo, plan));
+    if let Some(recipe) = found {
+        step("recipe");
+        match replay(session, request, record, spec, &recipe, step).await? {
+            None => return Ok(None),
+            Some(recipe_failure) => {
+                note = Some(format!(
+                    "the recipe learned from {} was replayed where the rules stopped, and \
+                     did not build ({}{}); the container holds what it did",
+                    recipe.learned_from,
+                    recipe_failure.class,
+                    recipe_failure
+                        .command
+                        .as_deref()
+                        .map(|c| format!(" at `{c}`"))
+                        .unwrap_or_default()
+                ));
+                failure = recipe_failure;
+            }
+        }
+    }
+    let (Some(settings), Some(model)) = (&request.settings.agent, &request.lm) else {
+        return Ok(Some(failure));
+    };
+    let handover = Handover {
+        failure,
+        plan: plan.to_string(),
+        language: language.to_string(),
+        remaining,
+        test_files: crate::plan::patch_files(&request.candidate.test_patch),
+        note,
+    };
+    agent::take_over(
+        Workplace {
+            session,
+            spec,
+            request,
+            settings,
+            lm: model.0.as_ref(),
+            step,
+        },
+        record,
+        handover,
+    )
+    .await
+}
+
+/// Replays `recipe` in the session: its environment, its steps, its test command and parser,
+/// then the baseline. `None` when it built the environment.
+async fn replay(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    spec: &ContainerSpec,
+    recipe: &Recipe,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Option<Failure>, RuntimeError> {
+    session.note(&format!(
+        "# kiln recipe learned from {} ({})",
+        recipe.learned_from, recipe.created_at
+    ));
+    for (name, value) in &recipe.environment {
+        record.environment.insert(name.clone(), value.clone());
+    }
+    session.set_env(
+        record
+            .environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
+    for command in &recipe.steps {
+        step(&format!("recipe: {}", first_line(command)));
+        let outcome = match run_or_fail(
+            session,
+            command,
+            request.settings.command_timeout,
+            FailureClass::Build,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(failure) => return Ok(Some(failure)),
+        };
+        if outcome.exit_code != 0 {
+            return Ok(Some(Failure::new(
+                classify_setup(&outcome),
+                Some(command),
+                &outcome.output,
+            )));
+        }
+        record.setup_commands.push(command.clone());
+    }
+    let rules_test = (
+        record.test_command.clone(),
+        record.parser.clone(),
+        record.rebuild_commands.clone(),
+    );
+    record.test_command.clone_from(&recipe.test_command);
+    record.parser.clone_from(&recipe.parser);
+    record.parser_script.clone_from(&recipe.parser_script);
+    record.rebuild_commands.clone_from(&recipe.rebuild_commands);
+    step("recipe: baseline tests");
+    let labels = request.image_labels();
+    let parser_log = request.log_dir.join("parser.log");
+    let run = BaselineRun {
+        image_tag: &request.image_tag,
+        labels: &labels,
+        spec,
+        test_timeout: request.settings.test_timeout,
+        min_pass_ratio: request.settings.min_pass_ratio,
+        parser_log: &parser_log,
+    };
+    let (failure, _) = baseline(session, &run, record).await?;
+    match failure {
+        None => {
+            record.built_by = Some(BuiltBy::Recipe);
+            record
+                .version_reason
+                .push_str(&format!("; recipe learned from {}", recipe.learned_from));
+            Ok(None)
+        }
+        Some(failure) => {
+            session.runtime().remove_image(&request.image_tag).await?;
+            (record.test_command, record.parser, record.rebuild_commands) = rules_test;
+            record.parser_script = None;
+            Ok(Some(failure))
+        }
+    }
+}
+
+fn first_line(command: &str) -> &str {
+    let line = command.lines().next().unwrap_or_default();
+    let end = line.char_indices().nth(60).map_or(line.len(), |(i, _)| i);
+    &line[..end]
+}
+
+/// How long the container of a launch may live when its agent may take over too.
+#[must_use]
+pub(crate) fn agent_lifetime(request: &LaunchRequest) -> Duration {
+    request
+        .settings
+        .agent
+        .as_ref()
+        .map_or(Duration::ZERO, |agent| {
+            agent.timeout + request.settings.test_timeout
+        })
+}

@@ -1,0 +1,251 @@
+//! Recipes: what a launch agent learned about a repository, kept so that the next instance of
+//! that repository is built without asking the LM.
+//!
+//! A recipe is what the agent did where the rules stopped: the environment variables it set,
+//! the commands that changed the container and stayed (rolled-back ones are gone), the files it
+//! wrote (as commands), and the test command, rebuild commands and parser it finished with.
+//! When a later launch of the repository with the same plan fails where the rules stop (a
+//! setup step no repair fixes, or a baseline run that does not count), the recipe is replayed
+//! at that point before any LM call; only when it does not build is the agent asked.
+//!
+//! Recipes live in the dataset's store, one reviewable JSON file per repository
+//! (`<root>/<dataset>/recipes/<owner>__<name>.json`), one entry per plan, so that a later
+//! month's refresh starts from them and a user may read, edit or commit them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Format version of recipe files.
+pub const RECIPE_FORMAT: u32 = 1;
+
+/// One repository's recipes, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecipeFile {
+    /// [`RECIPE_FORMAT`].
+    pub format: u32,
+    /// `owner/name`.
+    pub repo: String,
+    /// One per plan name.
+    pub recipes: Vec<Recipe>,
+}
+
+/// What the agent learned for one repository and plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recipe {
+    /// The plan the rules chose (`python-pip`, ...): the files that shaped it.
+    pub plan: String,
+    /// The instance whose launch taught it.
+    pub learned_from: String,
+    /// When (RFC 3339).
+    pub created_at: String,
+    /// The model that was asked.
+    pub model: String,
+    /// Environment variables to set.
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    /// Commands to run, in order, where the rules stopped.
+    #[serde(default)]
+    pub steps: Vec<String>,
+    /// The test command.
+    pub test_command: String,
+    /// Commands to re-run after the source changes.
+    #[serde(default)]
+    pub rebuild_commands: Vec<String>,
+    /// The test-log parser (`status-lines` with a script).
+    pub parser: String,
+    /// The parser script, when the agent wrote one.
+    #[serde(default)]
+    pub parser_script: Option<String>,
+}
+
+/// Why a recipe file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct RecipeError {
+    /// The file.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// The file of `repo`'s recipes in `dir`.
+#[must_use]
+pub fn recipe_path(dir: &Path, repo: &str) -> PathBuf {
+    dir.join(format!(
+        "{}.json",
+        kiln_schema::safe_name(&repo.replace('/', "__"))
+    ))
+}
+
+/// Reads `repo`'s recipe file from `dir`; `Ok(None)` when there is none.
+///
+/// # Errors
+/// A file that cannot be read or is not a recipe file of this format.
+pub fn read(dir: &Path, repo: &str) -> Result<Option<RecipeFile>, RecipeError> {
+    let path = recipe_path(dir, repo);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(RecipeError {
+                path,
+                message: e.to_string(),
+            });
+        }
+    };
+    parse(&text)
+        .map(Some)
+        .map_err(|message| RecipeError { path, message })
+}
+
+/// Reads a recipe file's text.
+///
+/// # Errors
+/// Text that is not a recipe file of [`RECIPE_FORMAT`], as a message with line and column.
+pub fn parse(text: &str) -> Result<RecipeFile, String> {
+    let file: RecipeFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if file.format != RECIPE_FORMAT {
+        return Err(format!(
+            "recipe format {} (this kiln reads format {RECIPE_FORMAT})",
+            file.format
+        ));
+    }
+    Ok(file)
+}
+
+/// The recipe of `repo` for `plan` in `dir`, if any. A file that cannot be read is reported
+/// and counts as none: a broken recipe must not stop a launch.
+#[must_use]
+pub fn find(dir: &Path, repo: &str, plan: &str) -> Option<Recipe> {
+    match read(dir, repo) {
+        Ok(file) => file?.recipes.into_iter().find(|r| r.plan == plan),
+        Err(e) => {
+            tracing::warn!("recipe not used: {e}");
+            None
+        }
+    }
+}
+
+/// Stores `recipe` for `repo` in `dir`, replacing the repository's recipe for the same plan;
+/// written to a temporary file and renamed, so a crash leaves the old file or the new one.
+///
+/// # Errors
+/// When the directory or the file cannot be written.
+pub fn store(dir: &Path, repo: &str, recipe: Recipe) -> Result<PathBuf, RecipeError> {
+    let path = recipe_path(dir, repo);
+    let error = |e: &dyn std::fmt::Display| RecipeError {
+        path: path.clone(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| error(&e))?;
+    // A file that cannot be read is replaced: its recipes would never be used anyway.
+    let mut file = read(dir, repo).ok().flatten().unwrap_or(RecipeFile {
+        format: RECIPE_FORMAT,
+        repo: repo.to_string(),
+        recipes: Vec::new(),
+    });
+    file.recipes.retain(|r| r.plan != recipe.plan);
+    file.recipes.push(recipe);
+    file.recipes.sort_by(|a, b| a.plan.cmp(&b.plan));
+    let mut text = serde_json::to_string_pretty(&file).map_err(|e| error(&e))?;
+    text.push('\n');
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| error(&e))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| error(&e))?;
+    tmp.persist(&path).map_err(|e| error(&e.error))?;
+    Ok(path)
+}
+
+/// Every recipe file in `dir`, by file name; unreadable ones as errors.
+#[must_use]
+pub fn list(dir: &Path) -> Vec<Result<RecipeFile, RecipeError>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).map_err(|e| RecipeError {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            parse(&text).map_err(|message| RecipeError { path, message })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recipe(plan: &str, step: &str) -> Recipe {
+        Recipe {
+            plan: plan.into(),
+            learned_from: "o__r-1".into(),
+            created_at: "2026-12-05T00:00:00Z".into(),
+            model: "m".into(),
+            environment: BTreeMap::from([("UNITS".into(), "metric".into())]),
+            steps: vec![step.into()],
+            test_command: "pytest -rA".into(),
+            rebuild_commands: Vec::new(),
+            parser: "pytest".into(),
+            parser_script: None,
+        }
+    }
+
+    #[test]
+    fn stored_recipes_are_found_by_repository_and_plan_and_replaced_per_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(find(dir.path(), "o/r", "python-pip"), None);
+        store(
+            dir.path(),
+            "o/r",
+            recipe("python-pip", "apt-get install -y jq"),
+        )
+        .unwrap();
+        store(dir.path(), "o/r", recipe("python-setup", "true")).unwrap();
+        let path = store(
+            dir.path(),
+            "o/r",
+            recipe("python-pip", "apt-get install -y yq"),
+        )
+        .unwrap();
+        assert_eq!(path, dir.path().join("o__r.json"));
+        let found = find(dir.path(), "o/r", "python-pip").unwrap();
+        assert_eq!(found.steps, ["apt-get install -y yq"]);
+        assert_eq!(find(dir.path(), "o/other", "python-pip"), None);
+        let listed = list(dir.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].as_ref().unwrap().recipes.len(), 2);
+    }
+
+    #[test]
+    fn a_broken_file_is_an_error_naming_it_and_counts_as_no_recipe() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("o__r.json"), "{\"format\": 1, \"repo\": ").unwrap();
+        let error = read(dir.path(), "o/r").unwrap_err().to_string();
+        assert!(
+            error.contains("o__r.json") && error.contains("line 1"),
+            "{error}"
+        );
+        assert_eq!(find(dir.path(), "o/r", "p"), None);
+        std::fs::write(
+            dir.path().join("o__r.json"),
+            "{\"format\": 9, \"repo\": \"o/r\", \"recipes\": []}",
+        )
+        .unwrap();
+        assert!(
+            read(dir.path(), "o/r")
+                .unwrap_err()
+                .to_string()
+                .contains("format 9")
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! What one launch is asked to do.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kiln_core::Removals;
+use kiln_core::config::{DockerSettings, LaunchSettings};
+use kiln_core::lm::LanguageModel;
+use kiln_core::runtime::LABEL_RUN;
+use kiln_schema::Candidate;
+
+/// Everything launch needs for one candidate.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Clone URL (or local path) of its repository.
+    pub clone_url: String,
+    /// Directory of repository mirrors.
+    pub cache_dir: PathBuf,
+    /// Directory for this instance's launch logs.
+    pub log_dir: PathBuf,
+    /// Log directory as recorded in the row (relative to the run directory).
+    pub log_dir_label: String,
+    /// A PEM CA bundle to install in the images (TLS-inspecting proxies).
+    pub ca_bundle: Option<Arc<Vec<u8>>>,
+    /// Tag to commit a successful environment to.
+    pub image_tag: String,
+    /// Labels for containers and images (run label included).
+    pub labels: BTreeMap<String, String>,
+    /// Stage settings.
+    pub settings: LaunchSettings,
+    /// Container limits.
+    pub docker: DockerSettings,
+    /// Stage name, for progress events.
+    pub stage: String,
+    /// Where the container's removal goes: the launch returns without waiting for it, the
+    /// stage waits for all of them at its end.
+    pub removals: Removals,
+    /// The launch agent's model (the pipeline gives one that replays the run's stored answers
+    /// and keeps to its budget), asked when the rules and repairs fail and `settings.agent`
+    /// is set; `None`: no agent.
+    pub lm: Option<AgentModel>,
+    /// The dataset's recipe directory: recipes are replayed where the rules stop, and the
+    /// agent's builds stored there. `None`: neither.
+    pub recipes: Option<PathBuf>,
+}
+
+impl LaunchRequest {
+    /// Labels of the images this launch commits: the request's, without the run's (an image
+    /// outlives its run), with the instance's.
+    pub(crate) fn image_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.remove(LABEL_RUN);
+        labels.insert(
+            "kiln.instance".into(),
+            self.candidate.instance_id.to_string(),
+        );
+        labels
+    }
+}
+
+/// The launch agent's language model.
+#[derive(Clone)]
+pub struct AgentModel(pub Arc<dyn LanguageModel>);
+
+impl std::fmt::Debug for AgentModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AgentModel")
+            .field(&self.0.endpoint())
+            .finish()
+    }
+}

@@ -1,0 +1,211 @@
+//! What decides a launch: a command run with its failure kept as a row, a test run's output
+//! read by the row's parser (or its parser script, in a fresh container), and the judgement
+//! of a baseline run. The launch loop and the launch agent share them, so an agent's build is
+//! held to the rules' contract.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kiln_core::runtime::WORKDIR;
+use kiln_core::session::tail;
+use kiln_core::{ContainerRuntime, ContainerSpec, ExecOutcome, RuntimeError, Session};
+use kiln_schema::{EnvironmentRecord, FailureClass, TestStatus};
+use kiln_testlog::ParsedLog;
+
+/// How a launch attempt ended, before it is written as a row.
+pub(crate) struct Failure {
+    pub(crate) class: FailureClass,
+    pub(crate) command: Option<String>,
+    pub(crate) log_tail: String,
+}
+
+impl Failure {
+    pub(crate) fn new(class: FailureClass, command: Option<&str>, log: &str) -> Self {
+        Self {
+            class,
+            command: command.map(str::to_string),
+            log_tail: tail(log, 40),
+        }
+    }
+}
+
+/// Runs `command` in the session. A container the command itself stopped is a failure of the
+/// item (of `class`); every other engine error stays an error, which stops the stage.
+pub(crate) async fn run_or_fail(
+    session: &mut Session,
+    command: &str,
+    timeout: Duration,
+    class: FailureClass,
+) -> Result<Result<ExecOutcome, Failure>, RuntimeError> {
+    // The baseline's report is parsed whole, with the room validation gives it; a setup
+    // command's output only feeds repair signatures and the log tail.
+    let cap = if class == FailureClass::TestRun {
+        kiln_core::session::TEST_OUTPUT_CAP
+    } else {
+        1 << 20
+    };
+    match session.run_capped(command, timeout, cap).await {
+        Ok(outcome) => Ok(Ok(outcome)),
+        Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
+            class,
+            Some(command),
+            &format!("failed to {e}"),
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads a test run's output as the row says: with its library parser, or, when the row has a
+/// parser script, with the script in a fresh container from `image` (logged to `log`), whose
+/// statuses must agree with the run's exit code and with the totals it read. `Ok(Err(..))`
+/// says why the output cannot be read.
+///
+/// # Errors
+/// Engine failures only.
+pub(crate) async fn read_output(
+    runtime: &Arc<dyn ContainerRuntime>,
+    record: &EnvironmentRecord,
+    image: &ContainerSpec,
+    outcome: &ExecOutcome,
+    log: &Path,
+) -> Result<Result<ParsedLog, String>, RuntimeError> {
+    let Some(script) = &record.parser_script else {
+        return Ok(kiln_testlog::parse(&record.parser, &outcome.output)
+            .map(|parsed| parsed.relative_to(WORKDIR))
+            .map_err(|e| e.to_string()));
+    };
+    let ran =
+        kiln_core::parser_script::run(Arc::clone(runtime), image, script, &outcome.output, log)
+            .await?;
+    if ran.exit_code != 0 {
+        return Ok(Err(format!(
+            "the parser script exited {}:\n{}",
+            ran.exit_code,
+            tail(&ran.output, 20)
+        )));
+    }
+    let parsed = match kiln_testlog::parse("status-lines", &ran.output) {
+        Ok(parsed) => parsed.relative_to(WORKDIR),
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    Ok(
+        match kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code) {
+            Some(why) => Err(why),
+            None => Ok(parsed),
+        },
+    )
+}
+
+/// Judges the baseline run from its outcome and its output as read ([`read_output`]), and
+/// writes the statuses into the record; `Some` when the run does not count as a working build.
+pub(crate) fn judge_tests(
+    outcome: &ExecOutcome,
+    parsed: Result<ParsedLog, String>,
+    record: &mut EnvironmentRecord,
+    min_pass_ratio: f64,
+) -> Option<Failure> {
+    let command = Some(record.test_command.as_str());
+    if outcome.timed_out {
+        return Some(Failure::new(
+            FailureClass::Timeout,
+            command,
+            &outcome.output,
+        ));
+    }
+    if outcome.oom_killed {
+        return Some(Failure::new(FailureClass::Oom, command, &outcome.output));
+    }
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
+        Err(why) => {
+            let mut log = tail(&outcome.output, 30);
+            log.push_str(&format!("\n[kiln] {why}"));
+            return Some(Failure::new(FailureClass::TestRun, command, &log));
+        }
+    };
+    record.baseline = parsed.statuses.clone();
+    let passed = parsed.count(TestStatus::Pass);
+    let failed = parsed.count(TestStatus::Fail) + parsed.count(TestStatus::Error);
+    record.baseline_passed = i64::try_from(passed).unwrap_or(i64::MAX);
+    record.baseline_failed = i64::try_from(failed).unwrap_or(i64::MAX);
+    if parsed.statuses.is_empty() {
+        // pytest exits 5 when it collected nothing.
+        let class = if outcome.exit_code == 5 {
+            FailureClass::NoTests
+        } else {
+            FailureClass::TestRun
+        };
+        return Some(Failure::new(class, command, &outcome.output));
+    }
+    let ran = passed + failed;
+    let ratio = if ran == 0 {
+        0.0
+    } else {
+        passed as f64 / ran as f64
+    };
+    if ratio < min_pass_ratio {
+        let mut log = outcome.output.clone();
+        log.push_str(&format!(
+            "\n[kiln] {passed} of {ran} tests passed, below the required share of {min_pass_ratio}"
+        ));
+        return Some(Failure::new(FailureClass::TestsFailing, command, &log));
+    }
+    None
+}
+
+/// Where a baseline run's image goes and how the run is judged.
+pub(crate) struct BaselineRun<'a> {
+    /// The environment image's tag.
+    pub(crate) image_tag: &'a str,
+    /// Its labels.
+    pub(crate) labels: &'a BTreeMap<String, String>,
+    /// The spec of the launch's container (a parser script runs from the image with it).
+    pub(crate) spec: &'a ContainerSpec,
+    /// Timeout of the test command.
+    pub(crate) test_timeout: Duration,
+    /// Share of tests that must pass.
+    pub(crate) min_pass_ratio: f64,
+    /// Log of a parser script's run.
+    pub(crate) parser_log: &'a Path,
+}
+
+/// Commits the container to the environment image before the baseline run (nothing the tests
+/// write reaches the image), runs the record's test command and judges it. The failure, if
+/// any, and the run's outcome when it finished; when built, the record has its statuses, its
+/// image and its Dockerfile. The image of a run that does not count is left to the caller.
+///
+/// # Errors
+/// Engine failures only.
+pub(crate) async fn baseline(
+    session: &mut Session,
+    run: &BaselineRun<'_>,
+    record: &mut EnvironmentRecord,
+) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
+    session.commit(run.image_tag, run.labels).await?;
+    let outcome = match run_or_fail(
+        session,
+        &record.test_command,
+        run.test_timeout,
+        FailureClass::TestRun,
+    )
+    .await?
+    {
+        Ok(outcome) => outcome,
+        Err(failure) => return Ok((Some(failure), None)),
+    };
+    record.test_seconds = outcome.duration.as_secs_f64();
+    let image = ContainerSpec {
+        image: run.image_tag.to_string(),
+        ..run.spec.clone()
+    };
+    let runtime = Arc::clone(session.runtime());
+    let parsed = read_output(&runtime, record, &image, &outcome, run.parser_log).await?;
+    let failure = judge_tests(&outcome, parsed, record, run.min_pass_ratio);
+    if failure.is_none() {
+        record.image = Some(run.image_tag.to_string());
+        record.dockerfile = Some(crate::dockerfile::dockerfile(record));
+    }
+    Ok((failure, Some(outcome)))
+}
