@@ -7,6 +7,7 @@
     clippy::unwrap_used,
     reason = "test helpers outside #[test] functions: a panic is how a test fails"
 )]
+mod agent;
 mod scripted;
 mod support;
 

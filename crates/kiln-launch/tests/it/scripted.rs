@@ -20,7 +20,7 @@ use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
 use kiln_testkit::runtime::{Answer, Call, ImageOrigin, Operation, Script, ScriptedRuntime};
 
 /// A Python project with a `test` extra: the plan installs it editable, then runs pytest.
-const PYTHON: &[(&str, &str)] = &[
+pub(crate) const PYTHON: &[(&str, &str)] = &[
     (
         "pyproject.toml",
         "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\n\n[project.optional-dependencies]\ntest = [\"pytest\"]\n",
@@ -50,7 +50,7 @@ const NO_BUILD_EDITABLE: &str = "  × Failed to build `demo @ file:///testbed`\n
 
 /// The baseline every Python launch here gets unless a test says otherwise: one test passes,
 /// one fails, which counts as a working build.
-fn pytest_baseline() -> Answer {
+pub(crate) fn pytest_baseline() -> Answer {
     Answer::pytest(&[
         ("tests/test_demo.py::test_adds", "PASSED"),
         ("tests/test_demo.py::test_fails", "FAILED"),
@@ -77,14 +77,17 @@ fn node_test_passing() -> Answer {
 }
 
 /// One launch of a repository holding `files` on `runtime`.
-struct Launched {
-    result: Result<EnvironmentRecord, LaunchError>,
-    image_tag: String,
+pub(crate) struct Launched {
+    pub(crate) result: Result<EnvironmentRecord, LaunchError>,
+    pub(crate) image_tag: String,
+    /// The launch's log directory (kept until this is dropped).
+    pub(crate) log_dir: std::path::PathBuf,
+    _tmp: tempfile::TempDir,
 }
 
 impl Launched {
     /// The row, which the launch must have returned.
-    fn record(&self) -> &EnvironmentRecord {
+    pub(crate) fn record(&self) -> &EnvironmentRecord {
         match &self.result {
             Ok(record) => record,
             Err(e) => panic!("the launch failed as a whole: {e}"),
@@ -96,6 +99,15 @@ impl Launched {
 /// launch must do whatever its outcome: every container it created is removed by the time the
 /// stage's removals are waited for, and carries the run label.
 async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> Launched {
+    launch_with(runtime, files, |_| {}).await
+}
+
+/// [`launch_on`], with the request changed by `configure` before the launch.
+pub(crate) async fn launch_with(
+    runtime: &Arc<ScriptedRuntime>,
+    files: &[(&str, &str)],
+    configure: impl FnOnce(&mut LaunchRequest),
+) -> Launched {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -114,7 +126,7 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
         .unwrap();
     let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
     let image_tag = "kiln-env/scripted__demo-1:latest".to_string();
-    let request = LaunchRequest {
+    let mut request = LaunchRequest {
         candidate: Candidate {
             status: kiln_schema::CandidateStatus::Ok,
             repo: "scripted/demo".into(),
@@ -148,6 +160,7 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
         lm: None,
         recipes: None,
     };
+    configure(&mut request);
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     // A loop that never ends (a repair tried again and again) fails the test, not the run.
     let result = tokio::time::timeout(
@@ -174,7 +187,12 @@ async fn launch_on(runtime: &Arc<ScriptedRuntime>, files: &[(&str, &str)]) -> La
             container.spec.image
         );
     }
-    Launched { result, image_tag }
+    Launched {
+        result,
+        image_tag,
+        log_dir: request.log_dir.clone(),
+        _tmp: tmp,
+    }
 }
 
 /// Index of the first command at or after `from` that contains `needle`.

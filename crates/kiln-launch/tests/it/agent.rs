@@ -1,0 +1,466 @@
+//! The launch agent on the scripted runtime with a scripted model: what it may do, what it is
+//! refused, how it ends, and what it leaves (the row, its trajectory, the recipe). The model is
+//! an in-process `LanguageModel` that answers each request with the next planned tool calls and
+//! keeps every request for the assertions.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kiln_core::config::{AgentSettings, LmSettings};
+use kiln_core::lm::{ChatAnswer, ChatRequest, LanguageModel, LmError, ToolCall, Usage};
+use kiln_launch::{AgentModel, LaunchRequest};
+use kiln_schema::{BuiltBy, EnvironmentStatus, FailureClass, TestStatus};
+use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+use serde_json::{Value, json};
+
+use crate::scripted::{PYTHON, launch_with};
+
+/// A model that answers with planned tool calls, one list per request.
+struct PlannedModel {
+    plan: Mutex<VecDeque<Vec<(&'static str, Value)>>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl PlannedModel {
+    fn new(turns: Vec<Vec<(&'static str, Value)>>) -> Arc<Self> {
+        Arc::new(Self {
+            plan: Mutex::new(turns.into()),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The tool results the agent sent back in request `n` (0-based), as text.
+    fn results_seen_by(&self, n: usize) -> String {
+        self.requests()[n]
+            .messages
+            .iter()
+            .filter(|m| m.tool_call_id.is_some())
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for PlannedModel {
+    fn endpoint(&self) -> String {
+        "planned://model".into()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatAnswer, LmError> {
+        let n = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request.clone());
+            requests.len()
+        };
+        let Some(calls) = self.plan.lock().unwrap().pop_front() else {
+            return Err(LmError::OverBudget {
+                spent: 1.0,
+                limit: 1.0,
+            });
+        };
+        let tool_calls = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, arguments))| ToolCall::new(format!("call_{n}_{i}"), name, &arguments))
+            .collect();
+        Ok(ChatAnswer {
+            id: Some(format!("chatcmpl-{n}")),
+            model: Some("planned".into()),
+            content: None,
+            refusal: None,
+            tool_calls,
+            finish_reason: Some("tool_calls".into()),
+            usage: Some(Usage {
+                prompt_tokens: 1_000,
+                completion_tokens: 50,
+            }),
+            structured: false,
+            attempts: 1,
+            request_body: Value::Null,
+            response_body: Value::Null,
+            cost_usd: Some(0.001),
+            replayed: false,
+        })
+    }
+}
+
+fn agent_settings(max_steps: i64) -> AgentSettings {
+    AgentSettings {
+        model: "planned".into(),
+        max_steps,
+        max_tokens: 1_000_000,
+        max_cost_usd: 5.0,
+        timeout: Duration::from_secs(600),
+        command_timeout: Duration::from_secs(60),
+        lm: LmSettings {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "planned".into(),
+            api_key_env: String::new(),
+            timeout: Duration::from_secs(30),
+            retries: 0,
+            max_in_flight: 1,
+            temperature: 0.0,
+            max_tokens: 1024,
+            json_schema: false,
+            max_cost_usd: None,
+            prices: std::collections::BTreeMap::new(),
+        },
+    }
+}
+
+/// The request with the agent on (`model`), recipes in `recipes`, and a test patch that
+/// touches the demo's test file.
+fn with_agent(
+    model: Option<&Arc<PlannedModel>>,
+    max_steps: i64,
+    recipes: Option<&std::path::Path>,
+) -> impl FnOnce(&mut LaunchRequest) {
+    let model = model.map(|m| AgentModel(Arc::clone(m) as Arc<dyn LanguageModel>));
+    let recipes = recipes.map(std::path::Path::to_path_buf);
+    move |request: &mut LaunchRequest| {
+        request.settings.agent = Some(agent_settings(max_steps));
+        request.lm = model;
+        request.recipes = recipes;
+        request.candidate.test_patch = "diff --git a/tests/test_demo.py b/tests/test_demo.py\n--- a/tests/test_demo.py\n+++ b/tests/test_demo.py\n@@ -1 +1,2 @@\n from demo import add\n+# new\n".into();
+    }
+}
+
+/// Every pytest run fails both tests, unless `jq` was installed in the same container.
+fn runtime_needing_jq() -> Arc<ScriptedRuntime> {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("-m pytest")
+            .after("apt-get install -y jq")
+            .answer(crate::scripted::pytest_baseline()),
+    );
+    runtime.script(
+        Script::contains("no-such-package")
+            .answer(Answer::exit(100).output("E: Unable to locate package no-such-package\n")),
+    );
+    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
+        ("tests/test_demo.py::test_adds", "FAILED"),
+        ("tests/test_demo.py::test_fails", "FAILED"),
+    ])));
+    runtime
+}
+
+fn the_agents_build() -> Vec<Vec<(&'static str, Value)>> {
+    vec![
+        vec![(
+            "run",
+            json!({"command": "apt-get install -y no-such-package"}),
+        )],
+        vec![("run", json!({"command": "apt-get install -y jq"}))],
+        vec![(
+            "set_env",
+            json!({"name": "WEATHER_UNITS", "value": "metric"}),
+        )],
+        vec![(
+            "finish",
+            json!({"test_command": "python -m pytest -rA tests", "parser": "pytest", "summary": "needs jq and WEATHER_UNITS"}),
+        )],
+    ]
+}
+
+#[tokio::test]
+async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_leaves_a_recipe() {
+    let recipes = tempfile::tempdir().unwrap();
+    let runtime = runtime_needing_jq();
+    let model = PlannedModel::new(the_agents_build());
+    let launched = launch_with(
+        &runtime,
+        PYTHON,
+        with_agent(Some(&model), 10, Some(recipes.path())),
+    )
+    .await;
+    let record = launched.record();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.built_by, Some(BuiltBy::Agent));
+    assert_eq!(record.agent_steps, 4);
+    assert_eq!(record.agent_tokens, 4 * 1_050);
+    assert!((record.agent_cost_usd - 0.004).abs() < 1e-9);
+    assert_eq!(record.test_command, "python -m pytest -rA tests");
+    assert_eq!(
+        record.environment.get("WEATHER_UNITS").map(String::as_str),
+        Some("metric")
+    );
+    assert!(
+        record
+            .setup_commands
+            .iter()
+            .any(|c| c == "apt-get install -y jq")
+    );
+    assert!(
+        !record
+            .setup_commands
+            .iter()
+            .any(|c| c.contains("no-such-package")),
+        "a rolled-back command is no setup step: {:?}",
+        record.setup_commands
+    );
+    assert_eq!(
+        record.baseline.get("tests/test_demo.py::test_adds"),
+        Some(&TestStatus::Pass)
+    );
+    let dockerfile = record.dockerfile.as_deref().unwrap_or_default();
+    assert!(
+        dockerfile.contains("ENV WEATHER_UNITS=\"metric\""),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("RUN apt-get install -y jq"),
+        "{dockerfile}"
+    );
+
+    // The failed install was rolled back: the next command ran in a container started from
+    // the snapshot, and the tests ran with the variable set.
+    let snapshot = format!("{}.agent-snapshot", launched.image_tag);
+    let containers = runtime.containers();
+    let rolled_back = containers
+        .iter()
+        .find(|c| c.spec.image == snapshot)
+        .expect("a container from the snapshot");
+    let commands = rolled_back.commands();
+    assert!(commands.contains(&"apt-get install -y jq"), "{commands:?}");
+    let test_run = rolled_back
+        .execs
+        .iter()
+        .find(|e| e.script.contains("python -m pytest"))
+        .expect("the agent's test run");
+    assert_eq!(test_run.env_var("WEATHER_UNITS"), Some("metric"));
+    assert!(
+        runtime.image(&snapshot).is_none(),
+        "the snapshot image is removed"
+    );
+    assert!(runtime.image(&launched.image_tag).is_some());
+
+    // The model saw the rules' failure, then the rollback; every turn carried a replay key.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        requests[0].messages[1].content.contains("tests-failing"),
+        "{}",
+        requests[0].messages[1].content
+    );
+    assert!(model.results_seen_by(1).contains("rolled back"));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.replay_key.is_some() && r.tools.len() == 6)
+    );
+
+    // The trajectory has a line per turn and one with the totals, snapshot seconds included.
+    let trajectory = std::fs::read_to_string(launched.log_dir.join("agent.jsonl")).unwrap();
+    let lines: Vec<Value> = trajectory
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{trajectory}");
+    assert_eq!(lines[4]["end"], "built");
+    assert_eq!(lines[4]["rollbacks"].as_array().map(Vec::len), Some(1));
+    assert!(
+        lines[0]["actions"][0]["snapshot_seconds"].is_number(),
+        "{}",
+        lines[0]
+    );
+
+    // The recipe holds what stayed; the next instance of the repository builds from it
+    // without a single request.
+    let stored = kiln_launch::recipe::read(recipes.path(), "scripted/demo")
+        .unwrap()
+        .expect("a recipe file");
+    let recipe = &stored.recipes[0];
+    assert_eq!(recipe.steps, ["apt-get install -y jq"]);
+    assert_eq!(recipe.test_command, "python -m pytest -rA tests");
+    assert_eq!(recipe.learned_from, "scripted__demo-1");
+
+    let runtime = runtime_needing_jq();
+    let silent = PlannedModel::new(Vec::new());
+    let again = launch_with(
+        &runtime,
+        PYTHON,
+        with_agent(Some(&silent), 10, Some(recipes.path())),
+    )
+    .await;
+    let record = again.record();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.built_by, Some(BuiltBy::Recipe));
+    assert_eq!(record.agent_steps, 0);
+    assert_eq!(silent.requests().len(), 0, "a recipe build asks nothing");
+}
+
+#[tokio::test]
+async fn edits_of_test_files_masked_test_commands_and_collect_only_are_refused_until_the_budget_ends()
+ {
+    let runtime = runtime_needing_jq();
+    let model = PlannedModel::new(vec![
+        vec![("run", json!({"command": "rm -f tests/test_demo.py"}))],
+        vec![(
+            "write_file",
+            json!({"path": "tests/test_demo.py", "content": "def test_ok():\n    pass\n"}),
+        )],
+        vec![(
+            "finish",
+            json!({"test_command": "python -m pytest -rA tests || true", "parser": "pytest"}),
+        )],
+        vec![(
+            "finish",
+            json!({"test_command": "python -m pytest --collect-only tests", "parser": "pytest"}),
+        )],
+        vec![(
+            "write_file",
+            json!({"path": "conftest.py", "content": "collect_ignore = [\"tests\"]\n"}),
+        )],
+    ]);
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 5, None)).await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    assert_eq!(record.failure_class, Some(FailureClass::AgentBudget));
+    assert!(
+        record
+            .log_tail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("agent_max_steps"),
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.agent_steps, 5);
+    // The row names the rules' test command, not a refused one.
+    assert!(
+        !record.test_command.contains("|| true"),
+        "{}",
+        record.test_command
+    );
+    assert_eq!(model.requests().len(), 5);
+    let seen = model.results_seen_by(4);
+    assert_eq!(seen.matches("refused").count(), 4, "{seen}");
+    assert!(
+        seen.contains("a file the instance's test patch touches"),
+        "{seen}"
+    );
+    assert!(seen.contains("`|| true`"), "{seen}");
+    assert!(seen.contains("--collect-only"), "{seen}");
+    // Nothing refused reached the container.
+    for command in runtime.commands() {
+        assert!(!command.contains("rm -f tests/test_demo.py"), "{command}");
+        assert!(!command.contains("|| true"), "{command}");
+        assert!(!command.contains("--collect-only"), "{command}");
+    }
+    for container in runtime.containers() {
+        assert!(container.file("/testbed/conftest.py").is_none());
+    }
+}
+
+#[tokio::test]
+async fn the_runs_lm_budget_ends_the_agent_with_a_row_not_an_error() {
+    let runtime = runtime_needing_jq();
+    // No planned answer: the model answers the first request as an over-budget asker does.
+    let model = PlannedModel::new(Vec::new());
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 5, None)).await;
+    let record = launched.record();
+    assert_eq!(record.failure_class, Some(FailureClass::AgentBudget));
+    assert!(
+        record
+            .log_tail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("the run's LM budget"),
+        "{:?}",
+        record.log_tail
+    );
+}
+
+/// A test runner no library parser reads: `check <name>: ok|FAIL` lines.
+fn runtime_with_a_custom_runner(script_output: &str) -> Arc<ScriptedRuntime> {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(kiln_core::parser_script::command())
+            .answer(Answer::ok().output(script_output)),
+    );
+    runtime.script(
+        Script::contains("./run-checks").answer(
+            Answer::exit(1).output("check adds: ok\ncheck fails: FAIL\n2 checks, 1 failed\n"),
+        ),
+    );
+    runtime.script(Script::contains("-m pytest").answer(Answer::exit(4).output("no tests here\n")));
+    runtime
+}
+
+const PARSER: &str =
+    "sed -n 's/^check \\(.*\\): ok$/[PASSED] \\1/p; s/^check \\(.*\\): FAIL$/[FAILED] \\1/p'";
+
+fn finish_with_script() -> Vec<Vec<(&'static str, Value)>> {
+    vec![vec![(
+        "finish",
+        json!({"test_command": "./run-checks", "parser": "script", "parser_script": PARSER}),
+    )]]
+}
+
+#[tokio::test]
+async fn a_parser_script_is_accepted_when_it_agrees_with_the_exit_code() {
+    let runtime =
+        runtime_with_a_custom_runner("[PASSED] adds\n[FAILED] fails\n[TOTALS] passed=1 failed=1\n");
+    let model = PlannedModel::new(finish_with_script());
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 3, None)).await;
+    let record = launched.record();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.parser, "status-lines");
+    assert_eq!(record.parser_script.as_deref(), Some(PARSER));
+    assert_eq!(record.baseline.get("adds"), Some(&TestStatus::Pass));
+    assert_eq!(record.baseline.get("fails"), Some(&TestStatus::Fail));
+    // The script read the output in a container of its own, from the environment image,
+    // without network.
+    let reader = runtime
+        .containers()
+        .into_iter()
+        .find(|c| c.commands() == [kiln_core::parser_script::command()])
+        .expect("the parser's container");
+    assert_eq!(reader.spec.image, launched.image_tag);
+    assert_eq!(reader.spec.network, kiln_core::NetworkMode::None);
+    let output = reader.file(kiln_core::parser_script::OUTPUT_PATH).unwrap();
+    assert!(String::from_utf8_lossy(&output).contains("check fails: FAIL"));
+}
+
+#[tokio::test]
+async fn a_parser_script_that_contradicts_the_exit_code_is_refused() {
+    // Both checks read as passed while the runner exited 1.
+    let runtime = runtime_with_a_custom_runner("[PASSED] adds\n[PASSED] fails\n");
+    let model = PlannedModel::new(finish_with_script());
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 3, None)).await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    assert_eq!(record.parser_script, None);
+    // The agent was told why and asked again (its plan had ended: the run's budget).
+    assert_eq!(model.requests().len(), 2);
+    let seen = model.results_seen_by(1);
+    assert!(
+        seen.contains("exited 1 but the parser script reads no failing test"),
+        "{seen}"
+    );
+    assert!(
+        runtime.image(&launched.image_tag).is_none(),
+        "no environment image is left"
+    );
+}
