@@ -7,6 +7,7 @@
     reason = "test helpers outside #[test] functions: a panic is how a test fails"
 )]
 
+mod agent;
 mod config;
 mod crawl;
 mod demo;

@@ -89,6 +89,12 @@ pub enum Command {
     /// List the repair rules launch tries, once each, before it declares a build failed.
     Repairs,
 
+    /// List the dataset's recipes: what the launch agent learned per repository (packages,
+    /// variables, commands, test command, parser), replayed where the rules stop before any LM
+    /// call. Each is a JSON file under <root>/<dataset>/recipes/ that may be read, edited or
+    /// committed.
+    Recipes,
+
     /// Evaluate predicted patches (SWE-bench's `{instance_id, model_patch}` format) against a
     /// release: per instance resolved, partial, unresolved, patch-apply failure or infra failure.
     Evaluate(EvaluateArgs),

@@ -75,6 +75,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Graph => commands::check::graph(&cx),
         Command::Parse(args) => commands::parse::run(args, cx.json),
         Command::Repairs => commands::repairs::run(cx.json),
+        Command::Recipes => commands::recipes::run(&cx),
         Command::Report(args) => commands::report::run(args, &cx),
         Command::Status(args) => commands::status::run(args, &cx),
         Command::Run(args) => commands::run::run(args, &cx).await,

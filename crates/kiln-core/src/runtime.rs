@@ -259,7 +259,9 @@ pub trait ContainerRuntime: Send + Sync {
     ) -> Result<String, RuntimeError>;
     /// Stops and removes a container; removing a missing container is not an error.
     async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError>;
-    /// Removes an image tag; removing a missing image is not an error.
+    /// Removes an image tag; removing a missing image is not an error. A tag whose image a
+    /// container still uses is only untagged: the image goes once nothing uses it (the
+    /// stage's leftover cleanup removes it).
     async fn remove_image(&self, tag: &str) -> Result<(), RuntimeError>;
     /// Removes every container carrying `label=value`; returns how many were removed.
     async fn remove_labelled(&self, label: &str, value: &str) -> Result<usize, RuntimeError>;

@@ -811,6 +811,17 @@ impl ContainerRuntime for DockerRuntime {
         match self.docker.remove_image(tag, Some(options), None).await {
             Ok(_) => Ok(()),
             Err(e) if status(&e) == Some(404) => Ok(()),
+            // A container uses the image (the launch agent's container started from its
+            // snapshot): forced, the engine only untags it and keeps the image for the
+            // container.
+            Err(e) if status(&e) == Some(409) => {
+                let forced = RemoveImageOptionsBuilder::new().force(true).build();
+                match self.docker.remove_image(tag, Some(forced), None).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if status(&e) == Some(404) => Ok(()),
+                    Err(e) => Err(self.fail(format!("untag image {tag}"), &e)),
+                }
+            }
             Err(e) => Err(self.fail(format!("remove image {tag}"), &e)),
         }
     }

@@ -226,3 +226,34 @@ digits and the separator: `\"hello-world\"`.\n",
         outcome: Outcome::LaunchFailed("dependency-resolution"),
     },
 ];
+
+/// The fixture the rules cannot build, for the launch agent (`kiln demo --lm-url`): its tests
+/// need the `xmllint` program (Debian's `libxml2-utils`, which no file of the repository names)
+/// and an environment variable that only its code spells out, piece by piece.
+pub(crate) static AGENT_FIXTURES: &[Fixture] = &[Fixture {
+    dir: "weather",
+    owner: "kiln-demo",
+    name: "weather",
+    pr: 6,
+    issue: 5,
+    first_day: 2,
+    messages: [
+        "Read station forecasts with xmllint",
+        "Add mean_temperature() and warmest()",
+        "Add a README",
+        "warmest() returns the highest temperature\n\nFixes #5.",
+    ],
+    later_message: "Release 0.2.0",
+    problem_statement: "warmest() returns the coldest day\n\n\
+For the harbour forecast (12.5, 14.0 and 9.5 degrees) `warmest()` gives `9.5`; the warmest day \
+is `14.0`.\n",
+    hints_text: "",
+    version: "0.1",
+    fail_to_pass: &["tests/test_forecast.py::test_warmest"],
+    pass_to_pass: &[
+        "tests/test_forecast.py::test_display",
+        "tests/test_forecast.py::test_mean",
+        "tests/test_forecast.py::test_reads_temperatures",
+    ],
+    outcome: Outcome::Validated,
+}];

@@ -32,7 +32,7 @@ pub use repos::{DemoLayout, Expect, ExpectedInstance, WrittenPull};
 mod validation_cases;
 pub use validation_cases::write_validation_cases;
 
-use fixtures::FIXTURES;
+use fixtures::{AGENT_FIXTURES, FIXTURES};
 use repos::{build_repo, write_file, write_set};
 
 /// Writes the demo: fixture repositories under `dir/repos/<owner>/<name>/` and the task file
@@ -62,6 +62,19 @@ use repos::{build_repo, write_file, write_set};
 /// [`TestkitError`] when a target already exists, a file cannot be written, or git fails.
 pub fn write_demo(dir: &Path) -> Result<DemoLayout, TestkitError> {
     write_set(dir, FIXTURES, build_repo)
+}
+
+/// [`write_demo`], with a fifth instance that kiln's rules cannot build:
+/// `kiln-demo__weather-6`, whose tests need the `xmllint` program (Debian's `libxml2-utils`,
+/// named by no file of the repository) and the variable `WEATHER_UNITS` set to `metric`
+/// (which its code spells out piece by piece). The launch agent builds it; the rules alone
+/// fail it with `tests-failing`. Its base commit's parent (`second`) holds the same code and
+/// tests, so a second task of the repository can be made from it with the same patches.
+///
+/// # Errors
+/// As [`write_demo`].
+pub fn write_demo_with_agent(dir: &Path) -> Result<DemoLayout, TestkitError> {
+    write_set(dir, FIXTURES.iter().chain(AGENT_FIXTURES), build_repo)
 }
 
 /// A task file with broken lines, written by [`write_tasks_with_errors`].

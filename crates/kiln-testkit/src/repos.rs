@@ -142,9 +142,9 @@ pub(crate) struct TaskRow {
 
 /// Writes one fixture set into `dir`: each fixture's repository, built by `build`, under
 /// `repos/<owner>/<name>/`, and the task file `tasks.jsonl` in fixture order.
-pub(crate) fn write_set(
+pub(crate) fn write_set<'a>(
     dir: &Path,
-    fixtures: &[Fixture],
+    fixtures: impl IntoIterator<Item = &'a Fixture>,
     build: impl Fn(&Fixture, &Path) -> Result<BuiltRepo, TestkitError>,
 ) -> Result<DemoLayout, TestkitError> {
     let repos_dir = dir.join("repos");

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod evaluate;
 pub mod parse;
 pub mod push;
+pub mod recipes;
 pub mod repairs;
 pub mod report;
 pub mod run;

@@ -41,13 +41,7 @@ pub(crate) async fn launch(
         Some(agent) => Some(cx.asker(&agent.lm)?),
         None => None,
     };
-    let recipes = settings.recipes.then(|| {
-        cx.pipeline
-            .dataset
-            .root
-            .join(&cx.pipeline.dataset.name)
-            .join("recipes")
-    });
+    let recipes = settings.recipes.then(|| recipes_dir(cx.pipeline));
     // The bundle is read once, and only when there is something to launch.
     let mut ca_bundle: Option<Option<Arc<Vec<u8>>>> = None;
     let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
@@ -129,6 +123,17 @@ pub(crate) async fn launch(
         ran.skipped,
         environment_outcome,
     )
+}
+
+/// The dataset's recipe directory, `<root>/<dataset>/recipes`: one reviewable file per
+/// repository, read by every run of the dataset (see `kiln_launch::recipe`).
+#[must_use]
+pub fn recipes_dir(pipeline: &kiln_core::config::Pipeline) -> std::path::PathBuf {
+    pipeline
+        .dataset
+        .root
+        .join(&pipeline.dataset.name)
+        .join("recipes")
 }
 
 fn environment_outcome(row: &EnvironmentRecord) -> String {

@@ -7,7 +7,7 @@ mod crawl;
 mod export;
 mod filter;
 mod ingest;
-mod launch;
+pub(crate) mod launch;
 mod split;
 mod validate;
 
