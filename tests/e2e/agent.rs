@@ -19,7 +19,18 @@ const SECOND: &str = "kiln-demo__weather-7";
 /// The agent's plan, by the number of turns already taken: a package name that does not exist
 /// (rolled back), the package that holds xmllint, the variable, then `finish` with the rules'
 /// own test command, read from the hand-over.
-fn agent_turn(call: &ChatCall) -> LmReply {
+pub(crate) fn agent_turn(call: &ChatCall) -> LmReply {
+    // Only the weather fixture needs the agent; any other repository it is handed is given up.
+    if !call
+        .messages
+        .iter()
+        .any(|(_, text)| text.contains("kiln-demo/weather"))
+    {
+        return LmReply::call(
+            "give_up",
+            json!({"reason": "a dependency of the project does not exist"}),
+        );
+    }
     let taken = call
         .messages
         .iter()

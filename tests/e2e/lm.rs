@@ -20,6 +20,11 @@ fn fake() -> FakeLm {
         ..FakeLmOptions::default()
     };
     FakeLm::start(options, |call| {
+        // The launch agent's requests offer tools; it gets the plan that builds the weather
+        // fixture.
+        if !call.tools.is_empty() {
+            return crate::agent::agent_turn(call);
+        }
         if call.user_text().contains("kiln-demo/badgold") {
             LmReply::ContentWithUsage {
                 content: "This looks like a reasonable task to me.".into(),
@@ -259,8 +264,9 @@ fn the_budget_stops_asking_and_the_rows_say_so() {
     assert!(status.contains("lm.over_budget=4"), "{status}");
 }
 
-/// `kiln demo --lm-url`: the demo's filter and split go through the endpoint, every fixture
-/// still ends as expected, the release names the answers behind it. Needs the Docker engine.
+/// `kiln demo --lm-url`: the demo's filter and split go through the endpoint, the launch agent
+/// builds the fixture the rules cannot, every fixture ends as expected, the release names the
+/// answers behind it. Needs the Docker engine.
 #[test]
 fn demo_judged_through_an_lm_endpoint() {
     let _demo = crate::demo_lock();
@@ -278,7 +284,7 @@ fn demo_judged_through_an_lm_endpoint() {
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
     let instances = report["instances"].as_array().cloned().unwrap_or_default();
-    assert_eq!(instances.len(), 4, "{report:#}");
+    assert_eq!(instances.len(), 5, "{report:#}");
     assert!(
         instances.iter().all(|i| i["as_expected"] == true),
         "{report:#}"
@@ -291,14 +297,31 @@ fn demo_judged_through_an_lm_endpoint() {
         .map(|r| r.method)
         .collect();
     assert_eq!(models, ["GET"]);
-    assert_eq!(fake.chat_requests().len(), 4);
-    assert_eq!(report["lm"]["requests"], 4);
+    // One filter answer per candidate; the agent's four turns for the weather fixture and one
+    // (it gives up) for the fixture whose dependency does not exist.
+    assert_eq!(fake.chat_requests().len(), 10);
+    assert_eq!(report["lm"]["requests"], 10);
     assert!(
         report["lm"]["prompt_tokens"]
             .as_u64()
             .is_some_and(|t| t > 900)
     );
-    assert_eq!(report["stage_stats"]["filter"]["lm.requests"], 4.0);
+    assert_eq!(report["stage_stats"]["filter"]["lm.requests"], 5.0);
+    assert_eq!(report["stage_stats"]["launch"]["lm.requests"], 5.0);
+    let weather = instances
+        .iter()
+        .find(|i| i["instance_id"] == "kiln-demo__weather-6")
+        .expect("the agent's fixture");
+    assert_eq!(weather["summary"]["built_by"], "agent", "{weather:#}");
+    assert_eq!(weather["summary"]["agent_steps"], 4, "{weather:#}");
+    let broken = instances
+        .iter()
+        .find(|i| i["instance_id"] == "kiln-demo__broken-5")
+        .expect("the broken fixture");
+    assert_eq!(
+        broken["summary"]["failure_class"], "dependency-resolution",
+        "the agent gave up and the rules' failure stands: {broken:#}"
+    );
     let run_dir = PathBuf::from(report["run_dir"].as_str().unwrap_or_default());
     let verdicts: Vec<Verdict> = kiln_store::read_rows(&run_dir.join("filter")).unwrap();
     let judges: Vec<(&str, &str)> = verdicts
@@ -313,7 +336,7 @@ fn demo_judged_through_an_lm_endpoint() {
         judges.contains(&("kiln-demo__calc-2", "fake-judge-1")),
         "{judges:?}"
     );
-    // The release lists the answers behind its two rows.
+    // The release lists the filter's answers behind its three rows.
     let tag = crate::release_dir(&dir, "demo");
     let answers = std::fs::read_to_string(tag.join("lm-answers.jsonl")).unwrap_or_default();
     let ids: Vec<String> = answers
@@ -325,7 +348,7 @@ fn demo_judged_through_an_lm_endpoint() {
                 .to_string()
         })
         .collect();
-    assert_eq!(ids.len(), 2, "{answers}");
+    assert_eq!(ids.len(), 3, "{answers}");
     assert!(ids.contains(&"kiln-demo__calc-2".to_string()), "{ids:?}");
     assert!(
         ids.contains(&"kiln-demo__textwrap2-3".to_string()),
@@ -333,7 +356,7 @@ fn demo_judged_through_an_lm_endpoint() {
     );
     let card = std::fs::read_to_string(tag.join("README.md")).unwrap_or_default();
     assert!(
-        card.contains("The 2 LM answers behind the filter and split"),
+        card.contains("The 3 LM answers behind the filter and split"),
         "{card}"
     );
 
@@ -345,10 +368,13 @@ fn demo_judged_through_an_lm_endpoint() {
         .flatten()
         .filter_map(|f| f[1].as_u64())
         .collect();
-    assert_eq!(funnel, [4, 4, 4, 4, 3, 2, 2], "{data:#}");
-    assert_eq!(data["lm_requests"], 4, "{data:#}");
+    assert_eq!(funnel, [5, 5, 5, 5, 4, 3, 3], "{data:#}");
+    assert_eq!(data["lm_requests"], 10, "{data:#}");
     assert_eq!(data["tokens"][0]["stage"], "filter", "{data:#}");
-    assert_eq!(data["instances"].as_array().map(Vec::len), Some(4));
+    assert_eq!(data["instances"].as_array().map(Vec::len), Some(5));
+    let builders = data["builders"].as_array().cloned().unwrap_or_default();
+    assert!(builders.contains(&json!(["agent", 1])), "{builders:?}");
+    assert!(builders.contains(&json!(["rules", 3])), "{builders:?}");
 }
 
 /// The commented `[lm]` example of the checked-in pipeline.toml, uncommented, with both

@@ -83,7 +83,7 @@ pub fn check_report(config: &Path, scratch: &Path) -> serde_json::Value {
     assert_eq!(attribute(&dom, "<body", "data-error"), None, "{dom}");
     assert_eq!(
         attribute(&dom, "<body", "data-plots").as_deref(),
-        Some("6"),
+        Some("7"),
         "{dom}"
     );
     let count = |key: &str| data[key].as_array().map_or(0, Vec::len);
@@ -98,6 +98,7 @@ pub fn check_report(config: &Path, scratch: &Path) -> serde_json::Value {
             }),
         ),
         ("failures", count("failures")),
+        ("builders", count("builders")),
         ("instances", 2 * count("instances")),
         ("stages", count("stages")),
         ("tokens", 2 * count("tokens")),

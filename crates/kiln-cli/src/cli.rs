@@ -245,8 +245,9 @@ pub struct DemoArgs {
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
     /// Judge the filter and split with this OpenAI-compatible endpoint (base URL up to
-    /// `/v1`); the key is read from OPENAI_API_KEY when it is set. Without it the demo
-    /// asks no LM.
+    /// `/v1`), and turn the launch agent on, with a fifth fixture only the agent can build
+    /// (its tests need a system package and an environment variable no file names); the key
+    /// is read from OPENAI_API_KEY when it is set. Without it the demo asks no LM.
     #[arg(long, value_name = "URL")]
     pub lm_url: Option<String>,
     /// Model to ask at --lm-url (default: the first the endpoint lists).

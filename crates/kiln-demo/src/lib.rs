@@ -84,7 +84,12 @@ pub fn prepare_with_lm(
             source,
         })?;
     }
-    let layout = kiln_testkit::write_demo(dir)?;
+    // With an LM, the demo holds the fixture only the launch agent can build.
+    let layout = if lm.is_some() {
+        kiln_testkit::write_demo_with_agent(dir)?
+    } else {
+        kiln_testkit::write_demo(dir)?
+    };
     // A token of this demo alone: another demo's fake on this machine rejects it.
     let token = format!(
         "kiln-demo-{}-{}",
@@ -252,7 +257,8 @@ pub async fn first_model(base_url: &str) -> Result<String, kiln_core::LmError> {
         })
 }
 
-/// The demo config with an `[lm]` table and the filter and split judged by it.
+/// The demo config with an `[lm]` table, the filter and split judged by it, and the launch
+/// agent on.
 #[must_use]
 pub fn with_lm(config: &str, lm: &DemoLm) -> String {
     let table = format!(
@@ -269,6 +275,11 @@ pub fn with_lm(config: &str, lm: &DemoLm) -> String {
         .replacen(
             "[stages.split]\nkind = \"split\"\n",
             "[stages.split]\nkind = \"split\"\njudge = \"lm\"\n",
+            1,
+        )
+        .replacen(
+            "[stages.launch]\nkind = \"launch\"\n",
+            "[stages.launch]\nkind = \"launch\"\nagent = true\n",
             1,
         )
 }
@@ -293,6 +304,15 @@ pub fn check_judged(
         return Ok(Some(format!(
             "{} by the LM judge: {}",
             summary.state,
+            summary.reason.as_deref().unwrap_or("-")
+        )));
+    }
+    // The agent may fail where the rules fail: that is the model's result, not a mismatch.
+    if lm_judged && summary.state == InstanceState::LaunchFailed && summary.agent_steps > 0 {
+        return Ok(Some(format!(
+            "the launch agent did not build it in {} turns ({}): {}",
+            summary.agent_steps,
+            summary.failure_class.as_deref().unwrap_or("-"),
             summary.reason.as_deref().unwrap_or("-")
         )));
     }

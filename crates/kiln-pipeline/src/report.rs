@@ -54,6 +54,7 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
     let summaries = instance_summaries(pipeline, run)?;
     let mut languages: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut instances = Vec::new();
+    let mut builders: BTreeMap<String, u64> = BTreeMap::new();
     for s in &summaries {
         let language = language_of
             .get(s.instance_id.as_str())
@@ -68,10 +69,15 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
             s.launch_seconds.unwrap_or(0.0),
             s.validate_seconds.unwrap_or(0.0),
         );
+        if let Some(builder) = &s.built_by {
+            *builders.entry(builder.clone()).or_default() += 1;
+        }
         if launch + validate > 0.0 {
-            instances.push(
-                json!({"id": s.instance_id, "launch": round(launch), "validate": round(validate)}),
-            );
+            instances.push(json!({
+                "id": s.instance_id, "launch": round(launch), "validate": round(validate),
+                "built_by": s.built_by, "agent_steps": s.agent_steps,
+                "agent_tokens": s.agent_tokens, "agent_cost_usd": s.agent_cost_usd,
+            }));
         }
     }
     instances.sort_by(|a, b| {
@@ -134,6 +140,7 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
         })).collect::<Vec<_>>(),
         "failures": failures.into_iter().map(|(l, n)| json!([l, n])).collect::<Vec<_>>(),
         "instances": instances,
+        "builders": builders.into_iter().map(|(b, n)| json!([b, n])).collect::<Vec<_>>(),
         "stages": stages,
         "tokens": tokens,
         "lm_requests": spent.as_ref().map_or(0, |s| s.requests),

@@ -86,6 +86,14 @@ pub struct InstanceSummary {
     /// How FAIL_TO_PASS agrees with the published list: as strings, then by meaning
     /// (`exact/exact`, `disjoint/superset`, ...); `None` when nothing was published.
     pub agreement: Option<String>,
+    /// What built the environment: `rules`, `repair`, `recipe` or `agent`.
+    pub built_by: Option<String>,
+    /// The launch agent's turns, tokens and dollars (zero when it did not run).
+    pub agent_steps: i64,
+    /// Tokens of the agent's requests.
+    pub agent_tokens: i64,
+    /// Dollars of the agent's requests.
+    pub agent_cost_usd: f64,
 }
 
 /// Rows of every stage of `kind` in the run (the stages that have started).
@@ -157,6 +165,10 @@ pub fn instance_summaries(
             setup_seconds: None,
             baseline_test_seconds: None,
             agreement: None,
+            built_by: None,
+            agent_steps: 0,
+            agent_tokens: 0,
+            agent_cost_usd: 0.0,
         };
         if candidate.status != CandidateStatus::Ok {
             summary.state = InstanceState::InvalidInput;
@@ -174,6 +186,10 @@ pub fn instance_summaries(
             summary.launch_seconds = Some(env.total_seconds);
             summary.setup_seconds = Some(env.setup_seconds);
             summary.baseline_test_seconds = Some(env.test_seconds);
+            summary.built_by = env.built_by.map(|b| b.to_string());
+            summary.agent_steps = env.agent_steps;
+            summary.agent_tokens = env.agent_tokens;
+            summary.agent_cost_usd = env.agent_cost_usd;
             if env.status != EnvironmentStatus::Built {
                 summary.state = InstanceState::LaunchFailed;
                 summary.failure_class = env.failure_class.map(|c| c.to_string());

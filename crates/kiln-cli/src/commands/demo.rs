@@ -127,6 +127,16 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                 None => "no row".into(),
             };
             println!("  [{mark}] {:<24} {detail}", instance.instance_id);
+            if let Some(s) = instance.summary.as_ref().filter(|s| s.agent_steps > 0) {
+                println!(
+                    "         launch agent: {} turns, {} tokens, ${:.4}; built by {} (its steps: {}/logs)",
+                    s.agent_steps,
+                    s.agent_tokens,
+                    s.agent_cost_usd,
+                    s.built_by.as_deref().unwrap_or("nothing"),
+                    runner.run_dir().display()
+                );
+            }
             match &instance.verdict {
                 Err(why) => println!("         expected otherwise: {why}"),
                 Ok(Some(judged)) => println!("         {judged}"),

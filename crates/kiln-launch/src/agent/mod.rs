@@ -4,7 +4,7 @@
 //! It is handed what the rules know (the plan, the commands that worked, the failing command
 //! and its log tail, the steps not run, the test command) and works with five tools: run a
 //! command, read a file, list a directory, write a file, set an environment variable; and
-//! `finish`, which declares the test command and parser. Commands that may change the
+//! `finish`, which declares the test command and parser (or `give_up`). Commands that may change the
 //! container are snapshotted before and rolled back when they fail ([`sandbox`]); actions that
 //! would defeat validation are refused with the reason ([`guard`]). A `finish` is held to the
 //! rules' contract: the container is committed, the baseline tests run, their output is read
@@ -190,6 +190,7 @@ pub(crate) async fn take_over(
                     learned: &mut learned,
                     test_files: &handover.test_files,
                     started,
+                    rules_failure: &handover.failure,
                 },
             )
             .await?;
@@ -389,6 +390,8 @@ struct Ctx<'a> {
     learned: &'a mut Learned,
     test_files: &'a [String],
     started: Instant,
+    /// How the rules stopped: the row's failure if the agent gives up.
+    rules_failure: &'a Failure,
 }
 
 /// How one action went.
@@ -483,6 +486,18 @@ async fn act(call: &ToolCall, cx: &mut Ctx<'_>) -> Result<Done, RuntimeError> {
             )
         }
         Action::Finish(finish) => finish_build(cx, finish).await?,
+        Action::GiveUp { reason } => {
+            let mut done = Done::said(one_line("give_up", &reason), "stopped".into(), "gave up");
+            done.stopped = Some(Failure {
+                class: cx.rules_failure.class,
+                command: cx.rules_failure.command.clone(),
+                log_tail: format!(
+                    "{}\n[kiln] the launch agent gave up: {reason}",
+                    cx.rules_failure.log_tail
+                ),
+            });
+            done
+        }
     };
     done.seconds = started.elapsed().as_secs_f64();
     Ok(done)

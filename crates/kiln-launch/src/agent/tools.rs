@@ -46,6 +46,11 @@ pub(crate) enum Action {
     },
     /// Declare the environment built.
     Finish(Finish),
+    /// Stop: the repository cannot be built here (the rules' failure stands).
+    GiveUp {
+        /// Why, for the row.
+        reason: String,
+    },
 }
 
 /// What `finish` declares.
@@ -148,6 +153,19 @@ pub(crate) fn specs() -> Vec<ToolSpec> {
             }),
         },
         ToolSpec {
+            name: "give_up".into(),
+            description: "Stop when the environment cannot be built here (a dependency that \
+                does not exist, a platform the tests need that this is not): the rules' \
+                failure stands, with your reason."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"reason": {"type": "string"}},
+                "required": ["reason"],
+                "additionalProperties": false
+            }),
+        },
+        ToolSpec {
             name: "finish".into(),
             description: format!(
                 "Declare the environment built. kiln commits the container, runs test_command \
@@ -226,13 +244,16 @@ pub(crate) fn read(call: &ToolCall) -> Result<Action, String> {
                 value: text("value")?,
             }
         }
+        "give_up" => Action::GiveUp {
+            reason: text("reason")?,
+        },
         "finish" => {
             Action::Finish(serde_json::from_value(arguments).map_err(|e| format!("finish: {e}"))?)
         }
         other => {
             return Err(format!(
                 "there is no tool `{other}`; the tools are run, read_file, list_dir, \
-                 write_file, set_env and finish"
+                 write_file, set_env, finish and give_up"
             ));
         }
     })
@@ -299,5 +320,6 @@ mod tests {
             assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
         }
         assert!(specs().iter().any(|s| s.description.contains("junit-xml")));
+        assert_eq!(specs().len(), 7);
     }
 }

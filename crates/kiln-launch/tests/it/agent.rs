@@ -257,7 +257,7 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
     assert!(
         requests
             .iter()
-            .all(|r| r.replay_key.is_some() && r.tools.len() == 6)
+            .all(|r| r.replay_key.is_some() && r.tools.len() == 7)
     );
 
     // The trajectory has a line per turn and one with the totals, snapshot seconds included.
@@ -366,6 +366,24 @@ async fn edits_of_test_files_masked_test_commands_and_collect_only_are_refused_u
     for container in runtime.containers() {
         assert!(container.file("/testbed/conftest.py").is_none());
     }
+}
+
+#[tokio::test]
+async fn an_agent_that_gives_up_leaves_the_rules_failure_with_its_reason() {
+    let runtime = runtime_needing_jq();
+    let model = PlannedModel::new(vec![vec![(
+        "give_up",
+        json!({"reason": "the tests need a service this container cannot run"}),
+    )]]);
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 5, None)).await;
+    let record = launched.record();
+    assert_eq!(record.failure_class, Some(FailureClass::TestsFailing));
+    assert_eq!(record.agent_steps, 1);
+    let tail = record.log_tail.as_deref().unwrap_or_default();
+    assert!(
+        tail.contains("the launch agent gave up: the tests need a service"),
+        "{tail}"
+    );
 }
 
 #[tokio::test]
