@@ -180,7 +180,7 @@ pub async fn verify(
     let read = match outcome {
         // A parser script reads the output in a container of its own, from the rebuilt image.
         Ok(outcome) => {
-            crate::verify::read_output(
+            crate::output::read_output(
                 runtime,
                 record,
                 &spec,

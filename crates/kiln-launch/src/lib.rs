@@ -24,6 +24,7 @@ mod images;
 mod java;
 mod native;
 mod node;
+mod output;
 mod plan;
 mod python;
 pub mod recipe;

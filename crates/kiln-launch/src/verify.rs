@@ -1,6 +1,6 @@
-//! What decides a launch: a command run with its failure kept as a row, a test run's output
-//! read by the row's parser (or its parser script, in a fresh container), and the judgement
-//! of a baseline run. The launch loop and the launch agent share them, so an agent's build is
+//! What decides a launch: a command run with its failure kept as a row, and the baseline run:
+//! the container committed, the tests run, their output read as the row says
+//! ([`crate::output`]) and judged. The launch loop and the launch agent share them, so an agent's build is
 //! held to the rules' contract.
 
 use std::collections::BTreeMap;
@@ -8,9 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kiln_core::runtime::WORKDIR;
 use kiln_core::session::tail;
-use kiln_core::{ContainerRuntime, ContainerSpec, ExecOutcome, RuntimeError, Session};
+use kiln_core::{ContainerSpec, ExecOutcome, RuntimeError, Session};
 use kiln_schema::{EnvironmentRecord, FailureClass, TestStatus};
 use kiln_testlog::ParsedLog;
 
@@ -57,50 +56,10 @@ pub(crate) async fn run_or_fail(
     }
 }
 
-/// Reads a test run's output as the row says: with its library parser, or, when the row has a
-/// parser script, with the script in a fresh container from `image` (logged to `log`), whose
-/// statuses must agree with the run's exit code and with the totals it read. `Ok(Err(..))`
-/// says why the output cannot be read.
-///
-/// # Errors
-/// Engine failures only.
-pub(crate) async fn read_output(
-    runtime: &Arc<dyn ContainerRuntime>,
-    record: &EnvironmentRecord,
-    image: &ContainerSpec,
-    outcome: &ExecOutcome,
-    log: &Path,
-) -> Result<Result<ParsedLog, String>, RuntimeError> {
-    let Some(script) = &record.parser_script else {
-        return Ok(kiln_testlog::parse(&record.parser, &outcome.output)
-            .map(|parsed| parsed.relative_to(WORKDIR))
-            .map_err(|e| e.to_string()));
-    };
-    let ran =
-        kiln_core::parser_script::run(Arc::clone(runtime), image, script, &outcome.output, log)
-            .await?;
-    if ran.exit_code != 0 {
-        return Ok(Err(format!(
-            "the parser script exited {}:\n{}",
-            ran.exit_code,
-            tail(&ran.output, 20)
-        )));
-    }
-    let parsed = match kiln_testlog::parse("status-lines", &ran.output) {
-        Ok(parsed) => parsed.relative_to(WORKDIR),
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    Ok(
-        match kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code) {
-            Some(why) => Err(why),
-            None => Ok(parsed),
-        },
-    )
-}
-
-/// Judges the baseline run from its outcome and its output as read ([`read_output`]), and
-/// writes the statuses into the record; `Some` when the run does not count as a working build.
-pub(crate) fn judge_tests(
+/// Judges the baseline run from its outcome and its output as read
+/// ([`crate::output::read_output`]), and writes the statuses into the record; `Some` when the
+/// run does not count as a working build.
+fn judge_tests(
     outcome: &ExecOutcome,
     parsed: Result<ParsedLog, String>,
     record: &mut EnvironmentRecord,
@@ -201,7 +160,8 @@ pub(crate) async fn baseline(
         ..run.spec.clone()
     };
     let runtime = Arc::clone(session.runtime());
-    let parsed = read_output(&runtime, record, &image, &outcome, run.parser_log).await?;
+    let parsed =
+        crate::output::read_output(&runtime, record, &image, &outcome, run.parser_log).await?;
     let failure = judge_tests(&outcome, parsed, record, run.min_pass_ratio);
     if failure.is_none() {
         record.image = Some(run.image_tag.to_string());

@@ -124,7 +124,9 @@ mod tests {
     use super::*;
 
     fn parse(log: &str) -> ParsedLog {
-        crate::parse("status-lines", log).unwrap()
+        let mut parser: Box<dyn LineParser> = Box::new(StatusLines::default());
+        crate::lines::feed_str(parser.as_mut(), log);
+        parser.finish()
     }
 
     #[test]

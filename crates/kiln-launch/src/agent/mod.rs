@@ -4,8 +4,8 @@
 //! It is handed what the rules know (the plan, the commands that worked, the failing command
 //! and its log tail, the steps not run, the test command) and works with five tools: run a
 //! command, read a file, list a directory, write a file, set an environment variable; and
-//! `finish`, which declares the test command and parser (or `give_up`). Commands that may change the
-//! container are snapshotted before and rolled back when they fail ([`sandbox`]); actions that
+//! `finish`, which declares the test command and parser (or `give_up`). Commands that may
+//! change the container are snapshotted before and rolled back when they fail ([`sandbox`]); actions that
 //! would defeat validation are refused with the reason ([`guard`]). A `finish` is held to the
 //! rules' contract: the container is committed, the baseline tests run, their output is read
 //! by the named parser or by the agent's parser script (in a fresh container), and enough tests
@@ -42,7 +42,7 @@ use self::transcript::{Logged, Transcript, head_tail, one_line};
 use crate::recipe::Recipe;
 use crate::request::LaunchRequest;
 use crate::shell::quote;
-use crate::verify::{Failure, judge_tests, read_output, run_or_fail};
+use crate::verify::{BaselineRun, Failure, baseline};
 
 /// What the rules leave the agent.
 pub(crate) struct Handover {
@@ -682,38 +682,49 @@ async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeE
     cx.learned.summary = finish.summary;
 
     let runtime = Arc::clone(cx.session.runtime());
-    cx.session.commit(&cx.request.image_tag, cx.labels).await?;
-    let outcome = run_or_fail(
-        cx.session,
-        &cx.record.test_command,
-        cx.request.settings.test_timeout,
-        FailureClass::TestRun,
-    )
-    .await?;
+    let parser_log = cx.request.log_dir.join("parser.log");
+    let run = BaselineRun {
+        image_tag: &cx.request.image_tag,
+        labels: cx.labels,
+        spec: cx.spec,
+        test_timeout: cx.request.settings.test_timeout,
+        min_pass_ratio: cx.request.settings.min_pass_ratio,
+        parser_log: &parser_log,
+    };
+    let (verdict, outcome) = baseline(cx.session, &run, cx.record).await?;
     // The baseline run leaves its files in the container; the next command starts from them.
     cx.sandbox.dirty = true;
-    let verdict = match outcome {
-        Err(failure) => Some(failure),
-        Ok(outcome) => {
-            cx.record.test_seconds = outcome.duration.as_secs_f64();
-            let image = ContainerSpec {
-                image: cx.request.image_tag.clone(),
-                ..cx.spec.clone()
-            };
-            let parser_log = cx.request.log_dir.join("parser.log");
-            let parsed = read_output(&runtime, cx.record, &image, &outcome, &parser_log).await?;
-            judge_tests(
-                &outcome,
-                parsed,
-                cx.record,
-                cx.request.settings.min_pass_ratio,
-            )
+    if let (Some(stopped), None) = (&verdict, &outcome) {
+        // The test run ended the container: back to the snapshot, or the end.
+        runtime.remove_image(&cx.request.image_tag).await?;
+        let rollback = cx
+            .sandbox
+            .roll_back(cx.session, &cx.request.removals)
+            .await?;
+        let mut done = Done::said(
+            action,
+            format!(
+                "the test command stopped the container; {}",
+                if rollback.is_some() {
+                    "it was rolled back to the snapshot before your last change"
+                } else {
+                    "there is no snapshot to go back to"
+                }
+            ),
+            "stopped the container",
+        );
+        done.rollback = rollback;
+        if rollback.is_none() {
+            done.stopped = Some(Failure::new(
+                stopped.class,
+                stopped.command.as_deref(),
+                &stopped.log_tail,
+            ));
         }
-    };
+        return Ok(done);
+    }
     match verdict {
         None => {
-            cx.record.image = Some(cx.request.image_tag.clone());
-            cx.record.dockerfile = Some(crate::dockerfile::dockerfile(cx.record));
             cx.record.built_by = Some(BuiltBy::Agent);
             if !cx.learned.summary.is_empty() {
                 cx.record.version_reason.push_str("; agent: ");
