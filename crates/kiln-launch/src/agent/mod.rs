@@ -3,14 +3,15 @@
 //!
 //! It is handed what the rules know (the plan, the commands that worked, the failing command
 //! and its log tail, the steps not run, the test command) and works with five tools: run a
-//! command, read a file, list a directory, write a file, set an environment variable; and
-//! `finish`, which declares the test command and parser (or `give_up`). Commands that may
-//! change the container are snapshotted before and rolled back when they fail ([`sandbox`]); actions that
-//! would defeat validation are refused with the reason ([`guard`]). A `finish` is held to the
-//! rules' contract: the container is committed, the baseline tests run, their output is read
-//! by the named parser or by the agent's parser script (in a fresh container), and enough tests
-//! must pass; otherwise the agent is told why and goes on. Steps, tokens, dollars and wall time
-//! are bounded per instance; running out is a row of class `agent-budget`.
+//! command, read a file, list a directory, write a file, set an environment variable; then
+//! `finish`, which declares the test command and parser, or `give_up`. Commands that may
+//! change the container are snapshotted before and rolled back when they fail ([`sandbox`]);
+//! actions that would defeat validation are refused with the reason ([`guard`]). A `finish` is
+//! held to the rules' contract: the container is committed, the baseline tests run, their
+//! output is read by the named parser or by the agent's parser script (in a fresh container),
+//! and enough tests must pass; otherwise the agent is told why and goes on. Steps, tokens,
+//! dollars and wall time are bounded per instance; running out is a row of class
+//! `agent-budget`.
 //!
 //! What worked is written to the row (the commands that stayed, the environment, the test
 //! command, `built_by = agent`, turns, tokens, dollars), to `agent.jsonl` in the launch's logs
