@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use kiln_core::config::AgentSettings;
 use kiln_core::lm::{ChatAnswer, ChatRequest, LanguageModel, LmError, ToolCall};
-use kiln_core::runtime::{LABEL_RUN, WORKDIR};
+use kiln_core::runtime::WORKDIR;
 use kiln_core::session::tail;
 use kiln_core::{ContainerSpec, RuntimeError, Session};
 use kiln_schema::{BuiltBy, EnvironmentRecord, FailureClass};
@@ -128,9 +128,7 @@ pub(crate) async fn take_over(
         tool_choice: Some("required".into()),
         replay_key: None,
     };
-    let mut labels = request.labels.clone();
-    labels.remove(LABEL_RUN);
-    labels.insert("kiln.instance".into(), record.instance_id.to_string());
+    let labels = request.image_labels();
     let mut sandbox = Sandbox::new(
         format!("{}.agent-snapshot", request.image_tag),
         labels.clone(),
@@ -138,10 +136,14 @@ pub(crate) async fn take_over(
     );
     let mut trajectory = Trajectory::open(&request.log_dir.join("agent.jsonl"));
     let mut learned = Learned::default();
-    let rules_test = (record.test_command.clone(), record.parser.clone());
+    let rules_test = (
+        record.test_command.clone(),
+        record.parser.clone(),
+        record.rebuild_commands.clone(),
+    );
     let mut spent = Spent::default();
 
-    let end = loop {
+    let end = 'turns: loop {
         if let Some(why) = spent.exhausted(settings, started.elapsed()) {
             break Some(Failure::new(
                 FailureClass::AgentBudget,
@@ -206,17 +208,7 @@ pub(crate) async fn take_over(
             }));
             if let Some(failure) = done.stopped {
                 trajectory.turn(&spent, &answer, &content, &actions, asked);
-                let end = Some(failure);
-                return finish_up(
-                    session,
-                    &sandbox,
-                    record,
-                    &spent,
-                    &mut trajectory,
-                    end,
-                    started,
-                )
-                .await;
+                break 'turns Some(failure);
             }
             if done.built {
                 built = true;
@@ -241,10 +233,8 @@ pub(crate) async fn take_over(
         }
     } else {
         // The row of a failed launch names the rules' test command, not an attempt's.
-        record.test_command = rules_test.0;
-        record.parser = rules_test.1;
+        (record.test_command, record.parser, record.rebuild_commands) = rules_test;
         record.parser_script = None;
-        record.rebuild_commands.clear();
     }
     finish_up(
         session,
@@ -631,7 +621,7 @@ fn write_command(path: &str, content: &str) -> String {
         .parent()
         .map_or_else(|| "/".to_string(), |d| d.display().to_string());
     let mut body = content.to_string();
-    // A heredoc ends every line; a file without a final newline gets it back with printf.
+    // A heredoc ends with a line break; for a file without one, `head -c -1` drops it.
     let exact = if body.ends_with('\n') || body.is_empty() {
         format!(
             "cat > {p} <<'{delimiter}'\n{body}{delimiter}",
@@ -679,7 +669,9 @@ async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeE
     cx.record.test_command = finish.test_command.clone();
     cx.record.parser = parser;
     cx.record.parser_script = script;
-    cx.record.rebuild_commands = finish.rebuild_commands;
+    if let Some(rebuild) = finish.rebuild_commands {
+        cx.record.rebuild_commands = rebuild;
+    }
     cx.learned.summary = finish.summary;
 
     let runtime = Arc::clone(cx.session.runtime());
@@ -817,6 +809,18 @@ fn describe(record: &EnvironmentRecord, handover: &Handover, files: &str) -> (St
         "The rules' test command: `{}` (parser `{}`).\n",
         record.test_command, record.parser
     ));
+    if !record.rebuild_commands.is_empty() {
+        text.push_str(&format!(
+            "The rules' rebuild commands (run after a patch, before the tests; kept unless \
+             finish names others): {}\n",
+            record
+                .rebuild_commands
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if !handover.test_files.is_empty() {
         text.push_str(&format!(
             "The instance's test patch (applied later, when the environment is validated) \

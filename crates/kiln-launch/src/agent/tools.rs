@@ -63,9 +63,9 @@ pub(crate) struct Finish {
     /// The `sh` script that reads the test output on stdin and prints status lines.
     #[serde(default)]
     pub(crate) parser_script: Option<String>,
-    /// Commands to re-run after the source changes, before the tests.
+    /// Commands to re-run after the source changes, before the tests; `None` keeps the rules'.
     #[serde(default)]
-    pub(crate) rebuild_commands: Vec<String>,
+    pub(crate) rebuild_commands: Option<Vec<String>>,
     /// What was wrong and what fixed it, in a sentence or two.
     #[serde(default)]
     pub(crate) summary: String,
@@ -176,7 +176,8 @@ pub(crate) fn specs() -> Vec<ToolSpec> {
                  `[FAILED] id`, `[SKIPPED] id` or `[ERROR] id`, and optionally \
                  `[TOTALS] passed=N failed=N skipped=N errors=N` with the totals the framework \
                  printed. A script's statuses must agree with the exit code (0 exactly when no \
-                 test failed) and with its totals."
+                 test failed) and with its totals. rebuild_commands (run after a patch, before \
+                 the tests) default to the rules' ones."
             ),
             parameters: json!({
                 "type": "object",
@@ -296,7 +297,7 @@ mod tests {
             panic!("finish");
         };
         assert_eq!(finish.parser, "pytest");
-        assert!(finish.rebuild_commands.is_empty());
+        assert_eq!(finish.rebuild_commands, None);
     }
 
     #[test]
