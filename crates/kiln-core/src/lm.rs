@@ -318,7 +318,7 @@ pub enum LmError {
         attempts: u32,
     },
     /// The request was not sent: it could have taken the run past its budget.
-    #[error("ask the LM within the run's budget: ${spent:.4} of ${limit:.4} spent")]
+    #[error("get an answer within the run's LM budget: ${spent:.4} of ${limit:.4} spent")]
     OverBudget {
         /// Dollars the run had spent.
         spent: f64,

@@ -62,8 +62,10 @@ pub struct Recipe {
 
 /// Why a recipe file could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
+#[error("{operation} the recipe file {path}: {message}")]
 pub struct RecipeError {
+    /// What kiln was doing with the file: `read` or `write`.
+    pub operation: &'static str,
     /// The file.
     pub path: PathBuf,
     /// What went wrong.
@@ -90,14 +92,17 @@ pub fn read(dir: &Path, repo: &str) -> Result<Option<RecipeFile>, RecipeError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(RecipeError {
+                operation: "read",
                 path,
                 message: e.to_string(),
             });
         }
     };
-    parse(&text)
-        .map(Some)
-        .map_err(|message| RecipeError { path, message })
+    parse(&text).map(Some).map_err(|message| RecipeError {
+        operation: "read",
+        path,
+        message,
+    })
 }
 
 /// Reads a recipe file's text.
@@ -136,6 +141,7 @@ pub fn find(dir: &Path, repo: &str, plan: &str) -> Option<Recipe> {
 pub fn store(dir: &Path, repo: &str, recipe: Recipe) -> Result<PathBuf, RecipeError> {
     let path = recipe_path(dir, repo);
     let error = |e: &dyn std::fmt::Display| RecipeError {
+        operation: "write",
         path: path.clone(),
         message: e.to_string(),
     };
@@ -173,10 +179,15 @@ pub fn list(dir: &Path) -> Vec<Result<RecipeFile, RecipeError>> {
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).map_err(|e| RecipeError {
+                operation: "read",
                 path: path.clone(),
                 message: e.to_string(),
             })?;
-            parse(&text).map_err(|message| RecipeError { path, message })
+            parse(&text).map_err(|message| RecipeError {
+                operation: "read",
+                path,
+                message,
+            })
         })
         .collect()
 }
