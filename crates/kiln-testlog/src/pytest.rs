@@ -27,6 +27,9 @@ static VERBOSE_LINE: Re = Re::new(
 static TOTALS_LINE: Re = Re::new(
     r"^=*\s*((?:\d+ [a-z]+)(?:, \d+ [a-z]+)*)\s+in\s+[\d.]+(?:s| seconds)(?:\s+\([^)]*\))?\s*=*\s*$",
 );
+/// The header a session prints first: `=== test session starts ===` (with `(platform ...)` in
+/// some versions).
+static SESSION_START: Re = Re::new(r"^=+ test session starts(?: \(.*\))? =+$");
 static TOTALS_PART: Re = Re::new(r"^(\d+) ([a-z]+)$");
 
 fn status_of(word: &str) -> Option<TestStatus> {
@@ -133,6 +136,10 @@ pub(crate) struct Pytest {
     totals: Option<Summary>,
     /// Inside the short test summary section.
     in_summary: bool,
+    /// How many sessions are open: a `test session starts` header opens one, a totals line
+    /// closes it. A session opened inside another (a project's tests running pytest, whose
+    /// output `-rA` prints in the PASSES section) is not the run's: its lines are skipped.
+    depth: usize,
 }
 
 impl Pytest {
@@ -177,6 +184,23 @@ impl LineParser for Pytest {
     fn line(&mut self, raw_line: &str) {
         let line = strip_ansi(raw_line);
         let line = line.trim_end();
+        if SESSION_START.is_match(line) {
+            self.depth += 1;
+            return;
+        }
+        if let Some(caps) = TOTALS_LINE.captures(line) {
+            // Sessions one after another (no header at all under `-q`) all count; an inner
+            // session's totals do not.
+            if self.depth <= 1 {
+                self.totals_line(&caps[1]);
+                self.in_summary = false;
+            }
+            self.depth = self.depth.saturating_sub(1);
+            return;
+        }
+        if self.depth > 1 {
+            return;
+        }
         if SHORT_SUMMARY_HEADER.is_match(line) {
             self.in_summary = true;
             return;
@@ -225,9 +249,6 @@ impl LineParser for Pytest {
                 .or_else(|| title.strip_prefix("ERROR collecting "))
                 .unwrap_or(title);
             self.headers.insert(title.to_owned());
-        } else if let Some(caps) = TOTALS_LINE.captures(line) {
-            self.totals_line(&caps[1]);
-            self.in_summary = false;
         }
     }
 
@@ -257,6 +278,7 @@ mod tests {
             &VERBOSE_LINE,
             &TOTALS_LINE,
             &TOTALS_PART,
+            &SESSION_START,
             &SECTION_HEADER,
             &SHORT_SUMMARY_HEADER,
             &MAJOR_HEADER,

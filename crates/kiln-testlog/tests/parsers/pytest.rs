@@ -219,3 +219,19 @@ E   assert 1 == 2
         Some("PASSED")
     );
 }
+
+/// A project whose own tests run inner pytest sessions (`pytester`, in-process and in a
+/// subprocess): `-rA` prints their whole output, totals and short summaries included, in the
+/// outer session's PASSES section. Only the outermost session counts.
+#[test]
+fn inner_sessions_of_pytester_are_not_the_outer_runs_tests() {
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/nested_sessions.log"),
+        "pass tests/test_nested.py::test_inner_session_passes
+         pass tests/test_nested.py::test_inner_session_with_a_failure
+         pass tests/test_nested.py::test_plain
+         fail tests/test_nested.py::test_outer_fails",
+    );
+    assert_summary(&parsed, [3, 1, 0, 0]);
+}
