@@ -62,3 +62,44 @@ fn repairs_lists_the_rules() {
     let output = run(kiln().arg("repairs"));
     assert!(String::from_utf8_lossy(&output.stdout).contains("signature: "));
 }
+
+/// Every command that prints ends quietly when its reader went away (`kiln repairs | head -1`):
+/// exit 0 or 141 (what a shell reports for SIGPIPE), no panic text. The pipe's read end is
+/// closed before kiln starts, so every write meets the closed pipe.
+#[test]
+fn commands_end_quietly_on_a_closed_pipe() {
+    let log = data("pytest/ra_captured_logs.log");
+    let log = log.to_string_lossy().to_string();
+    let config = crate::workspace_root().join("pipeline.toml");
+    let config = config.to_string_lossy().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["repairs"],
+        vec!["--json", "repairs"],
+        vec!["parse", &log],
+        vec!["--json", "parse", &log],
+        vec!["--config", &config, "check"],
+        vec!["--config", &config, "graph"],
+        vec!["--config", &config, "recipes"],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = kiln()
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            matches!(output.status.code(), Some(0 | 141)),
+            "kiln {args:?}: {:?}\n{stderr}",
+            output.status
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "kiln {args:?}: {stderr}"
+        );
+    }
+}

@@ -147,8 +147,17 @@ pub async fn shutdown_signal() {
 
 pub fn print_json(value: &serde_json::Value) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)
-        .map_err(|e| Failure::new(exit::INTERNAL, format!("failed to write JSON: {e}")))?;
+    if let Err(e) = serde_json::to_writer_pretty(&mut out, value) {
+        // A reader that went away (`kiln --json status | head -1`) ends the program quietly,
+        // with the status a shell gives a program SIGPIPE ended.
+        if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
+            std::process::exit(141);
+        }
+        return Err(Failure::new(
+            exit::INTERNAL,
+            format!("failed to write JSON: {e}"),
+        ));
+    }
     let _ = writeln!(out);
     Ok(())
 }
