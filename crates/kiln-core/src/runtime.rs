@@ -59,6 +59,15 @@ pub enum RuntimeError {
         /// The container's exit code, as the engine reports it.
         exit_code: i64,
     },
+    /// The engine answered, and still answers, that it cannot take this item's input (an
+    /// archive it cannot unpack): the item failed, not the engine.
+    #[error("{operation}: the engine refused the input: {message}")]
+    Refused {
+        /// What kiln was doing.
+        operation: String,
+        /// The engine's message.
+        message: String,
+    },
     /// Any other engine error.
     #[error("{operation}: {message}")]
     Engine {
@@ -76,6 +85,13 @@ impl RuntimeError {
             operation: operation.into(),
             message: message.to_string(),
         }
+    }
+
+    /// Whether the error is about one item (its container, its input), not the engine: such
+    /// an error is that item's failure row, and the stage goes on.
+    #[must_use]
+    pub fn is_item_failure(&self) -> bool {
+        matches!(self, Self::ContainerStopped { .. } | Self::Refused { .. })
     }
 }
 

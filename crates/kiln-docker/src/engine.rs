@@ -387,6 +387,23 @@ fn status(e: &BollardError) -> Option<u16> {
     }
 }
 
+/// Whether the engine's answer to an upload says it cannot unpack the archive (an entry type
+/// it does not handle, a malformed header), as opposed to the engine failing (its disk full)
+/// or the container being gone.
+fn refuses_archive(e: &BollardError) -> bool {
+    match e {
+        BollardError::DockerResponseServerError {
+            status_code,
+            message,
+        } => {
+            let message = message.to_ascii_lowercase();
+            !message.contains("no space left")
+                && (*status_code == 400 || message.contains("error processing tar file"))
+        }
+        _ => false,
+    }
+}
+
 /// An engine error as a message: the engine's own text when it sent one.
 fn describe(e: &BollardError) -> String {
     match e {
@@ -727,10 +744,24 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError> {
         let options = UploadToContainerOptionsBuilder::new().path(dir).build();
-        self.docker
+        let Err(e) = self
+            .docker
             .upload_to_container(&id.0, Some(options), body_full(Bytes::from(tar)))
             .await
-            .map_err(|e| self.fail(format!("copy into {dir} of {}", short(&id.0)), &e))
+        else {
+            return Ok(());
+        };
+        let operation = format!("copy into {dir} of {}", short(&id.0));
+        if refuses_archive(&e) {
+            // An engine that cannot unpack what it was sent says so about the archive; only
+            // when it still answers is that the item's input and not the engine failing.
+            self.ping().await?;
+            return Err(RuntimeError::Refused {
+                operation,
+                message: describe(&e),
+            });
+        }
+        Err(self.fail(operation, &e))
     }
 
     async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError> {

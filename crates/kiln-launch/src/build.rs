@@ -115,6 +115,7 @@ pub async fn launch(
             record.failure_class = Some(failure.class);
             record.failure_command = failure.command;
             record.log_tail = Some(failure.log_tail);
+            record.error_lines = failure.error_lines;
         }
         Err(e) => return Err(e),
     }
@@ -525,7 +526,18 @@ async fn run_plan(
         spec,
     } = attempted;
     let runtime = Arc::clone(session.runtime());
-    runtime.copy_in(session.id(), "/", tar).await?;
+    match runtime.copy_in(session.id(), "/", tar).await {
+        Ok(()) => {}
+        // The engine could not unpack this checkout: this item's row, the stage goes on.
+        Err(e @ RuntimeError::Refused { .. }) => {
+            return Ok(Attempt::Done(Some(Failure::new(
+                FailureClass::Infra,
+                None,
+                &format!("failed to {e}"),
+            ))));
+        }
+        Err(e) => return Err(e),
+    }
     phases.end("copy-in");
 
     let rules = ecosystems::rules(ecosystem);

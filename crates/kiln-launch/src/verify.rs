@@ -18,6 +18,8 @@ pub(crate) struct Failure {
     pub(crate) class: FailureClass,
     pub(crate) command: Option<String>,
     pub(crate) log_tail: String,
+    /// The lines of the whole log that name the error ([`crate::classify::deciding_errors`]).
+    pub(crate) error_lines: Vec<String>,
 }
 
 impl Failure {
@@ -26,6 +28,7 @@ impl Failure {
             class,
             command: command.map(str::to_string),
             log_tail: tail(log, 40),
+            error_lines: crate::classify::deciding_errors(log),
         }
     }
 }

@@ -147,6 +147,10 @@ table! {
         pub failure_command: Option<String>,
         /// When `failed`: the last lines of that command's output.
         pub log_tail: Option<String>,
+        /// When `failed`: the lines of that command's output that name the error (a compiler's
+        /// `error:`, `make: ***`, `npm ERR!`, `error[E…]`, a Python exception), wherever they
+        /// stood: a parallel build's progress can push them out of the tail.
+        pub error_lines: Vec<String>,
         /// Detected ecosystem (`python`, ...).
         pub language: String,
         /// Name of the plan that built it (`python-pyproject`, ...).

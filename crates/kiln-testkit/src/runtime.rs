@@ -274,6 +274,10 @@ fn clone_error(error: &RuntimeError) -> RuntimeError {
             command: command.clone(),
             exit_code: *exit_code,
         },
+        RuntimeError::Refused { operation, message } => RuntimeError::Refused {
+            operation: operation.clone(),
+            message: message.clone(),
+        },
         RuntimeError::Engine { operation, message } => RuntimeError::Engine {
             operation: operation.clone(),
             message: message.clone(),

@@ -72,7 +72,13 @@ pub enum RunFailure {
 
 impl From<RuntimeError> for RunFailure {
     fn from(e: RuntimeError) -> Self {
-        Self::Engine(e)
+        match e {
+            // The engine still answers and refused this item's input: the item's row.
+            e @ RuntimeError::Refused { .. } => {
+                Self::Item(FailureClass::Infra, format!("failed to {e}"))
+            }
+            e => Self::Engine(e),
+        }
     }
 }
 

@@ -198,6 +198,26 @@ async fn files_round_trip_through_copy_in_and_copy_out() {
         .await
         .unwrap_err();
     assert!(matches!(no_dir, RuntimeError::Engine { .. }), "{no_dir}");
+
+    // An archive the engine cannot unpack (a GNU sparse entry, type `S` = 83) is refused input,
+    // an item's failure: the engine still answers and the container still takes files.
+    let mut sparse = tar::Header::new_gnu();
+    sparse.set_path("holes.bin").unwrap();
+    sparse.set_entry_type(tar::EntryType::GNUSparse);
+    sparse.set_size(0);
+    sparse.set_mode(0o644);
+    sparse.set_cksum();
+    let mut archive = sparse.as_bytes().to_vec();
+    archive.resize(archive.len() + 1024, 0);
+    let refused = rt.copy_in(&c.0, "/data", archive).await.unwrap_err();
+    assert!(
+        matches!(&refused, RuntimeError::Refused { .. }) && refused.is_item_failure(),
+        "{refused:?}"
+    );
+    rt.copy_in(&c.0, "/data", tar_of(&[("after", b"ok", 0o644)]))
+        .await
+        .unwrap();
+    assert_eq!(sh(&rt, &c.0, "cat /data/after").await, "ok");
     rt.remove(&c.0).await.unwrap();
 }
 

@@ -486,6 +486,7 @@ async fn act(call: &ToolCall, cx: &mut Ctx<'_>) -> Result<Done, RuntimeError> {
                     "{}\n[kiln] the launch agent gave up: {reason}",
                     cx.rules_failure.log_tail
                 ),
+                error_lines: cx.rules_failure.error_lines.clone(),
             });
             done
         }
@@ -589,9 +590,20 @@ async fn write(cx: &mut Ctx<'_>, path: &str, content: &str) -> Result<Done, Runt
         format!("{WORKDIR}/{path}")
     };
     let snapshot = cx.sandbox.before_change(cx.session).await?;
-    cx.session
+    match cx
+        .session
         .write_files(&[(absolute.clone(), content.as_bytes())])
-        .await?;
+        .await
+    {
+        Ok(()) => {}
+        // A path the engine cannot write (a directory there, say) is the agent's to fix.
+        Err(e @ RuntimeError::Refused { .. }) => {
+            let mut done = Done::said(action, format!("failed to {e}"), "refused by the engine");
+            done.snapshot = snapshot;
+            return Ok(done);
+        }
+        Err(e) => return Err(e),
+    }
     cx.sandbox.dirty = true;
     let command = write_command(&absolute, content);
     cx.session.note(&format!("# kiln agent: wrote {absolute}"));
@@ -796,6 +808,23 @@ fn describe(record: &EnvironmentRecord, handover: &Handover, files: &str) -> (St
         failure.class,
         tail(&failure.log_tail, 40)
     ));
+    let earlier: Vec<&String> = failure
+        .error_lines
+        .iter()
+        .filter(|line| !failure.log_tail.contains(line.as_str()))
+        .collect();
+    if !earlier.is_empty() {
+        text.push_str(
+            "Error lines earlier in its output:
+",
+        );
+        for line in earlier {
+            text.push_str(&format!(
+                "  {line}
+"
+            ));
+        }
+    }
     if !handover.remaining.is_empty() {
         text.push_str("Steps the rules had not run yet:\n");
         for step in &handover.remaining {

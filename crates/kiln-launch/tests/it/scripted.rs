@@ -16,7 +16,7 @@ use crate::support::{COMMIT_DATE, git};
 use kiln_core::runtime::LABEL_RUN;
 use kiln_core::{ContainerRuntime, NullReporter, RuntimeError};
 use kiln_launch::{LaunchError, LaunchRequest, launch};
-use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
+use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, FailureClass, TestStatus};
 use kiln_testkit::runtime::{Answer, Call, ImageOrigin, Operation, Script, ScriptedRuntime};
 
 /// A Python project with a `test` extra: the plan installs it editable, then runs pytest.
@@ -581,6 +581,33 @@ async fn an_engine_failure_mid_launch_is_an_error_not_a_row() {
     );
     assert_eq!(count_containing(&runtime.commands(), "-m pytest"), 0);
     assert!(runtime.image(&launched.image_tag).is_none());
+}
+
+#[tokio::test]
+async fn a_checkout_the_engine_cannot_unpack_is_the_items_row_and_the_next_item_builds() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    runtime.fail(
+        Operation::CopyIn,
+        1,
+        RuntimeError::Refused {
+            operation: "copy into / of 0123456789ab".into(),
+            message: "Error processing tar file(exit status 1): unhandled tar header type 83 \
+                      (HTTP 500)"
+                .into(),
+        },
+    );
+    let refused = launch_on(&runtime, PYTHON).await;
+    let row = refused.result.as_ref().expect("a row, not a stage error");
+    assert_eq!(row.status, EnvironmentStatus::Failed);
+    assert_eq!(row.failure_class, Some(FailureClass::Infra));
+    let tail = row.log_tail.as_deref().unwrap_or_default();
+    assert!(tail.contains("unhandled tar header type 83"), "{tail}");
+    assert_eq!(count_containing(&runtime.commands(), "-m pytest"), 0);
+    // The engine answers: the next item of the stage launches as usual.
+    let next = launch_on(&runtime, PYTHON).await;
+    let row = next.result.as_ref().unwrap();
+    assert_eq!(row.status, EnvironmentStatus::Built, "{row:?}");
 }
 
 #[tokio::test]

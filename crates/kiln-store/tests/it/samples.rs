@@ -84,6 +84,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         failure_class: None,
         failure_command: None,
         log_tail: Some("line 1\nline 2".into()),
+        error_lines: vec!["src/x.c:1:1: error: boom".into()],
         language: "python".into(),
         plan: "python-pyproject".into(),
         base_image: "python:3.11-slim".into(),
