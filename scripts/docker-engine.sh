@@ -9,7 +9,9 @@
 # engine up and `stop` with nothing started do nothing.
 #
 # Environment:
-#   KILN_DOCKERD_STATE  directory of the pid file (default /var/run/kiln-dockerd)
+#   KILN_DOCKERD_STATE  directory of the pid file (default: .kiln-dockerd/ in this checkout, so
+#                       that a `stop` from another checkout never stops this one's engine;
+#                       scripts/test.sh gives each of its runs a directory of its own)
 #   KILN_DOCKERD_LOG    dockerd's log (default /var/log/kiln-dockerd.log)
 #   KILN_DOCKERD_WAIT   seconds to wait for the engine (default 60)
 #   KILN_DOCKERD_ARGS   extra dockerd arguments (e.g. another -H/--data-root/--exec-root, to try
@@ -18,7 +20,7 @@
 #   DOCKER_HOST         as for the docker CLI, used by the readiness check
 set -euo pipefail
 
-STATE_DIR=${KILN_DOCKERD_STATE:-/var/run/kiln-dockerd}
+STATE_DIR=${KILN_DOCKERD_STATE:-$(cd "$(dirname "$0")/.." && pwd)/.kiln-dockerd}
 PID_FILE=$STATE_DIR/dockerd.pid
 LOG=${KILN_DOCKERD_LOG:-/var/log/kiln-dockerd.log}
 WAIT=${KILN_DOCKERD_WAIT:-60}

@@ -54,8 +54,12 @@ export KILN_NODE_MODULES
 if docker info >/dev/null 2>&1; then
     log "using the Docker engine that answers already"
 else
+    # The pid file lives in a directory of this invocation, so only this run's `stop` can stop
+    # the engine this run started.
+    KILN_DOCKERD_STATE=$(mktemp -d -t kiln-dockerd.XXXXXX)
+    export KILN_DOCKERD_STATE
     bash scripts/docker-engine.sh start
-    trap 'bash scripts/docker-engine.sh stop' EXIT
+    trap 'bash scripts/docker-engine.sh stop; rm -rf "$KILN_DOCKERD_STATE"' EXIT
 fi
 bash scripts/base-images.sh bookworm trixie bullseye
 

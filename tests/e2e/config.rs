@@ -131,3 +131,60 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
         }
     }
 }
+
+/// `kiln status` before any run says where it looked and how to look elsewhere, and in a
+/// checkout where the demo ran, where the demo's runs are.
+#[test]
+fn status_without_a_run_says_where_it_looked() {
+    let tmp = tempdir();
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::copy(workspace_root().join("pipeline.toml"), &config).unwrap();
+    let output = run(kiln()
+        .args(["status", "--config"])
+        .arg(&config)
+        .current_dir(tmp.path()));
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("datasets/kiln/runs"), "{stderr}");
+    assert!(stderr.contains("hint: `--config FILE`"), "{stderr}");
+    assert!(!stderr.contains("kiln-demo"), "{stderr}");
+    std::fs::create_dir_all(tmp.path().join("kiln-demo")).unwrap();
+    std::fs::write(tmp.path().join("kiln-demo/pipeline.toml"), "").unwrap();
+    let output = run(kiln()
+        .args(["status", "--config"])
+        .arg(&config)
+        .current_dir(tmp.path()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("kiln status --config kiln-demo/pipeline.toml"),
+        "{stderr}"
+    );
+}
+
+/// `scripts/docker-engine.sh stop` stops only an engine its own checkout (or invocation)
+/// started: run from another checkout, it finds no pid file of its own and the engine these
+/// tests use goes on answering.
+#[test]
+fn an_engine_stop_from_another_checkout_stops_nothing() {
+    let tmp = tempdir();
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::copy(
+        workspace_root().join("scripts/docker-engine.sh"),
+        scripts.join("docker-engine.sh"),
+    )
+    .unwrap();
+    let output = run(std::process::Command::new("bash")
+        .arg(scripts.join("docker-engine.sh"))
+        .arg("stop")
+        .env_remove("KILN_DOCKERD_STATE"));
+    assert!(output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("nothing to stop"), "{stderr}");
+    let info = run(std::process::Command::new("docker").arg("info"));
+    assert!(
+        info.status.success(),
+        "the engine is still up: {}",
+        text(&info)
+    );
+}

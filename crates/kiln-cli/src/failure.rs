@@ -35,11 +35,20 @@ impl From<PipelineError> for Failure {
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
-            | PipelineError::NoRun(_) => exit::INPUT,
+            | PipelineError::NoRun { .. } => exit::INPUT,
         };
         let mut message = format!("failed to {e}");
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
             message.push_str(ENGINE_HINT);
+        }
+        if let PipelineError::NoRun { .. } = &e {
+            message.push_str(NO_RUN_HINT);
+            // `scripts/demo.sh` writes its own config and dataset under `kiln-demo/`.
+            if std::path::Path::new("kiln-demo/pipeline.toml").is_file() {
+                message.push_str(
+                    "\nhint: the demo's runs are under kiln-demo/: `kiln status --config kiln-demo/pipeline.toml`",
+                );
+            }
         }
         Self { code, message }
     }
@@ -50,5 +59,8 @@ impl From<anyhow::Error> for Failure {
         Self::new(exit::INTERNAL, format!("{e:#}"))
     }
 }
+
+/// What a user who expected a run is told.
+const NO_RUN_HINT: &str = "\nhint: `--config FILE` reads the runs of another pipeline (`[dataset] root` and `name` say where they are)";
 
 pub const ENGINE_HINT: &str = "\nhint: start a Docker engine (on Debian: `sudo bash scripts/docker-engine.sh start`, which installs docker.io and starts dockerd), or point DOCKER_HOST at one";

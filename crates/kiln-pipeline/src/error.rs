@@ -49,8 +49,13 @@ pub enum PipelineError {
         input: String,
     },
     /// No run exists yet.
-    #[error("find a run of dataset `{0}`; start one with `kiln run`")]
-    NoRun(String),
+    #[error("find a run of dataset `{dataset}` under {}; start one with `kiln run`", root.display())]
+    NoRun {
+        /// The dataset's name.
+        dataset: String,
+        /// The directory runs were looked for in (`<root>/<dataset>/runs`).
+        root: std::path::PathBuf,
+    },
     /// A stage needs a container engine but none was given.
     #[error("run stage `{0}`: it needs a Docker engine")]
     NoEngine(String),

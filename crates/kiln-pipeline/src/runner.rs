@@ -47,7 +47,12 @@ impl Runner {
         let run = match (selection, latest) {
             (RunSelection::Id(id), _) => RunStore::open(&root, &name, id)?,
             (RunSelection::Latest, Some(id)) => RunStore::open(&root, &name, &id)?,
-            (RunSelection::Latest, None) => return Err(PipelineError::NoRun(name)),
+            (RunSelection::Latest, None) => {
+                return Err(PipelineError::NoRun {
+                    dataset: name,
+                    root: kiln_store::runs_dir(&root, &pipeline.dataset.name),
+                });
+            }
             (RunSelection::ResumeOrNew, Some(id)) => {
                 let run = RunStore::open(&root, &name, &id)?;
                 if run.info().status == Status::Incomplete

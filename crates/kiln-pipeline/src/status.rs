@@ -85,7 +85,10 @@ pub fn open_run(pipeline: &Pipeline, selection: &RunSelection) -> Result<RunStor
     let name = &pipeline.dataset.name;
     let run_id = match selection {
         RunSelection::Id(id) => id.clone(),
-        _ => kiln_store::latest(root, name)?.ok_or_else(|| PipelineError::NoRun(name.clone()))?,
+        _ => kiln_store::latest(root, name)?.ok_or_else(|| PipelineError::NoRun {
+            dataset: name.clone(),
+            root: kiln_store::runs_dir(root, name),
+        })?,
     };
     Ok(RunStore::open(root, name, &run_id)?)
 }
