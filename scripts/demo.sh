@@ -9,4 +9,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/docker-engine.sh start
 bash scripts/base-images.sh bookworm
-cargo run --quiet --locked -p kiln-cli -- demo "$@"
+# The first build compiles kiln and its dependencies (about 8 to 10 minutes on 2 cores); later
+# ones take seconds. Cargo's progress goes to stderr.
+echo "demo: building kiln with cargo (the first build takes about 10 minutes on 2 cores), then running \`kiln demo\`" >&2
+cargo run --locked -p kiln-cli -- demo "$@"

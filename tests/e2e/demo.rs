@@ -107,6 +107,11 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     let tag = crate::release_dir(&dir, "demo");
     // A crawl of one calendar month publishes that month.
     assert!(tag.ends_with("2024-09"), "{}", tag.display());
+    // The demo names the release it wrote, not the folder of releases.
+    assert_eq!(
+        std::path::Path::new(report["release_dir"].as_str().unwrap_or_default()),
+        tag.as_path()
+    );
     let shard = tag.join("data/test-00000-of-00001.parquet");
     let rows: Vec<ReleaseInstance> = kiln_store::read_parquet(&shard).unwrap();
     let ids: Vec<&str> = rows.iter().map(|r| r.instance_id.as_str()).collect();

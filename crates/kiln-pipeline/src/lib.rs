@@ -23,6 +23,7 @@ pub use labels::dataset_label;
 pub use options::{RunOptions, RunSelection, Secrets};
 pub use runner::{Runner, language_model};
 pub use stages::StageOutcome;
+pub use stages::export::release_dirs;
 pub use stages::launch::recipes_dir;
 pub use status::{
     RunStatus, StageStatus, counts_line, lm_spent, open_run, run_status, spent_line,

@@ -71,7 +71,12 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
     let run = kiln_store::RunStore::open_dir(&runner.run_dir())
         .map_err(|e| Failure::from(PipelineError::from(e)))?;
     let summaries = kiln_pipeline::instance_summaries(runner.pipeline(), &run)?;
-    let release = runner.pipeline().dataset.root.join("demo").join("releases");
+    // The release the demo's export wrote (`.../releases/2024-09`), not the folder of all.
+    let release = kiln_pipeline::release_dirs(runner.pipeline(), runner.run_id())
+        .into_iter()
+        .map(|(_, dir)| dir)
+        .next()
+        .unwrap_or_else(|| runner.pipeline().dataset.root.join("demo").join("releases"));
     let verdicts = kiln_demo::judge(&demo.layout, &summaries, lm.is_some());
     let spent = kiln_pipeline::lm_spent(&runner.run_dir())?;
     if cx.json {

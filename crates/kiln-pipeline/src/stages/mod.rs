@@ -4,7 +4,7 @@
 mod containers;
 mod context;
 mod crawl;
-mod export;
+pub(crate) mod export;
 mod filter;
 mod ingest;
 pub(crate) mod launch;

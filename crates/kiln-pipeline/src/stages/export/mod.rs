@@ -10,7 +10,7 @@ mod frozen;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::Event;
-use kiln_core::config::{ExportSettings, NodeKind, NodeSettings};
+use kiln_core::config::{ExportSettings, Node, NodeKind, NodeSettings, Pipeline};
 use kiln_schema::{
     Candidate, EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
     ValidationStatus, Verdict,
@@ -114,7 +114,7 @@ pub(crate) async fn export(
             run_id: cx.run.run_id().to_string(),
         });
     }
-    let tag = release_tag(cx, &settings.tag);
+    let tag = release_tag(cx.pipeline, cx.node, cx.run.run_id());
     let dataset_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name);
     let releases_dir = dataset_dir.join("releases");
     let release_dir = releases_dir.join(&tag);
@@ -423,16 +423,40 @@ fn write_lm_answers(
 
 /// The release tag: the configured one, else the month of the crawl window when the source
 /// crawls one calendar month (a monthly run publishes that month), else the run's month.
-fn release_tag(cx: &StageContext<'_>, configured: &str) -> String {
-    if !configured.is_empty() {
-        return configured.to_string();
+fn release_tag(pipeline: &Pipeline, node: &Node, run_id: &str) -> String {
+    if let NodeSettings::Export(export) = &node.settings
+        && !export.tag.is_empty()
+    {
+        return export.tag.clone();
     }
-    if let Some(NodeSettings::Crawl(crawl)) = cx.pipeline.source_of(cx.node).map(|n| &n.settings)
+    if let Some(NodeSettings::Crawl(crawl)) = pipeline.source_of(node).map(|n| &n.settings)
         && let Some(month) = crawl.month()
     {
         return month;
     }
-    release_month(cx.run.run_id())
+    release_month(run_id)
+}
+
+/// The release directory each export stage of `pipeline` writes in the run `run_id`
+/// (`<root>/<dataset>/releases/<tag>`), by stage name.
+#[must_use]
+pub fn release_dirs(pipeline: &Pipeline, run_id: &str) -> Vec<(String, std::path::PathBuf)> {
+    let releases = pipeline
+        .dataset
+        .root
+        .join(&pipeline.dataset.name)
+        .join("releases");
+    pipeline
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.settings, NodeSettings::Export(_)))
+        .map(|n| {
+            (
+                n.name.clone(),
+                releases.join(release_tag(pipeline, n, run_id)),
+            )
+        })
+        .collect()
 }
 
 /// `YYYY-MM` of a run id (`YYYYMMDD-HHMMSS`).
