@@ -168,6 +168,24 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
             assert_eq!(now, row, "another instance's row changed");
         }
     }
+    // A typo in `--only` is an error naming the id, and changes nothing.
+    let output = run(kiln()
+        .args([
+            "stage",
+            "validate",
+            "--only",
+            "kiln-demo__calc-99",
+            "--force",
+            "--config",
+        ])
+        .arg(&config));
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("kiln-demo__calc-99") && stderr.contains("no such candidate"),
+        "{stderr}"
+    );
+    assert_eq!(rows::<ValidationRecord>(&validate_dir).len(), 3);
     let status = run(kiln().args(["--json", "status", "--config"]).arg(&config));
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
     assert_eq!(status["status"], "complete", "{status:#}");

@@ -35,6 +35,7 @@ impl From<PipelineError> for Failure {
             | PipelineError::Input { .. }
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
+            | PipelineError::UnknownItems { .. }
             | PipelineError::NoRun { .. } => exit::INPUT,
         };
         let mut message = format!("failed to {e}");

@@ -48,6 +48,21 @@ pub enum PipelineError {
         /// The input without rows.
         input: String,
     },
+    /// `--only` named instances the run does not hold.
+    #[error(
+        "find {} in the run: `{source_stage}` has no such candidate ({} of its {candidates} rows matched)",
+        unknown.join(", "), known
+    )]
+    UnknownItems {
+        /// The named ids the run does not hold.
+        unknown: Vec<String>,
+        /// The source stage whose rows were searched.
+        source_stage: String,
+        /// How many named ids it does hold.
+        known: usize,
+        /// How many candidates it holds.
+        candidates: usize,
+    },
     /// No run exists yet.
     #[error("find a run of dataset `{dataset}` under {}; start one with `kiln run`", root.display())]
     NoRun {

@@ -1,5 +1,6 @@
 //! The runner: opens or resumes a run, runs its stages in order, and closes it.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -217,6 +218,25 @@ impl Runner {
             run_label: self.run_label(),
             started,
         };
+        // An id `--only` names that the run does not hold would make the stage do nothing and
+        // succeed; a typo must say so.
+        if let (Some(only), Some(source)) = (&options.only, self.pipeline.source_of(&node)) {
+            let candidates = cx.candidates()?;
+            let held: BTreeSet<&str> = candidates.iter().map(|c| c.instance_id.as_str()).collect();
+            let unknown: Vec<String> = only
+                .iter()
+                .filter(|id| !held.contains(id.as_str()))
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(PipelineError::UnknownItems {
+                    known: only.len() - unknown.len(),
+                    unknown,
+                    source_stage: source.name.clone(),
+                    candidates: candidates.len(),
+                });
+            }
+        }
         let outcome = match &node.settings {
             NodeSettings::Ingest(settings) => stages::ingest(&cx, settings)?,
             NodeSettings::Crawl(settings) => stages::crawl(&cx, settings).await?,
