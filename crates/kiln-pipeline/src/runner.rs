@@ -175,7 +175,24 @@ impl Runner {
         options: &RunOptions,
     ) -> Result<StageOutcome, PipelineError> {
         self.remove_leftovers().await?;
-        let outcome = self.stage(name, options).await?;
+        // Until the stage has finished, the run is not complete: a stage interrupted here (a
+        // kill, an engine gone, `--force` having dropped rows) leaves the run for the next
+        // `kiln run` to resume, not to start over.
+        let before = self.run.info().status;
+        self.run.set_status(Status::Incomplete)?;
+        let outcome = match self.stage(name, options).await {
+            Ok(outcome) => outcome,
+            // Refused before it touched anything: the run is as it was.
+            Err(
+                e @ (PipelineError::UnknownStage { .. }
+                | PipelineError::UnknownItems { .. }
+                | PipelineError::MissingInput { .. }),
+            ) => {
+                self.run.set_status(before)?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         // A single-stage re-run can leave the run incomplete again (e.g. `--force` reopened it).
         let all_complete = self
             .stage_manifests()

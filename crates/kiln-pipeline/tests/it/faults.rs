@@ -122,3 +122,46 @@ fn pipeline_ids(runner: &Runner) -> Vec<kiln_schema::InstanceId> {
         .map(|c| c.instance_id)
         .collect()
 }
+
+/// A forced stage of a finished run that stops half-way (here: the engine fails) leaves the run
+/// incomplete, so the next `kiln run` resumes it instead of starting a new run.
+#[tokio::test]
+async fn an_interrupted_forced_stage_leaves_the_run_to_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = pipeline(tmp.path(), "faults-force");
+    let engine = Arc::new(BrokenEngine::default());
+    let mut runner = open(&pipeline, &engine);
+    runner
+        .run_stage("tasks", &RunOptions::default())
+        .await
+        .unwrap();
+    let run_dir = runner.run_dir();
+    drop(runner);
+    // The run as a finished one is marked.
+    kiln_store::RunStore::open_dir(&run_dir)
+        .unwrap()
+        .set_status(Status::Complete)
+        .unwrap();
+    let runtime: Arc<dyn ContainerRuntime> = engine.clone();
+    let mut runner = Runner::open(
+        pipeline.clone(),
+        &RunSelection::Latest,
+        Arc::new(NullReporter),
+        Some(runtime),
+    )
+    .unwrap();
+    let forced = RunOptions {
+        force: true,
+        ..RunOptions::default()
+    };
+    let error = runner.run_stage("launch", &forced).await.err();
+    assert!(
+        matches!(&error, Some(PipelineError::Engine(_))),
+        "{error:?}"
+    );
+    drop(runner);
+    let run = kiln_store::RunStore::open_dir(&run_dir).unwrap();
+    assert_eq!(run.info().status, Status::Incomplete);
+    let again = open(&pipeline, &engine);
+    assert_eq!(again.run_dir(), run_dir, "the next run resumes this one");
+}
