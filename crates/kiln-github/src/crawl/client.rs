@@ -33,6 +33,15 @@ use sha2::{Digest, Sha256};
 
 use super::error::CrawlError;
 
+/// The longest wait kiln takes when GitHub asks for one (`retry-after`, a rate limit's reset):
+/// primary limits reset within the hour, secondary ones ask for seconds to minutes. A server
+/// asking for longer is refused with an error rather than waited for.
+pub const MAX_SERVER_WAIT: Duration = Duration::from_secs(3660);
+
+/// The largest answer kiln reads; a larger one is refused (GitHub's pages of 100 pull
+/// requests with their bodies are a few megabytes).
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+
 /// A token and the environment variable it came from.
 #[derive(Clone)]
 pub struct Token {
@@ -362,23 +371,41 @@ impl GitHub {
         let mut failures = 0u32;
         let mut secondary = 0u32;
         loop {
-            let (index, octo) = self.pick(resource).await;
+            let (index, octo) = self.pick(resource).await?;
             let permit = self.in_flight.acquire().await;
             self.count(kind, 1);
             let result = tokio::time::timeout(self.options.timeout, async {
-                let response = call(octo).await?;
+                let response = call(octo)
+                    .await
+                    .map_err(|e| Fetch::Failed(first_line(&e)))?;
                 let (parts, body) = response.into_parts();
-                let bytes = body.collect().await?.to_bytes().to_vec();
-                Ok::<_, octocrab::Error>((parts, bytes))
+                let bytes = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+                    .collect()
+                    .await
+                    .map_err(|e| {
+                        if e.is::<http_body_util::LengthLimitError>() {
+                            Fetch::TooLarge
+                        } else {
+                            Fetch::Failed(first_line(&e))
+                        }
+                    })?
+                    .to_bytes()
+                    .to_vec();
+                Ok::<_, Fetch>((parts, bytes))
             })
             .await;
             drop(permit);
             let (parts, bytes) = match result {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => {
+                Ok(Err(Fetch::TooLarge)) => {
+                    return Err(CrawlError::Refused(format!(
+                        "its answer to {kind} was larger than {} MiB",
+                        MAX_ANSWER_BYTES >> 20
+                    )));
+                }
+                Ok(Err(Fetch::Failed(e))) => {
                     failures += 1;
-                    self.retry_or_fail(&mut failures, kind, &first_line(&e))
-                        .await?;
+                    self.retry_or_fail(&mut failures, kind, &e).await?;
                     continue;
                 }
                 Err(_) => {
@@ -417,6 +444,12 @@ impl GitHub {
                         .get("retry-after")
                         .and_then(|v| v.trim().parse::<u64>().ok())
                     {
+                        if seconds > MAX_SERVER_WAIT.as_secs() {
+                            return Err(CrawlError::Refused(format!(
+                                "it asked to wait {seconds} s (retry-after), longer than the {} s kiln waits for a server",
+                                MAX_SERVER_WAIT.as_secs()
+                            )));
+                        }
                         secondary += 1;
                         self.count("secondary_limit.waits", 1);
                         (self.notes)(format!(
@@ -490,13 +523,13 @@ impl GitHub {
 
     /// The token to use next for `resource`: the one with the most quota above the reserve.
     /// When every token is below it, waits until the earliest reset, saying so.
-    async fn pick(&self, resource: Resource) -> (usize, Octocrab) {
+    async fn pick(&self, resource: Resource) -> Result<(usize, Octocrab), CrawlError> {
         loop {
             let now = Utc::now().timestamp();
             let choice = {
                 let Ok(mut tokens) = self.tokens.lock() else {
                     // A poisoned lock means a panic elsewhere; any token will do.
-                    return (0, Octocrab::default());
+                    return Ok((0, Octocrab::default()));
                 };
                 let mut best: Option<(usize, u64)> = None;
                 let mut earliest_reset: Option<i64> = None;
@@ -523,10 +556,17 @@ impl GitHub {
                 }
             };
             match choice {
-                Ok(pick) => return pick,
+                Ok(pick) => return Ok(pick),
                 Err(reset) => {
                     // Until the second after the reset, which GitHub gives in whole seconds.
                     let wait = u64::try_from((reset - now).max(0) + 1).unwrap_or(1);
+                    if wait > MAX_SERVER_WAIT.as_secs() {
+                        return Err(CrawlError::Refused(format!(
+                            "its {} rate limit resets in {wait} s (x-ratelimit-reset), later than the {} s kiln waits for a server",
+                            resource.name(),
+                            MAX_SERVER_WAIT.as_secs()
+                        )));
+                    }
                     self.count("rate_limit.waits", 1);
                     (self.notes)(format!(
                         "every GitHub token is out of {} quota; waiting {wait} s until {}",
@@ -699,6 +739,14 @@ pub fn github_message(body: &Value, bytes: &[u8]) -> String {
         .collect::<String>()
         .trim()
         .to_string()
+}
+
+/// How reading one answer failed.
+enum Fetch {
+    /// Past [`MAX_ANSWER_BYTES`]: refused, never retried.
+    TooLarge,
+    /// The transport failed (retried): its first line.
+    Failed(String),
 }
 
 fn first_line(error: &dyn std::fmt::Display) -> String {

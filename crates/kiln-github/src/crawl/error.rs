@@ -39,6 +39,9 @@ pub enum CrawlError {
         /// What was wrong.
         message: String,
     },
+    /// An answer kiln will not take: a body past the size cap, a wait past the ceiling.
+    #[error("accept GitHub's answer: {0}")]
+    Refused(String),
     /// The client could not be set up from the settings.
     #[error("set up the GitHub client: {0}")]
     Config(String),
@@ -53,7 +56,7 @@ impl CrawlError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            Self::NoToken | Self::TokenRejected { .. } | Self::Config(_)
+            Self::NoToken | Self::TokenRejected { .. } | Self::Config(_) | Self::Refused(_)
         )
     }
 }

@@ -508,3 +508,48 @@ async fn a_second_crawl_asks_conditionally_and_skips_what_it_has() {
     assert_eq!(third.summary.map(|s| s.repositories_done), Ok(4));
     assert!(setup.fake.requests().is_empty());
 }
+
+/// A GitHub that asks for a wait of years, or answers with more than kiln reads, ends the crawl
+/// at once with an error that says so, instead of hanging or filling memory.
+#[tokio::test]
+async fn hostile_waits_and_answers_are_refused_at_once() {
+    use kiln_testkit::github::Fault;
+    for (fault, expected) in [
+        (
+            Fault::SecondaryLimit {
+                retry_after: Some(99_999_999),
+            },
+            "asked to wait 99999999 s",
+        ),
+        (
+            Fault::TooManyRequests {
+                retry_after: 99_999_999,
+            },
+            "asked to wait 99999999 s",
+        ),
+        (Fault::Huge(80 << 20), "larger than 64 MiB"),
+        (
+            Fault::PrimaryLimit {
+                reset_after: Duration::from_secs(99_999_999),
+            },
+            "rate limit resets in",
+        ),
+    ] {
+        let (setup, _) = edge_setup();
+        setup.fake.inject(1, fault.clone());
+        let started = std::time::Instant::now();
+        let crawled = run(
+            request(&setup, edge_settings(&setup)),
+            client(&setup, &[("KILN_TEST_TOKEN", "token-a")]),
+        )
+        .await;
+        let error = crawled.summary.expect_err("the crawl must stop");
+        assert!(error.contains(expected), "{fault:?}: {error}");
+        assert!(error.len() < 400, "the error quotes no body: {error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{fault:?} took {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -63,6 +63,8 @@ pub enum Fault {
     Slow(Duration),
     /// The connection closes without an answer.
     Drop,
+    /// A 200 answer of this many bytes (a JSON string of padding): a hostile or broken server.
+    Huge(usize),
 }
 
 /// One logged request.
@@ -377,12 +379,24 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             answer(&mut state, &request, base)
         }
         Some(Fault::Slow(delay)) => answer(&mut state, &request, base).delayed(*delay),
+        Some(Fault::Huge(bytes)) => {
+            let mut body = String::with_capacity(*bytes);
+            body.push_str("{\"data\":\"");
+            body.extend(std::iter::repeat_n('x', bytes.saturating_sub(12)));
+            body.push_str("\"}");
+            Reply::Response {
+                status: 200,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: body.into(),
+                delay: Duration::ZERO,
+            }
+        }
         None => answer(&mut state, &request, base).delayed(state.delay),
     };
     if fault.is_some()
         && !matches!(
             fault,
-            Some(Fault::PrimaryLimit { .. } | Fault::Slow(_) | Fault::Drop)
+            Some(Fault::PrimaryLimit { .. } | Fault::Slow(_) | Fault::Drop | Fault::Huge(_))
         )
     {
         // Fault answers carry the token's quota headers, as GitHub's error answers do.
