@@ -234,6 +234,8 @@ pub struct Hub {
     http: reqwest::Client,
     retries: u32,
     backoff: Duration,
+    /// How long an API answer's body may take once its headers came ([`BODY_DEADLINE`]).
+    body_deadline: Duration,
 }
 
 impl std::fmt::Debug for Hub {
@@ -255,6 +257,9 @@ impl Hub {
         let endpoint = endpoint.trim_end_matches('/').to_string();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
+            // A server that stops sending mid-answer is given up after READ_TIMEOUT; the whole
+            // request (a large upload) may take up to 30 minutes.
+            .read_timeout(READ_TIMEOUT)
             .timeout(Duration::from_secs(30 * 60))
             .user_agent(concat!("kiln/", env!("CARGO_PKG_VERSION")))
             .tls_backend_preconfigured(
@@ -269,6 +274,7 @@ impl Hub {
             http,
             retries: 4,
             backoff: Duration::from_secs(1),
+            body_deadline: BODY_DEADLINE,
         })
     }
 
@@ -276,6 +282,13 @@ impl Hub {
     #[must_use]
     pub fn with_backoff(mut self, first: Duration) -> Self {
         self.backoff = first;
+        self
+    }
+
+    /// Sets how long an answer's body may take once its headers came; tests shorten it.
+    #[must_use]
+    pub fn with_body_deadline(mut self, deadline: Duration) -> Self {
+        self.body_deadline = deadline;
         self
     }
 
@@ -333,7 +346,7 @@ impl Hub {
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
                     if !retryable || attempt > retries {
-                        let body = response.text().await.unwrap_or_default();
+                        let body = error_body(response).await;
                         return Err(HubError::Status {
                             what: what.to_string(),
                             status,
@@ -366,14 +379,22 @@ impl Hub {
         }
     }
 
-    async fn json(what: &str, response: reqwest::Response) -> Result<Value, HubError> {
-        response
-            .json::<Value>()
-            .await
-            .map_err(|e| HubError::Protocol {
-                what: what.to_string(),
-                message: format!("not JSON: {e}"),
-            })
+    async fn json(&self, what: &str, response: reqwest::Response) -> Result<Value, HubError> {
+        let protocol = |message: String| HubError::Protocol {
+            what: what.to_string(),
+            message,
+        };
+        let bytes = match read_capped(response, MAX_ANSWER_BYTES, self.body_deadline).await {
+            Ok(Body::Whole(bytes)) => bytes,
+            Ok(Body::Cut(_)) => {
+                return Err(protocol(format!(
+                    "the answer is larger than {} MiB",
+                    MAX_ANSWER_BYTES >> 20
+                )));
+            }
+            Err(message) => return Err(protocol(message)),
+        };
+        serde_json::from_slice(&bytes).map_err(|e| protocol(format!("not JSON: {e}")))
     }
 
     /// Has the Hub check a dataset card's YAML front matter (`POST /api/validate-yaml`, as the
@@ -394,7 +415,7 @@ impl Hub {
         if response.status().as_u16() != 400 {
             return Ok(());
         }
-        let body = response.text().await.unwrap_or_default();
+        let body = error_body(response).await;
         let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         let mut messages: Vec<String> = answer
             .get("errors")
@@ -444,7 +465,7 @@ impl Hub {
         if self.head_commit(repo_id, "main").await.is_ok() {
             return Ok(false);
         }
-        let message = hub_message(&response.text().await.unwrap_or_default());
+        let message = hub_message(&error_body(response).await);
         Err(HubError::Status {
             what,
             status,
@@ -466,7 +487,7 @@ impl Hub {
         let response = self
             .send(&what, &[], || self.authorized(self.http.get(&url)))
             .await?;
-        let answer = Self::json(&what, response).await?;
+        let answer = self.json(&what, response).await?;
         answer
             .get("sha")
             .and_then(Value::as_str)
@@ -497,7 +518,19 @@ impl Hub {
             path.trim_matches('/')
         ));
         let mut entries = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         loop {
+            // A `next` link back to a page already read (or pages without end) would be
+            // followed for ever.
+            if !seen.insert(url.clone()) || seen.len() > MAX_PAGES {
+                return Err(HubError::Protocol {
+                    what,
+                    message: format!(
+                        "the listing's `next` links loop or exceed {MAX_PAGES} pages (at page {})",
+                        seen.len()
+                    ),
+                });
+            }
             let response = self
                 .send(&what, &[404], || self.authorized(self.http.get(&url)))
                 .await?;
@@ -524,7 +557,7 @@ impl Hub {
                 .get("link")
                 .and_then(|v| v.to_str().ok())
                 .and_then(next_link);
-            let value = Self::json(&what, response).await?;
+            let value = self.json(&what, response).await?;
             let page: Vec<TreeEntry> =
                 serde_json::from_value(value).map_err(|e| HubError::Protocol {
                     what: what.clone(),
@@ -650,7 +683,7 @@ impl Hub {
                     .body(body.clone())
             })
             .await?;
-        let answer = Self::json(&what, response).await?;
+        let answer = self.json(&what, response).await?;
         let commit = answer
             .get("commitOid")
             .and_then(Value::as_str)
@@ -691,7 +724,7 @@ impl Hub {
                     self.authorized(self.http.post(&url)).json(&body)
                 })
                 .await?;
-            let answer = Self::json(&what, response).await?;
+            let answer = self.json(&what, response).await?;
             let listed = answer
                 .get("files")
                 .and_then(Value::as_array)
@@ -741,7 +774,7 @@ impl Hub {
                     .body(body.to_string())
             })
             .await?;
-        let answer = Self::json(&what, response).await?;
+        let answer = self.json(&what, response).await?;
         let objects = answer
             .get("objects")
             .and_then(Value::as_array)
@@ -956,6 +989,68 @@ fn quote(revision: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The largest API answer kiln reads (a tree listing page of 1,000 entries is about 300 KB).
+const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// How much of an error answer kiln reads: the message is cut to a line anyway.
+const MAX_ERROR_BYTES: usize = 64 << 10;
+/// The longest pause between two reads of an answer.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest an API answer's body may take to arrive once its headers came: a server that
+/// drips bytes slower than this allows is given up, not waited on for the whole request timeout.
+const BODY_DEADLINE: Duration = Duration::from_secs(120);
+/// The most pages of one listing kiln follows.
+const MAX_PAGES: usize = 10_000;
+
+/// An answer body read up to a cap.
+enum Body {
+    /// All of it.
+    Whole(Vec<u8>),
+    /// The first `cap` bytes; more followed.
+    Cut(Vec<u8>),
+}
+
+/// Reads `response`'s body up to `cap` bytes, within `deadline`; the error says what
+/// went wrong (a dropped connection, the deadline).
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+    deadline: Duration,
+) -> Result<Body, String> {
+    let read = async {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| {
+            format!(
+                "the answer broke off: {}",
+                kiln_core::net::error_chain(&e.without_url())
+            )
+        })? {
+            let room = cap - bytes.len();
+            if chunk.len() > room {
+                bytes.extend_from_slice(&chunk[..room]);
+                return Ok(Body::Cut(bytes));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Body::Whole(bytes))
+    };
+    match tokio::time::timeout(deadline, read).await {
+        Ok(body) => body,
+        Err(_) => Err(format!(
+            "the answer did not arrive within {:.0} s of its headers",
+            deadline.as_secs_f64()
+        )),
+    }
+}
+
+/// The text of an error answer, at most [`MAX_ERROR_BYTES`] of it (what arrived, if it broke
+/// off).
+async fn error_body(response: reqwest::Response) -> String {
+    match read_capped(response, MAX_ERROR_BYTES, BODY_DEADLINE).await {
+        Ok(Body::Whole(bytes) | Body::Cut(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(message) => message,
+    }
 }
 
 /// The Hub's error message from an answer body (`{"error": "..."}`), cut to one line.
