@@ -174,7 +174,21 @@ impl OpenAiClient {
         };
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(unreachable)?;
+        let bytes = match read_capped(response).await {
+            Ok(bytes) => bytes,
+            Err(SendError::Transport(e)) => return Err(unreachable(e)),
+            Err(SendError::TooLarge) => {
+                return Err(LmError::Malformed {
+                    endpoint: self.endpoint.clone(),
+                    message: format!(
+                        "the model list is larger than {} MiB",
+                        MAX_ANSWER_BYTES >> 20
+                    ),
+                    usage: None,
+                    attempts: 1,
+                });
+            }
+        };
         if status != 200 {
             return Err(LmError::Status {
                 endpoint: self.endpoint.clone(),
@@ -232,18 +246,18 @@ impl OpenAiClient {
         }
     }
 
-    async fn send(&self, body: &Value) -> Result<(u16, HeaderMap, Vec<u8>), reqwest::Error> {
+    async fn send(&self, body: &Value) -> Result<(u16, HeaderMap, Vec<u8>), SendError> {
         // The permit is held for the HTTP exchange only, not for the waits between retries.
         let _permit = self.in_flight.acquire().await.ok();
         let mut request = self.http.post(&self.url).json(body);
         if let Some(ApiKey(key)) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await?;
+        let response = request.send().await.map_err(SendError::Transport)?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await?;
-        Ok((status, headers, bytes.to_vec()))
+        let bytes = read_capped(response).await?;
+        Ok((status, headers, bytes))
     }
 
     fn wait_before(&self, retry: u32, headers: Option<&HeaderMap>) -> Duration {
@@ -254,6 +268,30 @@ impl OpenAiClient {
             .min(Duration::from_secs(30));
         told.unwrap_or(doubling).min(MAX_WAIT)
     }
+}
+
+/// The largest answer kiln reads from an endpoint: a chat completion of the longest context
+/// any model has is a few megabytes.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// How one exchange failed.
+enum SendError {
+    /// The transport (retried).
+    Transport(reqwest::Error),
+    /// The answer passed [`MAX_ANSWER_BYTES`] (not retried).
+    TooLarge,
+}
+
+/// An answer's body, read chunk by chunk up to [`MAX_ANSWER_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, SendError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(SendError::Transport)? {
+        if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(SendError::TooLarge);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 #[async_trait]
@@ -273,7 +311,19 @@ impl LanguageModel for OpenAiClient {
             attempts += 1;
             let (status, headers, bytes) = match self.send(&body).await {
                 Ok(answer) => answer,
-                Err(e) => {
+                // A server that sends more than any chat completion holds is not asked again.
+                Err(SendError::TooLarge) => {
+                    return Err(LmError::Malformed {
+                        endpoint: self.endpoint.clone(),
+                        message: format!(
+                            "the answer is larger than {} MiB",
+                            MAX_ANSWER_BYTES >> 20
+                        ),
+                        usage: None,
+                        attempts,
+                    });
+                }
+                Err(SendError::Transport(e)) => {
                     if retries < self.retries {
                         tokio::time::sleep(self.wait_before(retries, None)).await;
                         retries += 1;

@@ -416,3 +416,26 @@ async fn a_server_without_tools_is_asked_for_a_json_action_and_it_becomes_the_ca
     assert!(requests[1].body.get("tools").is_none());
     assert!(requests[2].body.get("tools").is_none());
 }
+
+/// An endpoint that answers with more than any chat completion holds (50 MB) is refused after
+/// 8 MiB, not asked again, and the error quotes none of it.
+#[tokio::test]
+async fn an_answer_past_the_size_cap_is_refused_unread() {
+    let huge = format!(
+        "{{\"id\": \"x\", \"object\": \"chat.completion\", \"choices\": [{{\"index\": 0, \"message\": {{\"role\": \"assistant\", \"content\": \"{}\"}}, \"finish_reason\": \"stop\"}}]}}",
+        "y".repeat(50 << 20)
+    );
+    let fake = FakeLm::scripted(vec![], LmReply::Raw(Reply::bytes(200, huge))).unwrap();
+    let error = client(&lm_settings(&fake.url()))
+        .chat(&request())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, LmError::Malformed { attempts: 1, .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("larger than 8 MiB"), "{message}");
+    assert!(message.len() < 300, "{} bytes", message.len());
+    assert_eq!(fake.chat_requests().len(), 1);
+}
