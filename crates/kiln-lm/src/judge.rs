@@ -99,7 +99,10 @@ pub async fn lm_verdict(
         };
         cost.add(record);
         answer_keys.push(record.key.clone());
-        raw_answers.push(record.content.clone().unwrap_or_default());
+        raw_answers.push(row_copy(
+            record.content.as_deref().unwrap_or_default(),
+            &record.key,
+        ));
         let outcome = match &asked {
             Asked::Failed { answer } => Err(answer.error.clone().unwrap_or_default()),
             _ => unusable(record, parse_filter_answer),
@@ -204,5 +207,39 @@ fn majority(
         raw_answers: Vec::new(),
         answer_keys: Vec::new(),
         fallback: None,
+    }
+}
+
+/// The most of an answer's text a row keeps; the whole answer stays in the run's answer store.
+pub const ROW_ANSWER_CHARS: usize = 16 * 1024;
+
+/// An answer's text as a row keeps it: whole up to [`ROW_ANSWER_CHARS`], else cut there with a
+/// note of the cut and of where the whole answer is (`lm/answers/<key>.json`).
+#[must_use]
+pub fn row_copy(content: &str, key: &str) -> String {
+    match content.char_indices().nth(ROW_ANSWER_CHARS) {
+        None => content.to_string(),
+        Some((at, _)) => format!(
+            "{}\n[kiln: cut at {ROW_ANSWER_CHARS} of {} characters; the whole answer is lm/answers/{key}.json]",
+            &content[..at],
+            content.chars().count()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod row_copy_tests {
+    use super::*;
+
+    #[test]
+    fn long_answers_are_cut_in_rows_with_a_note() {
+        assert_eq!(row_copy("short", "k"), "short");
+        let long = "é".repeat(ROW_ANSWER_CHARS + 10);
+        let kept = row_copy(&long, "abc");
+        assert!(kept.starts_with(&"é".repeat(ROW_ANSWER_CHARS)));
+        assert!(kept.ends_with(&format!(
+            "[kiln: cut at {ROW_ANSWER_CHARS} of {} characters; the whole answer is lm/answers/abc.json]",
+            ROW_ANSWER_CHARS + 10
+        )));
     }
 }

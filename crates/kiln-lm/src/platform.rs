@@ -143,7 +143,10 @@ pub async fn lm_platform(
     label.completion_tokens = cost.completion_tokens;
     label.cost_usd = cost.cost_usd;
     label.answer_keys = vec![record.key.clone()];
-    label.raw_answer.clone_from(&record.content);
+    label.raw_answer = record
+        .content
+        .as_deref()
+        .map(|content| crate::judge::row_copy(content, &record.key));
     let outcome = match &asked {
         Asked::Failed { answer } => Err(answer.error.clone().unwrap_or_default()),
         _ => unusable(record, parse_split_answer),
