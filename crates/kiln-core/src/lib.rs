@@ -8,6 +8,7 @@ pub mod diff;
 pub mod lm;
 pub mod net;
 pub mod parser_script;
+pub mod paths;
 pub mod reporter;
 pub mod runtime;
 pub mod session;

@@ -159,6 +159,11 @@ pub enum FailureClass {
     Infra,
     /// The launch agent ran out of its steps, tokens, dollars or time before the build worked.
     AgentBudget,
+    /// The gold patch edits the tests that judge it: a file the test patch edits, a test file,
+    /// or a test runner's configuration.
+    GoldEditsTests,
+    /// The gold patch changes no code: only comments, blank lines or documentation.
+    GoldWithoutCode,
 }
 
 impl FailureClass {
@@ -183,6 +188,8 @@ impl FailureClass {
             Self::InvalidRun => "invalid-run",
             Self::Infra => "infra",
             Self::AgentBudget => "agent-budget",
+            Self::GoldEditsTests => "gold-edits-tests",
+            Self::GoldWithoutCode => "gold-without-code",
         }
     }
 }

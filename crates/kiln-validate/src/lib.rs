@@ -8,6 +8,7 @@
 pub mod agreement;
 pub mod decide;
 pub mod evaluate;
+pub mod gold;
 pub mod harness;
 pub mod patch;
 pub mod run;
@@ -115,6 +116,18 @@ pub async fn validate(
         record.reason = Some("the environment has no image".into());
         return Ok(record);
     };
+    // A gold patch that edits the tests judging it proves nothing, whatever the runs say.
+    if let Some((class, reason)) = gold::check(
+        &request.candidate.patch,
+        &request.candidate.test_patch,
+        &env.language,
+    ) {
+        record.status = ValidationStatus::Rejected;
+        record.failure_class = Some(class);
+        record.reason = Some(reason);
+        record.total_seconds = started.elapsed().as_secs_f64();
+        return Ok(record);
+    }
 
     let mut runs = Vec::new();
     let mut harness_maps = Vec::new();

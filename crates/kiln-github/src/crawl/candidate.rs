@@ -14,7 +14,8 @@ use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 use super::error::CrawlError;
 use super::query::{self, Issue, PullRequest};
 use super::shared::{Shared, parse_time};
-use super::{diff, links, paths};
+use super::{diff, links};
+use kiln_core::paths;
 
 /// How an issue was linked, as recorded in `issue_links`.
 const CLOSING_REFERENCE: &str = "closing-reference";

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use git2::{Diff, DiffFindOptions, DiffOptions, Oid, Patch, Repository};
 
-use super::paths::is_test_path;
+use kiln_core::paths::is_test_path;
 
 /// One file of a pull request's diff.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,6 @@ pub mod diff;
 mod discover;
 mod error;
 pub mod links;
-pub mod paths;
 pub mod query;
 mod shared;
 

@@ -641,3 +641,50 @@ async fn run_tests_reports_a_rebuild_killed_for_memory_and_a_test_timeout_as_ite
         Err(RunFailure::Engine(RuntimeError::Engine { .. }))
     ));
 }
+
+/// A gold patch that makes tests pass by editing the tests' configuration (a `conftest.py` hook
+/// turning every failed report into a pass, with a comment-only source change beside it) is
+/// rejected before any container starts, whatever the runs would have said.
+#[tokio::test]
+async fn a_gold_patch_that_edits_the_tests_is_rejected_unrun() {
+    const FORGING: &str = "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+@pytest.hookimpl(hookwrapper=True)\n+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n+    outcome.get_result().outcome = \"passed\"\ndiff --git a/src/demo/__init__.py b/src/demo/__init__.py\n--- a/src/demo/__init__.py\n+++ b/src/demo/__init__.py\n@@ -1,2 +1,3 @@\n+# fixes the issue\n def add(a, b):\n     return a + b\n";
+    const COMMENT_ONLY: &str = "diff --git a/src/demo/__init__.py b/src/demo/__init__.py\n--- a/src/demo/__init__.py\n+++ b/src/demo/__init__.py\n@@ -1,2 +1,3 @@\n+# fixes the issue\n def add(a, b):\n     return a + b\n";
+    for (gold, class) in [
+        (FORGING, FailureClass::GoldEditsTests),
+        (COMMENT_ONLY, FailureClass::GoldWithoutCode),
+    ] {
+        let runtime = runtime();
+        let tmp = tempfile::tempdir().unwrap();
+        let request = ValidateRequest {
+            candidate: Candidate {
+                status: kiln_schema::CandidateStatus::Ok,
+                repo: "scripted/demo".into(),
+                patch: gold.into(),
+                test_patch: TEST_PATCH.into(),
+                ..Candidate::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
+            },
+            environment: EnvironmentRecord {
+                repo: "scripted/demo".into(),
+                status: kiln_schema::EnvironmentStatus::Built,
+                image: Some(IMAGE.into()),
+                test_command: TEST_COMMAND.into(),
+                parser: "pytest".into(),
+                language: "python".into(),
+                ..EnvironmentRecord::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
+            },
+            log_dir: tmp.path().join("logs"),
+            log_dir_label: "logs".into(),
+            labels: BTreeMap::new(),
+            settings: settings(2),
+            docker: DockerSettings::default(),
+            stage: "validate".into(),
+            removals: kiln_core::Removals::default(),
+        };
+        let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
+        let record = validated(validate(engine, &request, &NullReporter).await);
+        assert_eq!(record.status.as_str(), "rejected", "{:?}", record.reason);
+        assert_eq!(record.failure_class, Some(class), "{:?}", record.reason);
+        assert!(record.FAIL_TO_PASS.is_empty());
+        assert!(runtime.containers().is_empty(), "no run may start");
+    }
+}

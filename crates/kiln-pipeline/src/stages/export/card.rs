@@ -102,6 +102,15 @@ fn provenance(out: &mut String, manifest: &ReleaseManifest) {
         let _ = writeln!(out, "| {stage} | {n} |");
     }
     out.push('\n');
+    out.push_str(
+        "A row is released only when its gold patch changes code and not the tests that judge \
+         it: a gold patch that edits a file the test patch edits, a test file, a test runner's \
+         configuration (`conftest.py`, `pytest.ini`, `jest.config.*`, `.mocharc*`, ...) or a \
+         test setting of a shared manifest (`[tool:pytest]`, Cargo's `[dev-dependencies]`, \
+         `package.json`'s test script) is rejected as `gold-edits-tests`, and one that changes \
+         only comments, blank lines or documentation as `gold-without-code`, before any test \
+         runs.\n\n",
+    );
     if !f.dropped.is_empty() {
         out.push_str("Pull requests the crawl dropped, by reason:\n\n| reason | pull requests |\n|---|---:|\n");
         for (reason, n) in &f.dropped {
