@@ -71,44 +71,80 @@ pub fn read_dataset(path: &Path) -> Result<Vec<ReleaseInstance>, PipelineError> 
 pub fn read_predictions(path: &Path) -> Result<BTreeMap<String, String>, PipelineError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| input(format!("the predictions {}", path.display()), e))?;
-    let bad = |line: usize, what: &str| {
+    let bad = |at: &str, what: &str| {
         input(
             "the predictions".into(),
-            format!("{}:{line}: {what}", path.display()),
+            format!("{}:{at}: {what}", path.display()),
         )
     };
-    let entry =
-        |value: &serde_json::Value, line: usize| -> Result<(String, String), PipelineError> {
-            let id = value["instance_id"]
-                .as_str()
-                .ok_or_else(|| bad(line, "missing `instance_id`"))?;
-            // A null or missing patch is an empty prediction, as in SWE-bench.
-            let patch = value["model_patch"].as_str().unwrap_or_default();
-            Ok((id.to_string(), patch.to_string()))
+    // The patch of one entry: a string, or none (null or missing: an empty prediction, as in
+    // SWE-bench). A `patch` key without `model_patch` is a misnamed prediction, not an empty one.
+    let patch_of = |value: &serde_json::Value, at: &str| -> Result<String, PipelineError> {
+        match value.get("model_patch") {
+            Some(serde_json::Value::String(patch)) => Ok(patch.clone()),
+            Some(serde_json::Value::Null) => Ok(String::new()),
+            None if value.get("patch").is_some() => Err(bad(
+                at,
+                "has `patch` but no `model_patch` (SWE-bench's predictions name the patch `model_patch`)",
+            )),
+            None => Ok(String::new()),
+            Some(other) => Err(bad(
+                at,
+                &format!("`model_patch` is {}, not a string", kind(other)),
+            )),
+        }
+    };
+    let entry = |value: &serde_json::Value, at: &str| -> Result<(String, String), PipelineError> {
+        let id = match value.get("instance_id") {
+            Some(serde_json::Value::String(id)) => id.clone(),
+            Some(other) => {
+                return Err(bad(
+                    at,
+                    &format!("`instance_id` is {}, not a string", kind(other)),
+                ));
+            }
+            None => return Err(bad(at, "missing `instance_id`")),
         };
-    let trimmed = text.trim_start();
+        Ok((id, patch_of(value, at)?))
+    };
+    // Where each id was first seen: a second prediction for it is an error naming both.
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let mut out = BTreeMap::new();
+    let mut add = |id: String, patch: String, at: &str| -> Result<(), PipelineError> {
+        if let Some(first) = seen.get(&id) {
+            return Err(bad(
+                at,
+                &format!("a second prediction for `{id}` (the first is at {first})"),
+            ));
+        }
+        seen.insert(id.clone(), at.to_string());
+        out.insert(id, patch);
+        Ok(())
+    };
+    let trimmed = text.trim_start();
     if trimmed.starts_with('[')
         || trimmed.starts_with('{') && serde_json::from_str::<serde_json::Value>(&text).is_ok()
     {
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(e.line(), &format!("not JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| bad(&e.line().to_string(), &format!("not JSON: {e}")))?;
         match value {
             serde_json::Value::Array(items) => {
-                for item in &items {
-                    let (id, patch) = entry(item, 1)?;
-                    out.insert(id, patch);
+                for (i, item) in items.iter().enumerate() {
+                    let at = format!("entry {}", i + 1);
+                    let (id, patch) = entry(item, &at)?;
+                    add(id, patch, &at)?;
                 }
             }
             serde_json::Value::Object(map) if !map.contains_key("instance_id") => {
                 for (id, item) in map {
-                    let patch = item["model_patch"].as_str().unwrap_or_default().to_string();
-                    out.insert(id, patch);
+                    let at = format!("key {id:?}");
+                    let patch = patch_of(&item, &at)?;
+                    add(id, patch, &at)?;
                 }
             }
             single => {
-                let (id, patch) = entry(&single, 1)?;
-                out.insert(id, patch);
+                let (id, patch) = entry(&single, "1")?;
+                add(id, patch, "1")?;
             }
         }
         return Ok(out);
@@ -117,12 +153,40 @@ pub fn read_predictions(path: &Path) -> Result<BTreeMap<String, String>, Pipelin
         if line.trim().is_empty() {
             continue;
         }
+        let at = (i + 1).to_string();
         let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| bad(i + 1, &format!("not JSON: {e}")))?;
-        let (id, patch) = entry(&value, i + 1)?;
-        out.insert(id, patch);
+            serde_json::from_str(line).map_err(|e| bad(&at, &format!("not JSON: {e}")))?;
+        let (id, patch) = entry(&value, &at)?;
+        add(id, patch, &at)?;
     }
     Ok(out)
+}
+
+/// The ids of `predictions` that are not among `held` (a release's instance ids), sorted.
+#[must_use]
+pub fn unknown_predictions<'a>(
+    held: impl IntoIterator<Item = &'a str>,
+    predictions: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let held: BTreeSet<&str> = held.into_iter().collect();
+    predictions
+        .keys()
+        .filter(|id| !held.contains(id.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// A JSON value's kind with the value, for messages (`a number (7)`).
+fn kind(value: &serde_json::Value) -> String {
+    let shown: String = value.to_string().chars().take(40).collect();
+    match value {
+        serde_json::Value::Number(_) => format!("a number ({shown})"),
+        serde_json::Value::Bool(_) => format!("a boolean ({shown})"),
+        serde_json::Value::Array(_) => "a list".into(),
+        serde_json::Value::Object(_) => "an object".into(),
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::String(_) => format!("a string ({shown})"),
+    }
 }
 
 /// Counts by resolution, and the resolved share.
@@ -264,6 +328,15 @@ mod tests {
     }
 
     #[test]
+    fn predictions_for_instances_the_release_lacks_are_named() {
+        let predictions = BTreeMap::from([
+            ("o__r-1".to_string(), "p".to_string()),
+            ("o__r-2".to_string(), "p".to_string()),
+        ]);
+        assert_eq!(unknown_predictions(["o__r-1"], &predictions), ["o__r-2"]);
+    }
+
+    #[test]
     fn every_prediction_form_reads() {
         let expected = BTreeMap::from([
             ("a".to_string(), "p".to_string()),
@@ -276,6 +349,38 @@ mod tests {
         ];
         for form in forms {
             assert_eq!(predictions(form).ok(), Some(expected.clone()), "{form}");
+        }
+    }
+
+    #[test]
+    fn mistakes_in_predictions_are_errors_naming_the_line() {
+        for (text, expected) in [
+            (
+                "{\"instance_id\": \"a\", \"patch\": \"p\"}\n",
+                ":1: has `patch` but no `model_patch`",
+            ),
+            (
+                "{\"instance_id\": \"a\", \"model_patch\": \"p\"}\n{\"instance_id\": \"a\", \"model_patch\": \"q\"}\n",
+                ":2: a second prediction for `a` (the first is at 1)",
+            ),
+            (
+                "{\"instance_id\": 7, \"model_patch\": \"p\"}\n",
+                ":1: `instance_id` is a number (7), not a string",
+            ),
+            (
+                "{\"instance_id\": \"a\", \"model_patch\": 3}\n",
+                ":1: `model_patch` is a number (3), not a string",
+            ),
+            (
+                "[{\"instance_id\": \"a\", \"model_patch\": \"p\"}, {\"instance_id\": \"a\"}]",
+                ":entry 2: a second prediction for `a` (the first is at entry 1)",
+            ),
+        ] {
+            let error = predictions(text)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(error.contains(expected), "{text}: {error}");
         }
     }
 

@@ -20,6 +20,27 @@ pub async fn run(args: EvaluateArgs, cx: &Context) -> Result<u8, Failure> {
         .map_err(|e| Failure::new(exit::USAGE, format!("--timeout: {e}")))?;
     let instances = eval::read_dataset(&args.dataset)?;
     let predictions = eval::read_predictions(&args.predictions)?;
+    // Predictions for instances the release does not hold are never evaluated: a typo or the
+    // wrong release, which must not pass as "unresolved".
+    let unknown = eval::unknown_predictions(
+        instances.iter().map(|i| i.instance_id.as_str()),
+        &predictions,
+    );
+    if !unknown.is_empty() {
+        let shown: Vec<&str> = unknown.iter().take(10).map(String::as_str).collect();
+        eprintln!(
+            "warning: {} of {} predictions name instances {} does not hold, and are not evaluated: {}{}",
+            unknown.len(),
+            predictions.len(),
+            args.dataset.display(),
+            shown.join(", "),
+            if unknown.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+    }
     let engine = connect().await?;
     let stamp = kiln_store::time_id();
     let output = args
@@ -60,7 +81,7 @@ pub async fn run(args: EvaluateArgs, cx: &Context) -> Result<u8, Failure> {
         }
     };
     let summary = eval::summarize(&evaluations, predictions.len());
-    let report = serde_json::json!({"summary": summary, "instances": evaluations});
+    let report = serde_json::json!({"summary": summary, "instances": evaluations, "unknown_predictions": unknown});
     let report_path = output.join("report.json");
     let text = serde_json::to_vec_pretty(&report)
         .map_err(|e| Failure::new(exit::INTERNAL, e.to_string()))?;
