@@ -95,6 +95,8 @@ const DOC_EXTENSIONS: &[&str] = &["md", "rst", "adoc"];
 struct FileChange<'a> {
     path: String,
     lines: Vec<&'a str>,
+    /// The same lines, with whether each is added.
+    signed: Vec<(bool, &'a str)>,
 }
 
 /// The files of a git diff and their changed lines. Header lines (`---`/`+++`) are told from
@@ -113,6 +115,7 @@ fn file_changes(patch: &str) -> Vec<FileChange<'_>> {
             files.push(FileChange {
                 path,
                 lines: Vec::new(),
+                signed: Vec::new(),
             });
         } else if line.starts_with("@@") {
             in_hunk = true;
@@ -121,6 +124,7 @@ fn file_changes(patch: &str) -> Vec<FileChange<'_>> {
             && let Some(changed) = line.strip_prefix(['+', '-'])
         {
             file.lines.push(changed);
+            file.signed.push((line.starts_with('+'), changed));
         }
     }
     files
@@ -153,14 +157,34 @@ fn is_test_config(path: &str) -> bool {
         || TEST_CONFIG_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// The test setting a changed line of a shared manifest names, if any.
-fn test_setting<'a>(path: &str, lines: &[&'a str]) -> Option<&'a str> {
-    let name = file_name(path);
+/// The test setting a changed line of a shared manifest names, if any. A line that is only
+/// re-indented or re-aligned (the same words removed and added) changes no setting.
+fn test_setting<'a>(change: &FileChange<'a>) -> Option<&'a str> {
+    let name = file_name(&change.path);
     let (_, keys) = TEST_SETTINGS.iter().find(|(n, _)| *n == name)?;
-    lines.iter().copied().find(|line| {
-        let line = line.to_ascii_lowercase();
-        keys.iter().any(|k| line.contains(&k.to_ascii_lowercase()))
-    })
+    let words = |line: &str| line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let added: std::collections::BTreeSet<String> = change
+        .signed
+        .iter()
+        .filter(|(plus, _)| *plus)
+        .map(|(_, l)| words(l))
+        .collect();
+    let removed: std::collections::BTreeSet<String> = change
+        .signed
+        .iter()
+        .filter(|(plus, _)| !*plus)
+        .map(|(_, l)| words(l))
+        .collect();
+    change
+        .signed
+        .iter()
+        .find(|(plus, line)| {
+            let other = if *plus { &removed } else { &added };
+            let lower = line.to_ascii_lowercase();
+            !other.contains(&words(line))
+                && keys.iter().any(|k| lower.contains(&k.to_ascii_lowercase()))
+        })
+        .map(|(_, line)| *line)
 }
 
 /// Whether a changed line is blank or a comment in a file with this extension.
@@ -211,7 +235,7 @@ pub fn check(patch: &str, test_patch: &str, language: &str) -> Option<(FailureCl
     }
     let changes = file_changes(patch);
     for change in &changes {
-        if let Some(line) = test_setting(&change.path, &change.lines) {
+        if let Some(line) = test_setting(change) {
             return edits_tests(format!(
                 "the gold patch changes a test setting in {}: `{}`",
                 change.path,
@@ -262,6 +286,16 @@ mod tests {
             )
         );
         assert_eq!(check(&mixed, TEST, "javascript"), None);
+        // Test options only re-aligned beside a new option of the library's own.
+        let aligned = format!(
+            "{}{}",
+            diff("src/x.py", CODE),
+            diff(
+                "CMakeLists.txt",
+                "-option(JSON_BuildTests \"Build the unit tests when BUILD_TESTING is enabled.\" ON)\n+option(JSON_BuildTests          \"Build the unit tests when BUILD_TESTING is enabled.\" ON)\n+option(JSON_Legacy \"Legacy comparison.\" OFF)\n"
+            )
+        );
+        assert_eq!(check(&aligned, TEST, "cpp"), None);
         // A removed line that starts with `--` (SQL, Lua) is a change, not a header.
         let sql = diff("src/q.sql", "--- old comment\n+select 2;\n");
         assert_eq!(check(&sql, TEST, "python"), None);
