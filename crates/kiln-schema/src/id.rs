@@ -57,6 +57,8 @@ impl InstanceId {
             Some("contains a control character")
         } else if text.chars().any(char::is_whitespace) {
             Some("contains whitespace")
+        } else if text.chars().any(is_format_control) {
+            Some("contains an invisible formatting character (bidirectional or zero-width)")
         } else {
             None
         };
@@ -234,6 +236,24 @@ pub fn safe_name(text: &str) -> String {
     format!("{readable}--{hash}")
 }
 
+/// Unicode's invisible formatting characters (category Cf) that make text display other than
+/// it reads: bidirectional embeddings, overrides and isolates (U+202A..U+202E,
+/// U+2066..U+2069), marks (U+200E, U+200F, U+061C), zero-width characters (U+200B..U+200D,
+/// U+2060, U+FEFF) and the soft hyphen. An id holding one looks like another id in logs,
+/// tables and terminals.
+fn is_format_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 /// A value as shown in messages: control characters and quotes escaped, so that a message stays
 /// on one line, and cut after 80 characters with the full length given, so that a 10 MB value is
 /// not echoed whole.
@@ -282,6 +302,18 @@ mod tests {
             ("x\0y", "contains a control character"),
             ("x\u{1b}[31m", "contains a control character"),
             ("a b", "contains whitespace"),
+            (
+                "owner__repo-1\u{202E}2-",
+                "contains an invisible formatting character (bidirectional or zero-width)",
+            ),
+            (
+                "owner__re\u{200B}po-1",
+                "contains an invisible formatting character (bidirectional or zero-width)",
+            ),
+            (
+                "\u{2067}owner__repo-1",
+                "contains an invisible formatting character (bidirectional or zero-width)",
+            ),
         ] {
             let error = InstanceId::new(text).err();
             assert!(
