@@ -7,7 +7,22 @@ use crate::{kiln, run, tempdir, text, workspace_root};
 #[test]
 fn the_checked_in_pipeline_is_valid_and_graphs() {
     let config = workspace_root().join("pipeline.toml");
+    // The one thing it needs from the user is the task file its source names.
     let output = run(kiln().args(["check", "--config"]).arg(&config));
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("1 problem(s)")
+            && stderr.contains("sources.tasks.path:")
+            && stderr.contains("tasks.jsonl cannot be read as a file"),
+        "{stderr}"
+    );
+    let tmp = tempdir();
+    std::fs::copy(&config, tmp.path().join("pipeline.toml")).unwrap();
+    std::fs::write(tmp.path().join("tasks.jsonl"), "").unwrap();
+    let output = run(kiln()
+        .args(["check", "--config"])
+        .arg(tmp.path().join("pipeline.toml")));
     assert!(output.status.success(), "{}", text(&output));
     let output = run(kiln().args(["graph", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));

@@ -70,7 +70,15 @@ fn repairs_lists_the_rules() {
 fn commands_end_quietly_on_a_closed_pipe() {
     let log = data("pytest/ra_captured_logs.log");
     let log = log.to_string_lossy().to_string();
-    let config = crate::workspace_root().join("pipeline.toml");
+    // The checked-in pipeline, with the task file it names.
+    let tmp = crate::tempdir();
+    std::fs::copy(
+        crate::workspace_root().join("pipeline.toml"),
+        tmp.path().join("pipeline.toml"),
+    )
+    .unwrap();
+    std::fs::write(tmp.path().join("tasks.jsonl"), "").unwrap();
+    let config = tmp.path().join("pipeline.toml");
     let config = config.to_string_lossy().to_string();
     let cases: Vec<Vec<&str>> = vec![
         vec!["--help"],

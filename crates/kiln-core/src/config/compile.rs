@@ -817,6 +817,25 @@ test_timeout = "HUGE"
     }
 
     #[test]
+    fn a_missing_task_file_is_an_environment_error_of_its_source() {
+        let pipeline = compile(&GOOD.replace(
+            "path = \"tasks.jsonl\"",
+            "path = \"/nonexistent/tasks.jsonl\"",
+        ))
+        .unwrap();
+        let message = pipeline
+            .check_environment(Some(&["tasks"]), &|_| true)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message
+                .ends_with("sources.tasks.path: /nonexistent/tasks.jsonl cannot be read as a file"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn a_ca_bundle_that_is_a_directory_fails_the_check_as_it_would_fail_the_run() {
         let text = GOOD.replace(
             "name = \"demo\"\n",
@@ -836,10 +855,14 @@ test_timeout = "HUGE"
 
     #[test]
     fn a_missing_ca_bundle_is_an_environment_error_of_the_container_stages() {
-        let text = GOOD.replace(
-            "name = \"demo\"\n",
-            "name = \"demo\"\n[docker]\nca_bundle = \"/nonexistent/ca.pem\"\n",
-        );
+        // A task file that exists: only the bundle is missing.
+        let tasks = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        let text = GOOD
+            .replace(
+                "name = \"demo\"\n",
+                "name = \"demo\"\n[docker]\nca_bundle = \"/nonexistent/ca.pem\"\n",
+            )
+            .replace("path = \"tasks.jsonl\"", &format!("path = {tasks:?}"));
         let pipeline = compile(&text).unwrap();
         let message = pipeline
             .check_environment(None, &|_| true)

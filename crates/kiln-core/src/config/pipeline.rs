@@ -63,9 +63,9 @@ impl Pipeline {
                 Need::EnvVar(name) if !env(name) => Some(format!(
                     "environment variable {name} is not set (or is empty)"
                 )),
-                // Opened and read as the stage will read it: a directory opens but does not
-                // read.
-                Need::File(path) if std::fs::read(path).is_err() => {
+                // Opened and read as the stage will read it (its first bytes: a task file may
+                // be large): a directory opens but does not read.
+                Need::File(path) if !readable(path) => {
                     Some(format!("{} cannot be read as a file", path.display()))
                 }
                 _ => None,
@@ -181,4 +181,10 @@ impl Pipeline {
         out.push_str("}\n");
         out
     }
+}
+
+/// Whether `path` opens and reads as a file.
+fn readable(path: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    std::fs::File::open(path).is_ok_and(|mut file| file.read(&mut [0u8; 1]).is_ok())
 }

@@ -396,7 +396,13 @@ impl Compiler<'_> {
 
     /// Compiles an `ingest` source's keys ([`INGEST_KEYS`]).
     pub(super) fn ingest(&mut self, keys: &mut Keys<'_, '_>) -> Result<IngestSettings, ()> {
+        let path_at = keys.get("path").map_or(keys.at, |v| v.span().start);
         let path = self.required_string(keys, "path");
+        if let Ok(path) = &path {
+            // `kiln check` says a missing task file now, not `kiln run` after making a run.
+            let file = self.path_value(path);
+            self.require(path_at, &keys.path("path"), Need::File(file));
+        }
         let clone_url = self.clone_url_key(keys);
         let instances_at = keys.get("instances").map_or(keys.at, |v| v.span().start);
         let instances = self.strings(keys, "instances").and_then(|ids| {
