@@ -29,6 +29,17 @@ fn the_checked_in_pipeline_is_valid_and_graphs() {
     let dot = String::from_utf8_lossy(&output.stdout);
     assert!(dot.starts_with("digraph kiln {"), "{dot}");
     assert!(dot.contains("\"launch\" -> \"validate\""), "{dot}");
+    // Under --json, the same graph as JSON.
+    let output = run(kiln().args(["--json", "graph", "--config"]).arg(&config));
+    let graph: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)));
+    assert!(
+        graph["edges"].as_array().is_some_and(
+            |edges| edges.contains(&serde_json::json!({"from": "launch", "to": "validate"}))
+        ),
+        "{graph}"
+    );
+    assert_eq!(graph["nodes"][0]["kind"], "ingest", "{graph}");
 }
 
 #[test]

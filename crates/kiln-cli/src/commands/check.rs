@@ -23,8 +23,27 @@ pub fn check(cx: &Context) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// `kiln graph`: the stage graph in DOT.
+/// `kiln graph`: the stage graph in DOT, or under `--json` as nodes and edges.
 pub fn graph(cx: &Context) -> Result<u8, Failure> {
-    print!("{}", load(&cx.config)?.to_dot());
+    let pipeline = load(&cx.config)?;
+    if cx.json {
+        let nodes: Vec<serde_json::Value> = pipeline
+            .nodes
+            .iter()
+            .map(|n| serde_json::json!({"name": n.name, "kind": n.kind.to_string()}))
+            .collect();
+        let edges: Vec<serde_json::Value> = pipeline
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.inputs
+                    .iter()
+                    .map(move |input| serde_json::json!({"from": input, "to": n.name}))
+            })
+            .collect();
+        print_json(&serde_json::json!({"nodes": nodes, "edges": edges}))?;
+    } else {
+        print!("{}", pipeline.to_dot());
+    }
     Ok(exit::OK)
 }
