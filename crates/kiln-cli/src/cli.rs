@@ -97,6 +97,8 @@ pub enum Command {
 
     /// Evaluate predicted patches (SWE-bench's `{instance_id, model_patch}` format) against a
     /// release: per instance resolved, partial, unresolved, patch-apply failure or infra failure.
+    /// Exits 0 when every instance was evaluated, however many resolved (the report and the
+    /// last line give the counts); predictions for instances the release lacks are a warning.
     Evaluate(EvaluateArgs),
 
     /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
