@@ -143,10 +143,24 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     let validations: Vec<ValidationRecord> = rows(&validate_dir);
     assert_eq!(validations.len(), 3, "built instances are validated");
     let target = "kiln-demo__calc-2";
-    let output = run(kiln()
-        .args(["stage", "validate", "--only", target, "--force", "--config"])
+    // Not quiet: the JSON event stream says the stage covers the one named instance.
+    let output = run(std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args([
+            "--json", "stage", "validate", "--only", target, "--force", "--config",
+        ])
         .arg(&config));
     assert!(output.status.success(), "{}", text(&output));
+    let started: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "stage-started")
+        .collect();
+    assert_eq!(
+        started,
+        [serde_json::json!({"event": "stage-started", "stage": "validate", "total": 1, "done": 0})],
+        "{}",
+        text(&output)
+    );
     let revalidated: Vec<ValidationRecord> = rows(&validate_dir);
     assert_eq!(revalidated.len(), 3);
     assert_unique(&revalidated);

@@ -50,7 +50,12 @@ where
     Fut: Future<Output = Result<R, PipelineError>> + Send + 'static,
 {
     let (todo, skipped) = plan(cx, table, items.clone())?;
-    started(cx, items.len(), skipped);
+    // What this invocation covers: with `--only`, the named items, not the whole input.
+    started(
+        cx,
+        todo.len() + usize::try_from(skipped).unwrap_or(0),
+        skipped,
+    );
     if todo.is_empty() {
         return Ok(Ran {
             processed: 0,

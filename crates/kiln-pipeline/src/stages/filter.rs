@@ -21,8 +21,13 @@ pub(crate) async fn filter(
     candidates.retain(|c| c.status == CandidateStatus::Ok);
     let mut table = cx.table::<Verdict>()?;
     let items: Vec<InstanceId> = candidates.iter().map(|c| c.instance_id.clone()).collect();
-    started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
+    // What this invocation covers: with `--only`, the named items, not the whole input.
+    started(
+        cx,
+        todo.len() + usize::try_from(skipped).unwrap_or(0),
+        skipped,
+    );
     let outcome_of = |v: &Verdict| {
         if v.keep {
             "kept".to_string()

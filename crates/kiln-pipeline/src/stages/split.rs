@@ -19,8 +19,13 @@ pub(crate) async fn split(
     let candidates = kept_candidates(cx)?;
     let mut table = cx.table::<PlatformLabel>()?;
     let items: Vec<InstanceId> = candidates.iter().map(|c| c.instance_id.clone()).collect();
-    started(cx, items.len(), 0);
     let (todo, skipped) = plan(cx, &mut table, items.clone())?;
+    // What this invocation covers: with `--only`, the named items, not the whole input.
+    started(
+        cx,
+        todo.len() + usize::try_from(skipped).unwrap_or(0),
+        skipped,
+    );
     let outcome_of = |p: &PlatformLabel| p.platform.clone();
     let processed = match (&settings.lm, settings.judge.as_str()) {
         (Some(lm), "lm") => {
