@@ -425,8 +425,9 @@ fn the_documented_lm_keys_compile() {
     );
     let tmp = tempdir();
     let config = tmp.path().join("pipeline.toml");
-    // The frozen split's id list must exist for `kiln check`.
+    // The frozen split's id list and the task file must exist for `kiln check`.
     std::fs::write(tmp.path().join("verified.txt"), "o__r-1\n").unwrap();
+    std::fs::write(tmp.path().join("tasks.jsonl"), "").unwrap();
     std::fs::write(&config, &out).unwrap();
     let output = run(kiln().args(["--json", "check", "--config"]).arg(&config));
     assert!(output.status.success(), "{}\n{out}", text(&output));
