@@ -396,9 +396,16 @@ fn refuses_archive(e: &BollardError) -> bool {
             status_code,
             message,
         } => {
+            // Only what the archive's content causes: an engine going down mid-upload also
+            // fails the unpacking ("signal: killed"), and that must stay an engine failure.
             let message = message.to_ascii_lowercase();
+            let content = [
+                "unhandled tar header type",
+                "invalid tar header",
+                "archive/tar:",
+            ];
             !message.contains("no space left")
-                && (*status_code == 400 || message.contains("error processing tar file"))
+                && (*status_code == 400 || content.iter().any(|c| message.contains(c)))
         }
         _ => false,
     }
