@@ -293,3 +293,70 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
     );
     assert!(!Path::new("/tmp/kiln-e2e-absolute-evaluation").exists());
 }
+
+#[test]
+fn test_runs_have_no_network_and_a_test_writing_past_the_disk_bound_is_stopped_and_classed() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("sandbox");
+    let dataset = format!("hard-sb-{}", std::process::id());
+    kiln_testkit::write_sandbox_case(&dir).unwrap();
+    let config = kiln_demo::config_text(&dataset, ca_bundle().as_deref(), 1, false);
+    let config = if config.contains("[docker]\n") {
+        config.replace("[docker]\n", "[docker]\ndisk = \"512m\"\n")
+    } else {
+        format!("{config}\n[docker]\ndisk = \"512m\"\n")
+    };
+    std::fs::write(dir.join("pipeline.toml"), config).unwrap();
+    let started = std::time::Instant::now();
+    let run_dir = run_pipeline(&dir);
+    eprintln!(
+        "sandbox case ran in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    remove_images(&dataset);
+    let id = "kiln-hc__sandbox-23";
+
+    // The baseline ran where loopback is the only interface.
+    let environments: BTreeMap<String, EnvironmentRecord> = rows(&run_dir.join("launch"));
+    let environment = &environments[id];
+    assert_eq!(environment.status.as_str(), "built", "{environment:#?}");
+    assert_eq!(
+        environment
+            .baseline
+            .get("tests/test_sandbox.py::test_only_loopback")
+            .map(|s| s.as_str()),
+        Some("pass"),
+        "{:#?}",
+        environment.baseline
+    );
+
+    // The test patch's 4 GiB were stopped at the bound.
+    let validations: BTreeMap<String, ValidationRecord> = rows(&run_dir.join("validate"));
+    let validation = &validations[id];
+    assert_eq!(validation.status.as_str(), "failed", "{validation:#?}");
+    assert_eq!(
+        validation
+            .failure_class
+            .map(kiln_schema::FailureClass::as_str),
+        Some("disk"),
+        "{validation:#?}"
+    );
+    let reason = validation.reason.clone().unwrap_or_default();
+    eprintln!("{reason}");
+    let written: i64 = reason
+        .split("wrote ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {reason:?}"));
+    assert!(
+        (512 << 20..4 << 30).contains(&written),
+        "{written} bytes written"
+    );
+    let run_id = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let left = containers_with_label(&format!("kiln.run={dataset}/{run_id}"));
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}

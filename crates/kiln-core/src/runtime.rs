@@ -25,9 +25,10 @@ pub const WORKDIR: &str = "/testbed";
 
 /// Errors of a container runtime. Messages read well after "failed to".
 ///
-/// Only [`RuntimeError::ContainerStopped`] can be the doing of the code under test; every
-/// other error is the engine's or the machine's, and stops a stage rather than becoming a row
-/// (an infrastructure failure says nothing about the repository).
+/// Only [`RuntimeError::ContainerStopped`] and [`RuntimeError::DiskExceeded`] can be the doing
+/// of the code under test, and [`RuntimeError::Refused`] of an item's input; every other error
+/// is the engine's or the machine's, and stops a stage rather than becoming a row (an
+/// infrastructure failure says nothing about the repository).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// The engine cannot be reached at all, or the connection to it broke.
@@ -58,6 +59,19 @@ pub enum RuntimeError {
         command: String,
         /// The container's exit code, as the engine reports it.
         exit_code: i64,
+    },
+    /// What ran in a container wrote more than its disk bound ([`Limits::disk_bytes`]), and
+    /// the container was stopped: the item failed, not the engine.
+    #[error(
+        "run `{command}`: the container wrote {written} bytes, past its bound of {limit} bytes, and was stopped"
+    )]
+    DiskExceeded {
+        /// The command kiln was running, cut for messages.
+        command: String,
+        /// Bytes in the container's writable layer when it was stopped.
+        written: i64,
+        /// The bound.
+        limit: i64,
     },
     /// The engine answered, and still answers, that it cannot take this item's input (an
     /// archive it cannot unpack): the item failed, not the engine.
@@ -91,7 +105,10 @@ impl RuntimeError {
     /// an error is that item's failure row, and the stage goes on.
     #[must_use]
     pub fn is_item_failure(&self) -> bool {
-        matches!(self, Self::ContainerStopped { .. } | Self::Refused { .. })
+        matches!(
+            self,
+            Self::ContainerStopped { .. } | Self::DiskExceeded { .. } | Self::Refused { .. }
+        )
     }
 }
 
@@ -125,6 +142,10 @@ pub struct Limits {
     pub cpus: f64,
     /// Maximum number of processes.
     pub pids: i64,
+    /// Bytes the container may write (its writable layer, as the engine measures it): past
+    /// this the container is stopped and the command running in it ends with
+    /// [`RuntimeError::DiskExceeded`].
+    pub disk_bytes: i64,
 }
 
 impl Default for Limits {
@@ -133,6 +154,7 @@ impl Default for Limits {
             memory_bytes: 4 << 30,
             cpus: 2.0,
             pids: 4096,
+            disk_bytes: 20 << 30,
         }
     }
 }

@@ -76,6 +76,14 @@ impl CappedLog {
     }
 }
 
+/// Opens `path` to append to, creating it.
+fn append_to(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+}
+
 /// One running container with a log file.
 pub struct Session {
     runtime: Arc<dyn ContainerRuntime>,
@@ -99,10 +107,13 @@ impl Session {
         log_path: &Path,
     ) -> Result<Self, RuntimeError> {
         // A log that cannot be written is a loss of evidence, not a reason to fail the item.
+        // It is written in append mode, so that a sibling's lines (see [`Session::sibling`])
+        // stay where they were written.
         let log = log_path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| File::create(log_path))
+            .and_then(|_| append_to(log_path))
             .ok();
         let id = runtime.create(spec).await?;
         let mut session = Self {
@@ -126,11 +137,17 @@ impl Session {
     /// When the engine cannot create the container.
     pub async fn next(&mut self, spec: &ContainerSpec) -> Result<Self, RuntimeError> {
         self.log = None;
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&self.log_path)
-            .ok();
+        self.sibling(spec).await
+    }
+
+    /// Starts a container from `spec` beside this one, with this session's environment, that
+    /// writes to the same log (both append, so lines stay in the order they were written);
+    /// for a run that must leave this container as it is. Both sessions have to be closed.
+    ///
+    /// # Errors
+    /// When the engine cannot create the container.
+    pub async fn sibling(&self, spec: &ContainerSpec) -> Result<Self, RuntimeError> {
+        let log = append_to(&self.log_path).ok();
         let id = self.runtime.create(spec).await?;
         let mut session = Self {
             runtime: Arc::clone(&self.runtime),

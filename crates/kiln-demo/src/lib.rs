@@ -442,6 +442,9 @@ pub fn check(expect: &Expect, summary: &InstanceSummary) -> Result<(), String> {
         Expect::LaunchFailed { failure_class } => {
             expect_class(InstanceState::LaunchFailed, failure_class, summary)
         }
+        Expect::ValidateFailed { failure_class } => {
+            expect_class(InstanceState::ValidateFailed, failure_class, summary)
+        }
     }
 }
 

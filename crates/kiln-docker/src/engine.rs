@@ -25,6 +25,8 @@ use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 
 use kiln_core::capture::HeadTail;
 
+use crate::disk::DiskWatches;
+
 /// Where the engine is looked for when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
 
@@ -53,6 +55,8 @@ pub struct DockerRuntime {
     /// Last OOM-kill count seen per container, so that an OOM kill is attributed to the command
     /// during which the count went up (the engine's own `OOMKilled` flag is sticky).
     oom_kills: Mutex<HashMap<String, u64>>,
+    /// The disk bound's watch of every container this runtime created.
+    disk: DiskWatches,
 }
 
 impl DockerRuntime {
@@ -115,6 +119,7 @@ impl DockerRuntime {
             docker,
             endpoint: endpoint.to_string(),
             oom_kills: Mutex::new(HashMap::new()),
+            disk: DiskWatches::default(),
         };
         let info = runtime.ping().await?;
         tracing::debug!(
@@ -158,10 +163,18 @@ impl DockerRuntime {
 
     /// The error for a container found stopped while `command` ran in it. An engine going down
     /// stops its containers too, so the engine is asked first: only when it still answers is
-    /// the stop the container's own doing ([`RuntimeError::ContainerStopped`]).
+    /// the stop the container's own doing ([`RuntimeError::ContainerStopped`]), or the disk
+    /// bound's ([`RuntimeError::DiskExceeded`]).
     async fn stopped(&self, id: &ContainerId, command: &str) -> RuntimeError {
         if let Err(e) = self.ping().await {
             return e;
+        }
+        if let Some(exceeded) = self.disk.exceeded(&id.0) {
+            return RuntimeError::DiskExceeded {
+                command: kiln_core::shown(command),
+                written: exceeded.written,
+                limit: exceeded.limit,
+            };
         }
         match self.docker.inspect_container(&id.0, None).await {
             Ok(inspected) => RuntimeError::ContainerStopped {
@@ -662,6 +675,9 @@ impl ContainerRuntime for DockerRuntime {
         if let Ok(mut seen) = self.oom_kills.lock() {
             seen.insert(id.0.clone(), 0);
         }
+        if limits.disk_bytes > 0 {
+            self.disk.start(&self.docker, &id.0, limits.disk_bytes);
+        }
         Ok(id)
     }
 
@@ -832,6 +848,7 @@ impl ContainerRuntime for DockerRuntime {
         if let Ok(mut seen) = self.oom_kills.lock() {
             seen.remove(&id.0);
         }
+        self.disk.stop(&id.0);
         match result {
             Ok(()) => Ok(()),
             Err(e) if status(&e) == Some(404) => Ok(()),

@@ -105,7 +105,11 @@ pub async fn launch(
         .await;
         record.dockerfile_check = Some(match verdict {
             Ok(verdict) => format!("{verdict} ({:.1}s)", checked.elapsed().as_secs_f64()),
-            Err(e @ RuntimeError::ContainerStopped { .. }) => format!("rebuilt, but failed to {e}"),
+            Err(
+                e @ (RuntimeError::ContainerStopped { .. } | RuntimeError::DiskExceeded { .. }),
+            ) => {
+                format!("rebuilt, but failed to {e}")
+            }
             Err(e) => return Err(LaunchError::Engine(e)),
         });
     }
@@ -607,16 +611,7 @@ async fn run_plan(
     // (temporary files, caches, files in the checkout) reaches the image that validation
     // starts every run from.
     step("commit image");
-    let labels = request.image_labels();
-    let parser_log = request.log_dir.join("parser.log");
-    let baseline_run = BaselineRun {
-        image_tag: &request.image_tag,
-        labels: &labels,
-        spec,
-        test_timeout: request.settings.test_timeout,
-        min_pass_ratio: request.settings.min_pass_ratio,
-        parser_log: &parser_log,
-    };
+    let baseline_run = BaselineRun::new(request, spec);
     loop {
         step("baseline tests");
         let (failure, outcome) = match baseline(session, &baseline_run, record).await? {
@@ -631,7 +626,7 @@ async fn run_plan(
             }
             (Some(failure), Some(outcome)) => (failure, outcome),
             (Some(stopped), None) => {
-                // The run stopped the container: nothing to repair, no container to go on in.
+                // The run stopped its container: there is no output to repair by.
                 runtime.remove_image(&request.image_tag).await?;
                 return Ok(Attempt::Done(Some(stopped)));
             }
@@ -659,8 +654,8 @@ async fn run_plan(
         };
         record_repair(session, record, &mut tried, rule, &repair, &matched);
         // A test-run repair adds setup steps, which run before the next commit, or changes the
-        // test command. The baseline's own leftovers are in this container now, so the
-        // repaired environment is rebuilt from the image committed before the run.
+        // test command. The baseline ran in a container of its own, so this one is still the
+        // committed image.
         let steps = match repair {
             Repair::Before(steps) => steps,
             Repair::Tests(test) => {
@@ -672,13 +667,6 @@ async fn run_plan(
                 return Ok(Attempt::Done(Some(failure)));
             }
         };
-        let from_image = ContainerSpec {
-            image: request.image_tag.clone(),
-            ..spec.clone()
-        };
-        let mut fresh = session.next(&from_image).await?;
-        std::mem::swap(session, &mut fresh);
-        fresh.close_later(&request.removals);
         for setup_step in steps {
             let command = setup_step.render();
             step(short(&command));

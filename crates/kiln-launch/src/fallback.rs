@@ -151,16 +151,7 @@ async fn replay(
     record.parser_script.clone_from(&recipe.parser_script);
     record.rebuild_commands.clone_from(&recipe.rebuild_commands);
     step("recipe: baseline tests");
-    let labels = request.image_labels();
-    let parser_log = request.log_dir.join("parser.log");
-    let run = BaselineRun {
-        image_tag: &request.image_tag,
-        labels: &labels,
-        spec,
-        test_timeout: request.settings.test_timeout,
-        min_pass_ratio: request.settings.min_pass_ratio,
-        parser_log: &parser_log,
-    };
+    let run = BaselineRun::new(request, spec);
     let (failure, _) = baseline(session, &run, record).await?;
     match failure {
         None => {

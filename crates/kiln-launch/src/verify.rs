@@ -4,7 +4,7 @@
 //! held to the rules' contract.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +12,8 @@ use kiln_core::session::tail;
 use kiln_core::{ContainerSpec, ExecOutcome, RuntimeError, Session};
 use kiln_schema::{EnvironmentRecord, FailureClass, TestStatus};
 use kiln_testlog::ParsedLog;
+
+use crate::request::LaunchRequest;
 
 /// How a launch attempt ended, before it is written as a row.
 pub(crate) struct Failure {
@@ -34,7 +36,8 @@ impl Failure {
 }
 
 /// Runs `command` in the session. A container the command itself stopped is a failure of the
-/// item (of `class`); every other engine error stays an error, which stops the stage.
+/// item (of `class`, or `disk` when it wrote past the container's bound); every other engine
+/// error stays an error, which stops the stage.
 pub(crate) async fn run_or_fail(
     session: &mut Session,
     command: &str,
@@ -52,6 +55,11 @@ pub(crate) async fn run_or_fail(
         Ok(outcome) => Ok(Ok(outcome)),
         Err(e @ RuntimeError::ContainerStopped { .. }) => Ok(Err(Failure::new(
             class,
+            Some(command),
+            &format!("failed to {e}"),
+        ))),
+        Err(e @ RuntimeError::DiskExceeded { .. }) => Ok(Err(Failure::new(
+            FailureClass::Disk,
             Some(command),
             &format!("failed to {e}"),
         ))),
@@ -117,26 +125,36 @@ fn judge_tests(
     None
 }
 
-/// Where a baseline run's image goes and how the run is judged.
+/// Where a baseline run's image goes, where its tests run and how the run is judged.
 pub(crate) struct BaselineRun<'a> {
-    /// The environment image's tag.
-    pub(crate) image_tag: &'a str,
-    /// Its labels.
-    pub(crate) labels: &'a BTreeMap<String, String>,
-    /// The spec of the launch's container (a parser script runs from the image with it).
-    pub(crate) spec: &'a ContainerSpec,
-    /// Timeout of the test command.
-    pub(crate) test_timeout: Duration,
-    /// Share of tests that must pass.
-    pub(crate) min_pass_ratio: f64,
+    request: &'a LaunchRequest,
+    /// The image's labels.
+    labels: BTreeMap<String, String>,
+    /// The spec of the launch's container (the tests and a parser script run from the image
+    /// with it, on the tests' network).
+    spec: &'a ContainerSpec,
     /// Log of a parser script's run.
-    pub(crate) parser_log: &'a Path,
+    parser_log: PathBuf,
 }
 
-/// Commits the container to the environment image before the baseline run (nothing the tests
-/// write reaches the image), runs the record's test command and judges it. The failure, if
-/// any, and the run's outcome when it finished; when built, the record has its statuses, its
-/// image and its Dockerfile. The image of a run that does not count is left to the caller.
+impl<'a> BaselineRun<'a> {
+    /// The baseline run of `request`, whose setup ran in a container made from `spec`.
+    pub(crate) fn new(request: &'a LaunchRequest, spec: &'a ContainerSpec) -> Self {
+        Self {
+            request,
+            labels: request.image_labels(),
+            spec,
+            parser_log: request.log_dir.join("parser.log"),
+        }
+    }
+}
+
+/// Commits the container to the environment image, runs the record's test command in a
+/// container of its own from that image, on the tests' network (none unless the stage names
+/// the repository), and judges it: nothing the tests write reaches the image or the setup
+/// container, and the tests run as validation will run them. The failure, if any, and the
+/// run's outcome when it finished; when built, the record has its statuses, its image and its
+/// Dockerfile. The image of a run that does not count is left to the caller.
 ///
 /// # Errors
 /// Engine failures only.
@@ -145,29 +163,37 @@ pub(crate) async fn baseline(
     run: &BaselineRun<'_>,
     record: &mut EnvironmentRecord,
 ) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
-    session.commit(run.image_tag, run.labels).await?;
-    let outcome = match run_or_fail(
-        session,
+    let settings = &run.request.settings;
+    session.commit(&run.request.image_tag, &run.labels).await?;
+    let image = ContainerSpec {
+        image: run.request.image_tag.clone(),
+        network: settings.tests.for_repo(&run.request.candidate.repo),
+        ..run.spec.clone()
+    };
+    let mut tests = session.sibling(&image).await?;
+    tests.note(&format!(
+        "# baseline tests, network {}",
+        image.network.as_str()
+    ));
+    let result = run_or_fail(
+        &mut tests,
         &record.test_command,
-        run.test_timeout,
+        settings.test_timeout,
         FailureClass::TestRun,
     )
-    .await?
-    {
+    .await;
+    tests.close_later(&run.request.removals);
+    let outcome = match result? {
         Ok(outcome) => outcome,
         Err(failure) => return Ok((Some(failure), None)),
     };
     record.test_seconds = outcome.duration.as_secs_f64();
-    let image = ContainerSpec {
-        image: run.image_tag.to_string(),
-        ..run.spec.clone()
-    };
     let runtime = Arc::clone(session.runtime());
     let parsed =
-        crate::output::read_output(&runtime, record, &image, &outcome, run.parser_log).await?;
-    let failure = judge_tests(&outcome, parsed, record, run.min_pass_ratio);
+        crate::output::read_output(&runtime, record, &image, &outcome, &run.parser_log).await?;
+    let failure = judge_tests(&outcome, parsed, record, settings.min_pass_ratio);
     if failure.is_none() {
-        record.image = Some(run.image_tag.to_string());
+        record.image = Some(run.request.image_tag.clone());
         record.dockerfile = Some(crate::dockerfile::dockerfile(record));
     }
     Ok((failure, Some(outcome)))

@@ -143,6 +143,8 @@ pub enum FailureClass {
     Timeout,
     /// A command was killed for exceeding the memory limit.
     Oom,
+    /// A container wrote past its disk bound (`[docker] disk`) and was stopped.
+    Disk,
     /// The test or gold patch applied nowhere.
     PatchApply,
     /// The test run found no tests.
@@ -180,6 +182,7 @@ impl FailureClass {
             Self::TestsFailing => "tests-failing",
             Self::Timeout => "timeout",
             Self::Oom => "oom",
+            Self::Disk => "disk",
             Self::PatchApply => "patch-apply",
             Self::NoTests => "no-tests",
             Self::Flaky => "flaky",
@@ -211,6 +214,7 @@ mod tests {
             FailureClass::DependencyResolution,
             FailureClass::PassToFail,
             FailureClass::Oom,
+            FailureClass::Disk,
         ] {
             let json = serde_json::to_value(class).unwrap_or_default();
             assert_eq!(json, serde_json::json!(class.as_str()));

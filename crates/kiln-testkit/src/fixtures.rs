@@ -25,6 +25,8 @@ pub(crate) enum Outcome {
     Rejected(&'static str),
     /// Launch fails with this failure class.
     LaunchFailed(&'static str),
+    /// Launch succeeds, validation cannot run to a decision, with this failure class.
+    ValidateFailed(&'static str),
 }
 
 /// One fixture project and its task.

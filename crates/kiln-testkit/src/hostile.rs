@@ -57,6 +57,45 @@ static CASES: &[Fixture] = &[
     },
 ];
 
+/// The sandbox case: what a test run may reach (no network) and write (a bounded disk).
+static SANDBOX: &[Fixture] = &[Fixture {
+    dir: "hc-sandbox",
+    owner: "kiln-hc",
+    name: "sandbox",
+    pr: 23,
+    issue: 22,
+    first_day: 16,
+    messages: [
+        "Add pad_left()",
+        "Check where the tests run",
+        "Add a README",
+        "Keep text longer than the width\n\nFixes #22.",
+    ],
+    later_message: "Release 0.1.1",
+    problem_statement: "pad_left cuts longer text\n\n\
+`pad_left(\"1234\", 2)` returns \"34\"; it should return \"1234\".\n",
+    hints_text: "",
+    version: "0.1",
+    fail_to_pass: &["tests/test_left.py::test_pad_left_keeps_longer_text"],
+    pass_to_pass: &[
+        "tests/test_left.py::test_pad_left",
+        "tests/test_sandbox.py::test_only_loopback",
+    ],
+    outcome: Outcome::ValidateFailed("disk"),
+}];
+
+/// Writes the sandbox case like [`write_hostile_cases`]: `kiln-hc__sandbox-23`, whose base
+/// has a test that passes only where the network is loopback alone
+/// (`tests/test_sandbox.py::test_only_loopback`: launch's baseline run must show it passing),
+/// and whose test patch's `tests/conftest.py` writes 4 GiB into the container after every
+/// run: with a disk bound below that (`[docker] disk`), validation must end `disk`.
+///
+/// # Errors
+/// As [`write_hostile_cases`].
+pub fn write_sandbox_case(dir: &Path) -> Result<DemoLayout, TestkitError> {
+    write_set(dir, SANDBOX, build_repo)
+}
+
 /// Writes the hostile cases: fixture repositories under `dir/repos/kiln-hc/<name>/` and the
 /// task file `dir/tasks.jsonl`, with the same history shape as [`crate::write_demo`].
 ///
@@ -87,7 +126,7 @@ mod tests {
 
     #[test]
     fn every_case_has_every_step() {
-        for case in CASES {
+        for case in CASES.iter().chain(SANDBOX) {
             for step in ["initial", "second", "base", "fix", "later"] {
                 assert!(
                     case.files(step).next().is_some(),

@@ -21,7 +21,7 @@ mod git;
 pub mod github;
 mod hostile;
 mod repos;
-pub use hostile::write_hostile_cases;
+pub use hostile::{write_hostile_cases, write_sandbox_case};
 pub mod http;
 pub mod hub;
 pub mod runtime;

@@ -108,6 +108,11 @@ pub enum Expect {
         /// The failure class (`dependency-resolution`).
         failure_class: &'static str,
     },
+    /// Launch succeeds, validation cannot run to a decision.
+    ValidateFailed {
+        /// The failure class (`disk`).
+        failure_class: &'static str,
+    },
 }
 
 /// The commits [`write_demo`] made in one repository.
@@ -207,6 +212,7 @@ pub(crate) fn expectation(fixture: &Fixture) -> Expect {
         },
         Outcome::Rejected(failure_class) => Expect::Rejected { failure_class },
         Outcome::LaunchFailed(failure_class) => Expect::LaunchFailed { failure_class },
+        Outcome::ValidateFailed(failure_class) => Expect::ValidateFailed { failure_class },
     }
 }
 

@@ -274,6 +274,15 @@ fn clone_error(error: &RuntimeError) -> RuntimeError {
             command: command.clone(),
             exit_code: *exit_code,
         },
+        RuntimeError::DiskExceeded {
+            command,
+            written,
+            limit,
+        } => RuntimeError::DiskExceeded {
+            command: command.clone(),
+            written: *written,
+            limit: *limit,
+        },
         RuntimeError::Refused { operation, message } => RuntimeError::Refused {
             operation: operation.clone(),
             message: message.clone(),
@@ -336,7 +345,8 @@ impl Script {
     }
 
     /// Answers only in containers where an earlier command's script contained `text` (a
-    /// patch applied, a file written).
+    /// patch applied, a file written), run in the container itself or in one its image was
+    /// committed from.
     #[must_use]
     pub fn after(mut self, text: impl Into<String>) -> Self {
         self.after = Some(Pattern::Contains(text.into()));
@@ -419,6 +429,9 @@ pub struct Image {
     pub origin: ImageOrigin,
     /// Files it holds: the archives copied into the containers it was committed from.
     pub files: Vec<CopiedIn>,
+    /// The scripts that made it: those run in the containers it was committed from, after
+    /// their image's own.
+    pub history: Vec<String>,
 }
 
 /// How one exec ended.
@@ -481,6 +494,8 @@ pub struct Container {
     pub env: Vec<(String, String)>,
     /// Files from its image.
     pub image_files: Vec<CopiedIn>,
+    /// The scripts that made its image ([`Image::history`]).
+    pub image_history: Vec<String>,
     /// Archives copied into it, in order.
     pub copied_in: Vec<CopiedIn>,
     /// Commands run in it, in order.
@@ -674,6 +689,7 @@ impl State {
             env: Vec::new(),
             origin,
             files: Vec::new(),
+            history: Vec::new(),
         }
     }
 }
@@ -900,6 +916,7 @@ impl ContainerRuntime for ScriptedRuntime {
             labels: managed(&spec.labels),
             env,
             image_files: image.files,
+            image_history: image.history,
             copied_in: Vec::new(),
             execs: Vec::new(),
             commits: Vec::new(),
@@ -1102,6 +1119,12 @@ impl ContainerRuntime for ScriptedRuntime {
             .chain(&container.copied_in)
             .cloned()
             .collect();
+        image.history = container
+            .image_history
+            .iter()
+            .cloned()
+            .chain(container.execs.iter().map(|e| e.script.clone()))
+            .collect();
         let image_id = image.id.clone();
         state.put_image(image);
         Ok(image_id)
@@ -1261,10 +1284,10 @@ fn choose(scripts: &mut [ScriptState], container: &Container, script: &str) -> O
                 .image
                 .as_ref()
                 .is_some_and(|image| *image != container.spec.image)
-            || rule
-                .after
-                .as_ref()
-                .is_some_and(|after| !container.execs.iter().any(|e| after.matches(&e.script)))
+            || rule.after.as_ref().is_some_and(|after| {
+                !container.execs.iter().any(|e| after.matches(&e.script))
+                    && !container.image_history.iter().any(|h| after.matches(h))
+            })
         {
             continue;
         }

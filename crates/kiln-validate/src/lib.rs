@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
-use kiln_core::{ContainerRuntime, Event, NetworkMode, Removals, Reporter, RuntimeError};
+use kiln_core::{ContainerRuntime, Event, Removals, Reporter, RuntimeError};
 use kiln_schema::{
     Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord, ValidationStatus,
 };
@@ -72,17 +72,7 @@ pub async fn validate(
 ) -> Result<ValidationRecord, ValidateError> {
     let started = Instant::now();
     let env = &request.environment;
-    let network = if request.settings.network == "bridge"
-        || request
-            .settings
-            .network_repos
-            .iter()
-            .any(|r| r == &env.repo)
-    {
-        NetworkMode::Bridge
-    } else {
-        NetworkMode::None
-    };
+    let network = request.settings.tests.for_repo(&env.repo);
     let repeats = usize::try_from(request.settings.repeats)
         .unwrap_or(1)
         .max(1);

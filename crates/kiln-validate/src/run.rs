@@ -77,6 +77,10 @@ impl From<RuntimeError> for RunFailure {
             e @ RuntimeError::Refused { .. } => {
                 Self::Item(FailureClass::Infra, format!("failed to {e}"))
             }
+            // What ran wrote past the container's disk bound.
+            e @ RuntimeError::DiskExceeded { .. } => {
+                Self::Item(FailureClass::Disk, format!("failed to {e}"))
+            }
             e => Self::Engine(e),
         }
     }
@@ -198,6 +202,10 @@ async fn step(
         Err(e @ RuntimeError::ContainerStopped { .. }) => {
             Err(RunFailure::Item(class, format!("failed to {e}")))
         }
+        Err(e @ RuntimeError::DiskExceeded { .. }) => Err(RunFailure::Item(
+            FailureClass::Disk,
+            format!("failed to {e}"),
+        )),
         Err(e) => Err(RunFailure::Engine(e)),
     }
 }

@@ -415,7 +415,34 @@ inputs = ["tasks", "launch", "validate"]
             panic!("validate settings missing");
         };
         assert_eq!(v.repeats, 3);
-        assert_eq!(v.network, "none");
+        assert_eq!(v.tests.network, "none");
+    }
+
+    #[test]
+    fn launch_and_validate_name_the_network_of_their_test_runs_alike() {
+        use crate::NetworkMode;
+        let text = GOOD.replace(
+            "inputs = [\"tasks\"]\n",
+            "inputs = [\"tasks\"]\nnetwork_repos = [\"o/needs-net\"]\n",
+        );
+        let pipeline = compile(&text).unwrap();
+        let Some(NodeSettings::Launch(launch)) = pipeline.node("launch").map(|n| &n.settings)
+        else {
+            panic!("launch settings missing");
+        };
+        assert_eq!(launch.tests.for_repo("o/needs-net"), NetworkMode::Bridge);
+        assert_eq!(launch.tests.for_repo("o/other"), NetworkMode::None);
+        let Some(NodeSettings::Validate(validate)) = pipeline.node("validate").map(|n| &n.settings)
+        else {
+            panic!("validate settings missing");
+        };
+        assert_eq!(validate.tests.for_repo("o/needs-net"), NetworkMode::None);
+        let text = GOOD.replace(
+            "inputs = [\"tasks\"]\n",
+            "inputs = [\"tasks\"]\nnetwork = \"host\"\n",
+        );
+        let error = errors(&text);
+        assert!(error.contains("stages.launch.network"), "{error}");
     }
 
     #[test]

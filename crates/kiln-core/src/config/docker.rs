@@ -19,6 +19,8 @@ pub struct DockerSettings {
     pub cpus: f64,
     /// Process limit per container.
     pub pids: i64,
+    /// Bytes each container may write, past which it is stopped (`disk`).
+    pub disk_bytes: i64,
     /// Prefix of the environment image tags.
     pub image_prefix: String,
 }
@@ -31,6 +33,7 @@ impl Default for DockerSettings {
             memory_bytes: 4 << 30,
             cpus: 2.0,
             pids: 4096,
+            disk_bytes: 20 << 30,
             image_prefix: "kiln-env".into(),
         }
     }
@@ -44,6 +47,7 @@ impl DockerSettings {
             memory_bytes: self.memory_bytes,
             cpus: self.cpus,
             pids: self.pids,
+            disk_bytes: self.disk_bytes,
         }
     }
 }
@@ -94,9 +98,25 @@ pub fn is_image_prefix(prefix: &str) -> bool {
 }
 
 /// Keys of the `[docker]` table.
-const DOCKER_KEYS: &[&str] = &["ca_bundle", "memory", "cpus", "pids", "image_prefix"];
+const DOCKER_KEYS: &[&str] = &[
+    "ca_bundle",
+    "memory",
+    "cpus",
+    "pids",
+    "disk",
+    "image_prefix",
+];
 
 impl Compiler<'_> {
+    /// A size key of `[docker]` (`"4g"`), `default` when absent.
+    fn size(&mut self, keys: &mut Keys<'_, '_>, key: &str, default: &str) -> Result<i64, ()> {
+        let at = keys.get(key).map_or(0, |v| v.span().start);
+        let text = self.string_or(keys, key, default)?;
+        parse_size(&text).map_err(|message| {
+            self.error_at(at, &format!("docker.{key}"), message);
+        })
+    }
+
     /// Compiles `[docker]`, the defaults when absent; `None` when it had errors (reported).
     pub(super) fn docker(&mut self, value: Option<&Value<'_>>) -> Option<DockerSettings> {
         let defaults = DockerSettings::default();
@@ -115,21 +135,8 @@ impl Compiler<'_> {
             Some(None) => Err(()),
             None => Ok(None),
         };
-        let memory_value = keys.get("memory");
-        let memory = match self.string_or(&mut keys, "memory", "4g") {
-            Ok(s) => match parse_size(&s) {
-                Ok(n) => Ok(n),
-                Err(message) => {
-                    self.error_at(
-                        memory_value.map_or(0, |v| v.span().start),
-                        "docker.memory",
-                        message,
-                    );
-                    Err(())
-                }
-            },
-            Err(()) => Err(()),
-        };
+        let memory = self.size(&mut keys, "memory", "4g");
+        let disk = self.size(&mut keys, "disk", "20g");
         let cpus = self.read(&mut keys, "cpus", defaults.cpus, 0.1..=1024.0);
         let pids = self.read(&mut keys, "pids", defaults.pids, 64..=1 << 22);
         let image_prefix_at = keys.get("image_prefix").map_or(0, |v| v.span().start);
@@ -158,6 +165,7 @@ impl Compiler<'_> {
             memory_bytes: memory.ok()?,
             cpus: cpus.ok()?,
             pids: pids.ok()?,
+            disk_bytes: disk.ok()?,
             image_prefix: image_prefix.ok()?,
         })
     }

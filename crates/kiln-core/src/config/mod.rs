@@ -33,6 +33,6 @@ pub use read::{ConfigError, ConfigErrors, Need, Requirement};
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{
     AgentSettings, ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings,
-    SplitSettings, ValidateSettings,
+    SplitSettings, TestNetwork, ValidateSettings,
 };
 pub use units::{MAX_DURATION, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_duration, parse_size};

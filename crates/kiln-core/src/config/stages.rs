@@ -63,6 +63,9 @@ pub struct LaunchSettings {
     /// Try the repository's recipes (`<dataset>/recipes/`) before any LM call, and store one
     /// when the agent builds an environment.
     pub recipes: bool,
+    /// Network of the baseline test run (setup steps always have the network).
+    #[serde(flatten)]
+    pub tests: TestNetwork,
     /// The launch agent, when `agent = true`: it takes over where the rules and repairs
     /// stopped.
     pub agent: Option<AgentSettings>,
@@ -97,13 +100,43 @@ pub struct ValidateSettings {
     pub concurrency: i64,
     /// Timeout of each test run.
     pub test_timeout: Duration,
-    /// Network of the test containers: `none` (loopback only) or `bridge`.
-    pub network: String,
-    /// Repositories (`owner/name`) whose tests need the network.
-    pub network_repos: Vec<String>,
+    /// Network of the test containers.
+    #[serde(flatten)]
+    pub tests: TestNetwork,
     /// Also run the tests once on the untouched base commit, to catch regressions the test
     /// patch hides (a test it skips or removes that the gold patch breaks).
     pub base_run: bool,
+}
+
+/// The network of a stage's test runs (`network`, `network_repos`): none but loopback unless
+/// the stage says otherwise, for every repository or for the ones named.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestNetwork {
+    /// `none` (loopback only, the default) or `bridge`.
+    pub network: String,
+    /// Repositories (`owner/name`) whose tests need the network.
+    pub network_repos: Vec<String>,
+}
+
+impl Default for TestNetwork {
+    fn default() -> Self {
+        Self {
+            network: "none".into(),
+            network_repos: Vec::new(),
+        }
+    }
+}
+
+impl TestNetwork {
+    /// The network the tests of `repo` run on.
+    #[must_use]
+    pub fn for_repo(&self, repo: &str) -> crate::NetworkMode {
+        if self.network == "bridge" || self.network_repos.iter().any(|r| r == repo) {
+            crate::NetworkMode::Bridge
+        } else {
+            crate::NetworkMode::None
+        }
+    }
 }
 
 /// Settings of an `export` stage.
@@ -181,6 +214,8 @@ pub(super) const LAUNCH_KEYS: &[&str] = &[
     "verify_dockerfile",
     "test_scope",
     "recipes",
+    "network",
+    "network_repos",
     "agent",
     "agent_model",
     "agent_max_steps",
@@ -381,6 +416,7 @@ impl Compiler<'_> {
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         let recipes = self.read(keys, "recipes", true, ..);
+        let tests = self.test_network(keys);
         let agent = self.agent(keys, lm);
         Ok(LaunchSettings {
             concurrency: concurrency?,
@@ -391,6 +427,7 @@ impl Compiler<'_> {
             verify_dockerfile: verify_dockerfile?,
             test_scope: test_scope?,
             recipes: recipes?,
+            tests: tests?,
             agent: agent?,
         })
     }
@@ -472,20 +509,28 @@ impl Compiler<'_> {
         }))
     }
 
+    /// The `network` and `network_repos` keys of a stage that runs tests.
+    fn test_network(&mut self, keys: &mut Keys<'_, '_>) -> Result<TestNetwork, ()> {
+        let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
+        let network_repos = self.strings(keys, "network_repos");
+        Ok(TestNetwork {
+            network: network?,
+            network_repos: network_repos?,
+        })
+    }
+
     /// Compiles a `validate` stage's keys ([`VALIDATE_KEYS`]).
     pub(super) fn validate(&mut self, keys: &mut Keys<'_, '_>) -> Result<ValidateSettings, ()> {
         let repeats = self.read(keys, "repeats", 3, 1..=20);
         let concurrency = self.read(keys, "concurrency", 2, 1..=256);
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
-        let network = self.one_of(keys, "network", "none", &["none", "bridge"]);
-        let network_repos = self.strings(keys, "network_repos");
+        let tests = self.test_network(keys);
         let base_run = self.read(keys, "base_run", false, ..);
         Ok(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
             test_timeout: test_timeout?,
-            network: network?,
-            network_repos: network_repos?,
+            tests: tests?,
             base_run: base_run?,
         })
     }

@@ -387,6 +387,7 @@ async fn limits_and_network_are_applied() {
         memory_bytes: 256 << 20,
         cpus: 0.5,
         pids: 64,
+        disk_bytes: 1 << 30,
     };
     limited.network = NetworkMode::None;
     let c = start(&rt, &limited).await;
@@ -428,6 +429,86 @@ async fn limits_and_network_are_applied() {
         "{processes}"
     );
 
+    rt.remove(&c.0).await.unwrap();
+}
+
+/// Writes `mib` MiB of zeros to `path` as fast as the disk takes them (a file of real blocks).
+fn writer(path: &str, mib: u64) -> String {
+    format!("dd if=/dev/zero of={path} bs=1M count={mib} 2>&1; sync; echo wrote")
+}
+
+#[tokio::test]
+async fn a_container_writing_past_its_disk_bound_is_stopped_and_the_command_told() {
+    let rt = runtime().await;
+    let bound: i64 = 200 << 20;
+    let mut bounded = spec("disk");
+    bounded.limits.disk_bytes = bound;
+    let c = start(&rt, &bounded).await;
+    // Under the bound: nothing happens.
+    let (small, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new(writer("/small", 50), Duration::from_secs(60)),
+    )
+    .await;
+    assert_eq!(small.exit_code, 0, "{}", small.output);
+    // Past it: 4 GiB asked, the container stopped long before.
+    let started = Instant::now();
+    let mut sink = |_: &[u8]| {};
+    let exec = ExecSpec::new(writer("/big", 4096), Duration::from_secs(300));
+    let result = rt.exec(&c.0, &exec, &mut sink).await;
+    let took = started.elapsed();
+    let Err(RuntimeError::DiskExceeded { written, limit, .. }) = &result else {
+        panic!("expected the disk bound, got {result:?}");
+    };
+    assert!(
+        result
+            .as_ref()
+            .err()
+            .is_some_and(RuntimeError::is_item_failure)
+    );
+    assert_eq!(*limit, bound);
+    assert!(*written > bound, "{written}");
+    eprintln!(
+        "disk bound {} MiB: stopped at {} MiB written, {:.1} s after the writer started",
+        bound >> 20,
+        written >> 20,
+        took.as_secs_f64()
+    );
+    // One watch interval past the bound at most, at this disk's speed.
+    assert!(*written < 4096 << 20, "{written}");
+    rt.remove(&c.0).await.unwrap();
+
+    // A writer left behind in the background, after its command returned, is stopped too,
+    // and the next command is told why.
+    let c = start(&rt, &bounded).await;
+    let (detached, _) = run(
+        &rt,
+        &c.0,
+        &ExecSpec::new(
+            format!("nohup sh -c '{}' >/dev/null 2>&1 &", writer("/bg", 4096)),
+            Duration::from_secs(10),
+        ),
+    )
+    .await;
+    assert_eq!(detached.exit_code, 0);
+    let waited = Instant::now();
+    let next = loop {
+        let result = rt
+            .exec(
+                &c.0,
+                &ExecSpec::new("sleep 1", Duration::from_secs(10)),
+                &mut sink,
+            )
+            .await;
+        if result.is_err() || waited.elapsed() > Duration::from_secs(120) {
+            break result;
+        }
+    };
+    assert!(
+        matches!(next, Err(RuntimeError::DiskExceeded { .. })),
+        "{next:?}"
+    );
     rt.remove(&c.0).await.unwrap();
 }
 

@@ -128,10 +128,9 @@ pub(crate) async fn take_over(
         tool_choice: Some("required".into()),
         replay_key: None,
     };
-    let labels = request.image_labels();
     let mut sandbox = Sandbox::new(
         format!("{}.agent-snapshot", request.image_tag),
-        labels.clone(),
+        request.image_labels(),
         spec.clone(),
     );
     let mut trajectory = Trajectory::open(&request.log_dir.join("agent.jsonl"));
@@ -188,7 +187,6 @@ pub(crate) async fn take_over(
                     request,
                     settings,
                     spec,
-                    labels: &labels,
                     record: &mut *record,
                     learned: &mut learned,
                     test_files: &handover.test_files,
@@ -376,7 +374,6 @@ struct Ctx<'a> {
     request: &'a LaunchRequest,
     settings: &'a AgentSettings,
     spec: &'a ContainerSpec,
-    labels: &'a BTreeMap<String, String>,
     record: &'a mut EnvironmentRecord,
     learned: &'a mut Learned,
     test_files: &'a [String],
@@ -521,8 +518,9 @@ async fn run(
         .min(left.max(Duration::from_secs(1)));
     let outcome = match cx.session.run(command, timeout).await {
         Ok(outcome) => outcome,
-        Err(e @ RuntimeError::ContainerStopped { .. }) => {
-            // The command ended the container: back to the snapshot, or the end.
+        Err(e @ (RuntimeError::ContainerStopped { .. } | RuntimeError::DiskExceeded { .. })) => {
+            // The command ended the container, or wrote past its disk bound: back to the
+            // snapshot, or the end.
             let rollback = cx
                 .sandbox
                 .roll_back(cx.session, &cx.request.removals)
@@ -535,8 +533,13 @@ async fn run(
             done.snapshot = snapshot;
             done.rollback = rollback;
             if rollback.is_none() {
+                let class = if matches!(e, RuntimeError::DiskExceeded { .. }) {
+                    FailureClass::Disk
+                } else {
+                    FailureClass::Build
+                };
                 done.stopped = Some(Failure::new(
-                    FailureClass::Build,
+                    class,
                     Some(command),
                     &format!("the agent's command stopped the container: {e}"),
                 ));
@@ -687,46 +690,21 @@ async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeE
     cx.learned.summary = finish.summary;
 
     let runtime = Arc::clone(cx.session.runtime());
-    let parser_log = cx.request.log_dir.join("parser.log");
-    let run = BaselineRun {
-        image_tag: &cx.request.image_tag,
-        labels: cx.labels,
-        spec: cx.spec,
-        test_timeout: cx.request.settings.test_timeout,
-        min_pass_ratio: cx.request.settings.min_pass_ratio,
-        parser_log: &parser_log,
-    };
+    let run = BaselineRun::new(cx.request, cx.spec);
     let (verdict, outcome) = baseline(cx.session, &run, cx.record).await?;
-    // The baseline run leaves its files in the container; the next command starts from them.
-    cx.sandbox.dirty = true;
     if let (Some(stopped), None) = (&verdict, &outcome) {
-        // The test run ended the container: back to the snapshot, or the end.
+        // The tests ran in a container of their own, which they ended; the agent's container
+        // is as it was.
         runtime.remove_image(&cx.request.image_tag).await?;
-        let rollback = cx
-            .sandbox
-            .roll_back(cx.session, &cx.request.removals)
-            .await?;
-        let mut done = Done::said(
+        return Ok(Done::said(
             action,
             format!(
-                "the test command stopped the container; {}",
-                if rollback.is_some() {
-                    "it was rolled back to the snapshot before your last change"
-                } else {
-                    "there is no snapshot to go back to"
-                }
+                "the test command stopped the container it ran in (a copy of yours; yours is \
+                 unchanged): {}",
+                head_tail(&stopped.log_tail)
             ),
             "stopped the container",
-        );
-        done.rollback = rollback;
-        if rollback.is_none() {
-            done.stopped = Some(Failure::new(
-                stopped.class,
-                stopped.command.as_deref(),
-                &stopped.log_tail,
-            ));
-        }
-        return Ok(done);
+        ));
     }
     match verdict {
         None => {

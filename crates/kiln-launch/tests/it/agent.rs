@@ -224,7 +224,8 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
     );
 
     // The failed install was rolled back: the next command ran in a container started from
-    // the snapshot, and the tests ran with the variable set.
+    // the snapshot; the finish's tests ran in a container of their own from the committed
+    // image (the last one, after the rules' baseline), without network, with the variable set.
     let snapshot = format!("{}.agent-snapshot", launched.image_tag);
     let containers = runtime.containers();
     let rolled_back = containers
@@ -233,7 +234,12 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
         .expect("a container from the snapshot");
     let commands = rolled_back.commands();
     assert!(commands.contains(&"apt-get install -y jq"), "{commands:?}");
-    let test_run = rolled_back
+    let tests = containers
+        .iter()
+        .rfind(|c| c.spec.image == launched.image_tag)
+        .expect("a container from the committed image");
+    assert_eq!(tests.spec.network, kiln_core::NetworkMode::None);
+    let test_run = tests
         .execs
         .iter()
         .find(|e| e.script.contains("python -m pytest"))

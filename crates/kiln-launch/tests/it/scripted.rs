@@ -152,6 +152,7 @@ pub(crate) async fn launch_with(
             verify_dockerfile: false,
             test_scope: "all".into(),
             recipes: true,
+            tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },
         docker: DockerSettings::default(),
@@ -286,12 +287,13 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
         record.baseline
     );
 
-    // One container, from the plan's base image, which was built (its Debian base pulled
-    // first); the repository copied into it before any command ran.
+    // Setup in one container, from the plan's base image, which was built (its Debian base
+    // pulled first), on the network; the repository copied into it before any command ran.
     let containers = runtime.containers();
-    assert_eq!(containers.len(), 1);
+    assert_eq!(containers.len(), 2, "{containers:#?}");
     let container = &containers[0];
     assert_eq!(container.spec.image, record.base_image);
+    assert_eq!(container.spec.network, kiln_core::NetworkMode::Bridge);
     assert_eq!(
         runtime.image(&record.base_image).map(|i| i.origin),
         Some(ImageOrigin::Built)
@@ -308,7 +310,9 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
         container.file("/testbed/tests/test_demo.py").as_deref(),
         Some(PYTHON[2].1.as_bytes())
     );
-    // Commit, then the test command: the image never holds what the tests leave.
+    // Commit, then the test command, in a container of its own from the committed image and
+    // without network: the image never holds what the tests leave, and the tests run as
+    // validation runs them.
     let calls = runtime.calls();
     let commit = calls
         .iter()
@@ -319,10 +323,15 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
         .position(|c| matches!(c, Call::Exec { script, .. } if *script == record.test_command))
         .expect("no test run");
     assert!(commit < tests, "{calls:#?}");
-    assert_eq!(
-        container.commands().last(),
-        Some(&record.test_command.as_str())
+    assert!(
+        !container.commands().contains(&record.test_command.as_str()),
+        "{:?}",
+        container.commands()
     );
+    let tests = &containers[1];
+    assert_eq!(tests.spec.image, launched.image_tag);
+    assert_eq!(tests.spec.network, kiln_core::NetworkMode::None);
+    assert_eq!(tests.commands(), [record.test_command.as_str()]);
     let image = runtime
         .image(&launched.image_tag)
         .expect("no environment image");
@@ -492,7 +501,7 @@ async fn a_repair_that_asks_for_an_older_setuptools_gets_it() {
 }
 
 #[tokio::test]
-async fn a_test_run_repair_installs_the_missing_module_and_starts_from_the_committed_image() {
+async fn a_test_run_repair_installs_the_missing_module_in_the_setup_container_and_commits_again() {
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime
         .script(Script::contains("-m pytest").answers([pytest_without_yaml(), pytest_baseline()]));
@@ -513,20 +522,25 @@ async fn a_test_run_repair_installs_the_missing_module_and_starts_from_the_commi
     let second = position(&commands, install + 1, "-m pytest");
     assert_eq!((install, second), (first + 1, first + 2), "{commands:#?}");
     assert!(record.setup_commands.contains(&commands[install]));
-    // The repair ran in a fresh container from the image committed before the first run, and
-    // the environment was committed again before the second run.
+    // Each test run in a container of its own from the image committed just before it; the
+    // repair in the setup container, which the first run left as it was, and the environment
+    // committed again from it before the second run.
     let containers = runtime.containers();
-    assert_eq!(containers.len(), 2, "{containers:#?}");
-    assert_eq!(containers[1].spec.image, launched.image_tag);
+    assert_eq!(containers.len(), 3, "{containers:#?}");
+    let setup = &containers[0];
+    assert_eq!(setup.commands().last(), Some(&commands[install].as_str()));
     assert_eq!(
-        containers[1].commands(),
-        [commands[install].as_str(), commands[second].as_str()]
+        setup.commits,
+        [launched.image_tag.as_str(), launched.image_tag.as_str()]
     );
-    assert_eq!(containers[0].commits, [launched.image_tag.as_str()]);
-    assert_eq!(containers[1].commits, [launched.image_tag.as_str()]);
+    for (run, command) in containers[1..].iter().zip([first, second]) {
+        assert_eq!(run.spec.image, launched.image_tag);
+        assert_eq!(run.spec.network, kiln_core::NetworkMode::None);
+        assert_eq!(run.commands(), [commands[command].as_str()]);
+    }
     assert_eq!(
         runtime.image(&launched.image_tag).map(|i| i.origin),
-        Some(ImageOrigin::Committed(containers[1].id.clone()))
+        Some(ImageOrigin::Committed(setup.id.clone()))
     );
     assert_eq!(
         record.baseline.get("tests/test_demo.py::test_adds"),
@@ -674,6 +688,27 @@ async fn a_container_stopped_by_the_tests_is_a_failed_row() {
         "{:?}",
         record.log_tail
     );
+    assert!(runtime.image(&launched.image_tag).is_none());
+}
+
+#[tokio::test]
+async fn a_baseline_past_the_disk_bound_is_a_disk_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(Answer::engine_error(
+        RuntimeError::DiskExceeded {
+            command: "pytest".into(),
+            written: 300 << 20,
+            limit: 200 << 20,
+        },
+    )));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("disk")
+    );
+    assert_eq!(record.failure_command.as_ref(), Some(&record.test_command));
     assert!(runtime.image(&launched.image_tag).is_none());
 }
 

@@ -138,6 +138,7 @@ pub async fn launch_history(
             verify_dockerfile: false,
             test_scope: "auto".into(),
             recipes: true,
+            tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },
         docker: DockerSettings {
@@ -145,6 +146,7 @@ pub async fn launch_history(
             memory_bytes: 4 << 30,
             cpus: 2.0,
             pids: 4096,
+            disk_bytes: 20 << 30,
             image_prefix: "kiln-it".into(),
         },
         stage: "launch".into(),

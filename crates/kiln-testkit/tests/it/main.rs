@@ -369,7 +369,7 @@ fn host_python_confirms_expected_test_lists() {
                 }
                 assert_eq!(string_list(&row["PASS_TO_PASS"]), p2p, "{id}");
             }
-            Expect::LaunchFailed { .. } => unreachable!(),
+            Expect::LaunchFailed { .. } | Expect::ValidateFailed { .. } => unreachable!(),
         }
     }
 }

@@ -59,8 +59,7 @@ fn settings(repeats: i64) -> ValidateSettings {
         repeats,
         concurrency: 1,
         test_timeout: Duration::from_secs(900),
-        network: "none".into(),
-        network_repos: Vec::new(),
+        tests: kiln_core::config::TestNetwork::default(),
         base_run: false,
     }
 }
@@ -445,6 +444,31 @@ async fn a_test_run_that_stops_its_container_is_a_failed_row() {
     let reason = record.reason.unwrap_or_default();
     assert!(
         reason.starts_with("after run 1: failed to run") && reason.contains("container stopped"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_test_run_past_the_disk_bound_is_a_disk_row() {
+    let runtime = runtime();
+    runtime.script(
+        after_gold().answer(Answer::engine_error(RuntimeError::DiskExceeded {
+            command: "pytest".into(),
+            written: 300 << 20,
+            limit: 200 << 20,
+        })),
+    );
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(kiln_schema::FailureClass::as_str),
+        Some("disk")
+    );
+    assert!(record.FAIL_TO_PASS.is_empty());
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains("past its bound of 209715200 bytes"),
         "{reason}"
     );
 }
