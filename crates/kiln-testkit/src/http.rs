@@ -68,6 +68,18 @@ pub enum Reply {
     },
     /// Close the connection without answering (a dropped connection).
     Drop,
+    /// A response whose headers come at once (with the body's length) and whose body then
+    /// comes one byte per `every`: a server that drips.
+    Drip {
+        /// Status code.
+        status: u16,
+        /// Headers in order.
+        headers: Vec<(String, String)>,
+        /// Body bytes.
+        body: Bytes,
+        /// Wait before each byte.
+        every: Duration,
+    },
 }
 
 impl Reply {
@@ -118,14 +130,62 @@ impl Reply {
     #[must_use]
     pub fn status(&self) -> Option<u16> {
         match self {
-            Self::Response { status, .. } => Some(*status),
+            Self::Response { status, .. } | Self::Drip { status, .. } => Some(*status),
             Self::Drop => None,
         }
     }
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
-type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Full<Bytes>>, Dropped>> + Send>>;
+type Body = http_body_util::combinators::BoxBody<Bytes, Dropped>;
+type Answer = Pin<Box<dyn Future<Output = Result<hyper::Response<Body>, Dropped>> + Send>>;
+
+/// A body that yields one byte per `every` ([`Reply::Drip`]).
+struct DripBody {
+    body: Bytes,
+    every: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for DripBody {
+    type Data = Bytes;
+    type Error = Dropped;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Dropped>>> {
+        if self.body.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return std::task::Poll::Pending;
+        }
+        let next = tokio::time::Instant::now() + self.every;
+        self.sleep.as_mut().reset(next);
+        let byte = self.body.split_to(1);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(byte))))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.body.len() as u64)
+    }
+}
+
+/// A response with these parts.
+fn response(status: u16, headers: Vec<(String, String)>, body: Body) -> hyper::Response<Body> {
+    let mut response = hyper::Response::new(body);
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
 
 /// What a fake implements: every request becomes a reply.
 pub trait Handler: Send + Sync + 'static {
@@ -305,18 +365,21 @@ fn answer(
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                let mut response = hyper::Response::new(Full::new(body));
-                *response.status_mut() =
-                    hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
-                for (name, value) in headers {
-                    if let (Ok(name), Ok(value)) = (
-                        hyper::header::HeaderName::from_bytes(name.as_bytes()),
-                        hyper::header::HeaderValue::from_str(&value),
-                    ) {
-                        response.headers_mut().append(name, value);
-                    }
-                }
-                Ok(response)
+                let body = Full::new(body).map_err(|never| match never {}).boxed();
+                Ok(response(status, headers, body))
+            }
+            Reply::Drip {
+                status,
+                headers,
+                body,
+                every,
+            } => {
+                let body = DripBody {
+                    body,
+                    every,
+                    sleep: Box::pin(tokio::time::sleep(every)),
+                };
+                Ok(response(status, headers, body.boxed()))
             }
         }
     })

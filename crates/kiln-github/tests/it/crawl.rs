@@ -509,6 +509,42 @@ async fn a_second_crawl_asks_conditionally_and_skips_what_it_has() {
     assert!(setup.fake.requests().is_empty());
 }
 
+/// A GitHub whose every answer drips (its headers at once, then one byte per second) costs
+/// the crawl one request timeout per try, then ends the repository with an error that says
+/// so: the timeout bounds the whole answer, not the wait between bytes.
+#[tokio::test]
+async fn a_dripping_answer_ends_within_the_request_timeout_of_each_try() {
+    use kiln_testkit::github::Fault;
+    let (setup, _) = edge_setup();
+    for n in 1..=6 {
+        setup.fake.inject(n, Fault::Drip(Duration::from_secs(1)));
+    }
+    let started = std::time::Instant::now();
+    let crawled = run(
+        request(&setup, edge_settings(&setup)),
+        client(&setup, &[("KILN_TEST_TOKEN", "token-a")]),
+    )
+    .await;
+    let took = started.elapsed();
+    // A transport failure is the repository's, which the crawl records and goes on from.
+    assert_eq!(
+        crawled.summary.as_ref().map(|s| s.repositories_failed),
+        Ok(1),
+        "{:?}",
+        crawled.summary
+    );
+    let error = crawled
+        .notes
+        .iter()
+        .find(|n| n.contains("stopped"))
+        .unwrap_or_else(|| panic!("no note says why: {:?}", crawled.notes));
+    eprintln!("six dripping tries ended the repository in {took:?}: {error}");
+    assert!(error.contains("no answer within 2s (6 tries)"), "{error}");
+    assert!(error.len() < 400, "the error quotes no body: {error}");
+    // Six tries of 2 s and the backoffs between them (20 ms doubling).
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
 /// A GitHub that asks for a wait of years, or answers with more than kiln reads, ends the crawl
 /// at once with an error that says so, instead of hanging or filling memory.
 #[tokio::test]

@@ -65,6 +65,8 @@ pub enum Fault {
     Drop,
     /// A 200 answer of this many bytes (a JSON string of padding): a hostile or broken server.
     Huge(usize),
+    /// The normal answer, its headers at once and its body one byte per this long.
+    Drip(Duration),
 }
 
 /// One logged request.
@@ -379,6 +381,20 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             answer(&mut state, &request, base)
         }
         Some(Fault::Slow(delay)) => answer(&mut state, &request, base).delayed(*delay),
+        Some(Fault::Drip(every)) => match answer(&mut state, &request, base) {
+            Reply::Response {
+                status,
+                headers,
+                body,
+                ..
+            } => Reply::Drip {
+                status,
+                headers,
+                body,
+                every: *every,
+            },
+            other => other,
+        },
         Some(Fault::Huge(bytes)) => {
             let mut body = String::with_capacity(*bytes);
             body.push_str("{\"data\":\"");
@@ -396,7 +412,13 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
     if fault.is_some()
         && !matches!(
             fault,
-            Some(Fault::PrimaryLimit { .. } | Fault::Slow(_) | Fault::Drop | Fault::Huge(_))
+            Some(
+                Fault::PrimaryLimit { .. }
+                    | Fault::Slow(_)
+                    | Fault::Drop
+                    | Fault::Huge(_)
+                    | Fault::Drip(_)
+            )
         )
     {
         // Fault answers carry the token's quota headers, as GitHub's error answers do.
