@@ -295,6 +295,47 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
 }
 
 #[test]
+fn evaluating_a_release_with_a_column_of_the_wrong_type_is_an_input_error() {
+    let tmp = tempdir();
+    let release = tmp.path().join("release");
+    let row = kiln_schema::ReleaseInstance {
+        repo: "kiln-hc/typed".into(),
+        ..kiln_schema::ReleaseInstance::new(kiln_schema::InstanceId::new("typed__id-1").unwrap())
+    };
+    kiln_store::write_release(&release, "test", &[row], 10).unwrap();
+    // The schema's metadata stays; only the column's type changes, as a hand-edited or
+    // foreign release would have it.
+    let rewrite = format!(
+        "import glob, pyarrow as pa, pyarrow.parquet as pq\n\
+         for path in glob.glob({dir:?} + '/data/*.parquet'):\n\
+         \x20   table = pq.read_table(path)\n\
+         \x20   i = table.schema.get_field_index('repo')\n\
+         \x20   table = table.set_column(i, 'repo', pa.array([7] * table.num_rows, pa.int64()))\n\
+         \x20   pq.write_table(table, path)\n",
+        dir = release.display().to_string(),
+    );
+    let output = run(std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&rewrite));
+    assert!(output.status.success(), "{}", text(&output));
+    let predictions = tmp.path().join("preds.jsonl");
+    std::fs::write(&predictions, "").unwrap();
+    let output = run(kiln()
+        .args(["evaluate", "--dataset"])
+        .arg(&release)
+        .arg("--predictions")
+        .arg(&predictions)
+        .arg("--output")
+        .arg(tmp.path().join("out")));
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("column repo") && stderr.contains("Int64"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn test_runs_have_no_network_and_a_test_writing_past_the_disk_bound_is_stopped_and_classed() {
     let tmp = tempdir();
     let dir = tmp.path().join("sandbox");

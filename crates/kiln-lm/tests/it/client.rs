@@ -118,6 +118,31 @@ async fn a_slow_server_times_out_on_every_attempt() {
 }
 
 #[tokio::test]
+async fn a_dripping_answer_times_out_on_every_attempt() {
+    // Headers at once, then one byte per 100 ms: the timeout bounds the whole answer.
+    let drip = Reply::Drip {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: vec![b' '; 1000].into(),
+        every: Duration::from_millis(100),
+    };
+    let fake = FakeLm::scripted(vec![], LmReply::Raw(drip)).unwrap();
+    let mut settings = lm_settings(&fake.url());
+    settings.timeout = Duration::from_millis(500);
+    settings.retries = 1;
+    let started = std::time::Instant::now();
+    let error = client(&settings).chat(&request()).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(error, LmError::Timeout { attempts: 2, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().len() < 300, "{error}");
+    // Two tries of 0.5 s and the backoff between them.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[tokio::test]
 async fn a_dropped_connection_is_retried() {
     let fake = FakeLm::scripted(vec![LmReply::Drop], ok_reply()).unwrap();
     let answer = client(&lm_settings(&fake.url()))
