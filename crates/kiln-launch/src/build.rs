@@ -99,7 +99,12 @@ pub async fn launch(
             &context,
             &tag,
             request.settings.test_timeout,
-            &request.labels,
+            &ContainerSpec {
+                labels: request.labels.clone(),
+                limits: request.docker.limits(),
+                network: request.settings.tests.for_repo(&request.candidate.repo),
+                ..ContainerSpec::default()
+            },
             &request.log_dir,
         )
         .await;

@@ -113,8 +113,8 @@ pub fn reproduces(
     }
 }
 
-/// Builds the Dockerfile with the checkout as context, runs the test command in the result,
-/// and compares with the baseline. Returns the verdict text stored in the row.
+/// Builds the Dockerfile with the checkout as context, runs the test command in the result (in
+/// a container of `tests`' labels, limits and network), and compares with the baseline. Returns the verdict text stored in the row.
 ///
 /// # Errors
 /// Only engine failures other than a failed build (which is a verdict).
@@ -124,9 +124,10 @@ pub async fn verify(
     context_tar: &[u8],
     tag: &str,
     timeout: Duration,
-    labels: &BTreeMap<String, String>,
+    tests: &kiln_core::ContainerSpec,
     log_dir: &Path,
 ) -> Result<String, RuntimeError> {
+    let labels = &tests.labels;
     let Some(text) = &record.dockerfile else {
         return Ok("not checked: no Dockerfile".into());
     };
@@ -159,10 +160,9 @@ pub async fn verify(
     }
     let spec = kiln_core::ContainerSpec {
         image: tag.to_string(),
-        labels: labels.clone(),
         workdir: Some(WORKDIR.into()),
         max_lifetime: timeout + Duration::from_secs(600),
-        ..kiln_core::ContainerSpec::default()
+        ..tests.clone()
     };
     let id = runtime.create(&spec).await?;
     let mut sink = |_: &[u8]| {};
