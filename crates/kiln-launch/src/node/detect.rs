@@ -232,23 +232,34 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> Found {
                 ));
                 break;
             }
-            if let Some((_, runner)) = BINARIES.iter().find(|(bin, _)| bin == word) {
-                let args = &words[i + 1..];
-                if *runner == Runner::ReactScripts && args.first() != Some(&"test") {
-                    continue;
-                }
-                found.push((*runner, clean_args(*runner, args), env_prefix(&words[..i])));
-                break;
+            let Some(runner) = runner_named(word, BINARIES) else {
+                continue;
+            };
+            let args = &words[i + 1..];
+            if runner == Runner::ReactScripts && args.first() != Some(&"test") {
+                continue;
             }
+            let mut env = env_prefix(&words[..i]);
+            node_options(&words[..i], &mut env);
+            found.push((runner, clean_args(runner, args), env));
+            break;
         }
     }
-    // Several commands of the first runner (`mocha a.js && mocha b/*.js`, as scripts split by
-    // suite give) become one run over all their test files: the flags come from the first, the
-    // files and patterns of the others are added.
+    // Several commands of the first runner: a command that runs the whole suite (no files, no
+    // pattern) is the one kept, with its own environment (`jest test/tz.test && jest`, as
+    // scripts that run one file under several time zones and then everything give); otherwise
+    // they become one run over all their test files (`mocha a.js && mocha b/*.js`, as scripts
+    // split by suite give): the flags come from the first, the files of the others are added.
     if let Some((runner, mut args, env)) = found.first().cloned() {
-        for (_, more, _) in found.iter().skip(1).filter(|(r, _, _)| *r == runner) {
-            for arg in more {
-                if !arg.starts_with('-') && !args.contains(arg) {
+        let same: Vec<&Found> = found.iter().filter(|(r, _, _)| *r == runner).collect();
+        if same.len() > 1
+            && let Some(whole) = same.iter().find(|(_, args, _)| !selects_tests(args))
+        {
+            return (*whole).clone();
+        }
+        for (_, more, _) in same.iter().skip(1) {
+            for arg in positionals(more) {
+                if !args.contains(arg) {
                     args.push(arg.clone());
                 }
             }
@@ -361,6 +372,125 @@ fn script_pattern_matches(pattern: &str, name: &str) -> bool {
                 .all(|(p, n)| glob_match(p, n));
     }
     p.len() == n.len() && p.iter().zip(&n).all(|(p, n)| glob_match(p, n))
+}
+
+/// The runner a command word names: a bare binary (`jest`), or a path to it
+/// (`node_modules/.bin/jest`, `node_modules/jest/bin/jest.js`, mocha's `_mocha`).
+fn runner_named(word: &str, binaries: &[(&str, Runner)]) -> Option<Runner> {
+    let name = word.rsplit('/').next().unwrap_or(word);
+    let name = [".js", ".mjs", ".cjs"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(name);
+    let name = if name == "_mocha" { "mocha" } else { name };
+    binaries
+        .iter()
+        .find(|(bin, _)| *bin == name)
+        .map(|(_, runner)| *runner)
+}
+
+/// The flags of a `node` that runs the runner (`node --experimental-vm-modules
+/// node_modules/.bin/jest`, as Jest's ES module support asks), added to `NODE_OPTIONS` so that
+/// they reach the runner kiln starts.
+fn node_options(before: &[&str], env: &mut Vec<(String, String)>) {
+    let Some(at) = before.iter().rposition(|w| *w == "node") else {
+        return;
+    };
+    let flags: Vec<&str> = before[at + 1..]
+        .iter()
+        .copied()
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    if flags.is_empty() {
+        return;
+    }
+    let flags = flags.join(" ");
+    // Values are shell words: the script's own (`"--a --b"` or bare) is read back first.
+    match env.iter_mut().find(|(name, _)| name == "NODE_OPTIONS") {
+        Some((_, value)) => {
+            let own = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(value);
+            *value = crate::shell::quote(&format!("{own} {flags}"));
+        }
+        None => env.push(("NODE_OPTIONS".into(), crate::shell::quote(&flags))),
+    }
+}
+
+/// Flags of jest, mocha and vitest that pick tests by a pattern or a project.
+const SELECTING: &[&str] = &[
+    "--testPathPattern",
+    "--testPathPatterns",
+    "--testNamePattern",
+    "-t",
+    "--grep",
+    "-g",
+    "--fgrep",
+    "--spec",
+    "--selectProjects",
+    "--project",
+    "--dir",
+];
+
+/// Flags of jest, mocha and vitest that take the next word as their value (besides
+/// [`SELECTING`]'s).
+const VALUED: &[&str] = &[
+    "--config",
+    "-c",
+    "--maxWorkers",
+    "-w",
+    "--testTimeout",
+    "--timeout",
+    "--rootDir",
+    "--roots",
+    "--env",
+    "--testEnvironment",
+    "--environment",
+    "--require",
+    "-r",
+    "--file",
+    "--ui",
+    "-u",
+    "--ignore",
+    "--exclude",
+    "--testPathIgnorePatterns",
+    "--setupFiles",
+    "--extension",
+    "--pool",
+    "--slow",
+    "-s",
+    "--retries",
+    "--seed",
+];
+
+/// The arguments that are neither flags nor a flag's value: the files and directories a run
+/// is given.
+fn positionals(args: &[String]) -> Vec<&String> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if arg.starts_with('-') {
+            let name = arg.split('=').next().unwrap_or(arg);
+            skip_value =
+                (VALUED.contains(&name) || SELECTING.contains(&name)) && !arg.contains('=');
+            continue;
+        }
+        out.push(arg);
+    }
+    out
+}
+
+/// Whether a runner's (cleaned) arguments pick some of the tests: files or directories, or a
+/// pattern flag. `--config jest.config.js` picks nothing.
+fn selects_tests(args: &[String]) -> bool {
+    args.iter()
+        .any(|arg| SELECTING.contains(&arg.split('=').next().unwrap_or(arg)))
+        || !positionals(args).is_empty()
 }
 
 /// `NAME=value` words before the runner, `cross-env` dropped.

@@ -433,6 +433,77 @@ mod tests {
     }
 
     #[test]
+    fn a_script_that_runs_some_files_and_then_the_whole_suite_runs_the_whole_suite() {
+        let test_of = |scripts: &str| {
+            node_plan(
+                &[(
+                    "package.json",
+                    &format!(r#"{{"scripts":{scripts},"devDependencies":{{"jest":"^29"}}}}"#),
+                )],
+                None,
+            )
+            .test
+            .render()
+        };
+        // One file under several time zones, then everything (as dayjs's script does): the
+        // whole suite, with its own environment, not the first file's.
+        let whole = test_of(
+            r#"{"test":"TZ=Pacific/Auckland npm run test-tz && TZ=Europe/London npm run test-tz && npm run test-tz && jest","test-tz":"date && jest test/timezone.test --coverage=false"}"#,
+        );
+        assert!(whole.contains("npx --no-install jest --ci"), "{whole}");
+        assert!(!whole.contains("timezone"), "{whole}");
+        // A config file is no selection; files are.
+        let configured = test_of(
+            r#"{"test":"jest --config jest.unit.js a.test.js && jest --config jest.all.js"}"#,
+        );
+        assert!(
+            configured.contains("jest --config jest.all.js --ci"),
+            "{configured}"
+        );
+        assert!(!configured.contains("a.test.js"), "{configured}");
+        let files = test_of(r#"{"test":"jest a.test.js && jest -t slow b.test.js"}"#);
+        assert!(files.contains("jest a.test.js b.test.js --ci"), "{files}");
+    }
+
+    #[test]
+    fn node_flags_before_a_runner_path_reach_the_runner() {
+        let test_of = |scripts: &str| {
+            node_plan(
+                &[(
+                    "package.json",
+                    &format!(r#"{{"type":"module","scripts":{scripts},"devDependencies":{{"jest":"^29","mocha":"^10"}}}}"#),
+                )],
+                None,
+            )
+            .test
+            .render()
+        };
+        // Jest on ES modules, as its documentation says to run it.
+        let esm = test_of(
+            r#"{"test":"node --experimental-vm-modules --no-warnings node_modules/jest/bin/jest.js --runInBand"}"#,
+        );
+        assert!(
+            esm.contains("NODE_OPTIONS='--experimental-vm-modules --no-warnings'")
+                && esm.contains("jest --runInBand --ci"),
+            "{esm}"
+        );
+        // An assignment and the flags add up.
+        let both = test_of(
+            r#"{"test":"cross-env NODE_OPTIONS=--max-old-space-size=4096 node --experimental-vm-modules ./node_modules/.bin/jest"}"#,
+        );
+        assert!(
+            both.contains("NODE_OPTIONS='--max-old-space-size=4096 --experimental-vm-modules'"),
+            "{both}"
+        );
+        // mocha's `_mocha` binary is mocha.
+        let mocha = test_of(r#"{"test":"node_modules/.bin/_mocha test/unit"}"#);
+        assert!(
+            mocha.contains("npx --no-install mocha test/unit"),
+            "{mocha}"
+        );
+    }
+
+    #[test]
     fn runs_that_stop_at_the_first_failure_are_not_kept() {
         let test_of = |files: &[(&str, &str)]| node_plan(files, None).test.render();
         assert_eq!(
