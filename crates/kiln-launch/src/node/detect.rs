@@ -485,6 +485,15 @@ fn positionals(args: &[String]) -> Vec<&String> {
     out
 }
 
+/// `args` without its positionals (see [`positionals`]): the flags, with their values.
+pub(crate) fn without_positionals(args: &[String]) -> Vec<String> {
+    let files = positionals(args);
+    args.iter()
+        .filter(|a| !files.iter().any(|f| std::ptr::eq(*f, *a)))
+        .cloned()
+        .collect()
+}
+
 /// Whether a runner's (cleaned) arguments pick some of the tests: files or directories, or a
 /// pattern flag. `--config jest.config.js` picks nothing.
 fn selects_tests(args: &[String]) -> bool {

@@ -4,6 +4,7 @@
 
 pub mod detect;
 pub mod repairs;
+pub mod selection;
 pub mod version;
 
 use crate::plan::{Plan, PlanContext, RepairContext};
@@ -201,7 +202,25 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
 /// The Node plan, when the root holds a `package.json`.
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
-    let project = detect(cx.root, cx.cutoff)?;
+    let mut project = detect(cx.root, cx.cutoff)?;
+    // Jest and Vitest run the touched directories where the scope says so; the script's own
+    // files give way to them.
+    let mut test_scope = "all".to_string();
+    if matches!(
+        project.runner,
+        Runner::Jest | Runner::ReactScripts | Runner::Vitest
+    ) && let Some((dirs, described)) = selection::selection(
+        cx.root,
+        cx.scope,
+        cx.test_files,
+        project.runner != Runner::Vitest,
+    ) {
+        project.runner_args = detect::without_positionals(&project.runner_args)
+            .into_iter()
+            .chain(dirs)
+            .collect();
+        test_scope = described;
+    }
     let (mut setup, resolution, cutoff_applied) = install(&project.manager, cx.cutoff);
     setup.insert(0, Step::git_setup());
     let mut rebuild = Vec::new();
@@ -258,7 +277,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup,
         rebuild,
         test,
-        test_scope: "all".into(),
+        test_scope,
         parser,
         resolution,
         cutoff: if cutoff_applied {
@@ -463,6 +482,56 @@ mod tests {
         assert!(!configured.contains("a.test.js"), "{configured}");
         let files = test_of(r#"{"test":"jest a.test.js && jest -t slow b.test.js"}"#);
         assert!(files.contains("jest a.test.js b.test.js --ci"), "{files}");
+    }
+
+    #[test]
+    fn jest_in_a_large_suite_runs_the_touched_directories_instead_of_the_scripts_files() {
+        let tree = crate::plan::testutil::tree(&[
+            (
+                "package.json",
+                r#"{"scripts":{"test":"jest --runInBand tests"},"devDependencies":{"jest":"^29"}}"#,
+            ),
+            ("tests/format/js/arrows/jsfmt.spec.js", ""),
+            ("tests/format/js/arrows/curried.js", ""),
+        ]);
+        for n in 0..=selection::AUTO_FILES {
+            let spec = tree.path().join(format!("tests/format/t{n}/jsfmt.spec.js"));
+            std::fs::create_dir_all(spec.parent().unwrap()).unwrap();
+            std::fs::write(spec, "").unwrap();
+        }
+        let touched = vec![
+            "tests/format/js/arrows/__snapshots__/jsfmt.spec.js.snap".to_string(),
+            "tests/format/js/arrows/curried.js".to_string(),
+        ];
+        let plan_for = |scope| {
+            plan(&PlanContext {
+                root: tree.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &touched,
+                scope,
+            })
+            .expect("a plan")
+        };
+        let selected = plan_for(crate::plan::TestScope::Auto);
+        assert!(
+            selected
+                .test
+                .render()
+                .contains("jest --runInBand tests/format/js/arrows/ --ci"),
+            "{}",
+            selected.test.render()
+        );
+        assert!(
+            selected
+                .test_scope
+                .starts_with("touched: tests/format/js/arrows/ (302 test files"),
+            "{}",
+            selected.test_scope
+        );
+        let whole = plan_for(crate::plan::TestScope::All);
+        assert!(whole.test.render().contains("jest --runInBand tests --ci"));
+        assert_eq!(whole.test_scope, "all");
     }
 
     #[test]
