@@ -141,7 +141,7 @@ async fn bootstrap(
             "sh",
             &[
                 "-c",
-                "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y debootstrap",
+                "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends debootstrap debian-archive-keyring",
             ],
             on_output,
         )

@@ -164,7 +164,7 @@ pub(crate) async fn baseline(
     record: &mut EnvironmentRecord,
 ) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
     let settings = &run.request.settings;
-    session.commit(&run.request.image_tag, &run.labels).await?;
+    let image_id = session.commit(&run.request.image_tag, &run.labels).await?;
     let image = ContainerSpec {
         image: run.request.image_tag.clone(),
         network: settings.tests.for_repo(&run.request.candidate.repo),
@@ -194,6 +194,7 @@ pub(crate) async fn baseline(
     let failure = judge_tests(&outcome, parsed, record, settings.min_pass_ratio);
     if failure.is_none() {
         record.image = Some(run.request.image_tag.clone());
+        record.image_digest = Some(image_id).filter(|id| !id.is_empty());
         record.dockerfile = Some(crate::dockerfile::dockerfile(record));
     }
     Ok((failure, Some(outcome)))

@@ -13,7 +13,9 @@ use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, V
 /// 5: environments record the test scope launch chose (`test_scope`).
 /// 6: validations name the SWE-bench harness parser that agrees with kiln (`log_parser`);
 /// release rows carry what the SWE-bench harness and SWE-bench-Live read (`eval_script`, ...).
-pub const SCHEMA_VERSION: u32 = 7;
+/// 8: environments keep the error lines of a failure (`error_lines`) and the committed image's
+/// id (`image_digest`).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -159,6 +159,10 @@ table! {
         pub base_image: String,
         /// Tag of the committed environment image (null when failed).
         pub image: Option<String>,
+        /// The engine's id of that image as launch committed it (`sha256:…`): validation runs
+        /// this image, whatever the tag points at by then (null when failed, or for rows of a
+        /// kiln that did not record it).
+        pub image_digest: Option<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
         /// Repair rules applied, in order: the rule's name, what it did and the output line

@@ -672,6 +672,17 @@ impl State {
     }
 
     /// Puts `image` under its tag; an image the tag named before becomes dangling.
+    /// The image `reference` names: a tag, or an image's id (`sha256:…`), tagged or left
+    /// dangling by a tag that moved, as the engine resolves them.
+    fn find_image(&self, reference: &str) -> Option<&Image> {
+        self.images.get(reference).or_else(|| {
+            self.images
+                .values()
+                .chain(&self.dangling)
+                .find(|image| image.id == reference)
+        })
+    }
+
     fn put_image(&mut self, image: Image) {
         if let Some(old) = self.images.insert(image.tag.clone(), image)
             && !self.images.values().any(|i| i.id == old.id)
@@ -875,7 +886,7 @@ impl ContainerRuntime for ScriptedRuntime {
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
         let mut state = self.state();
         state.enter(Call::ImageExists(image.to_string()))?;
-        Ok(state.images.contains_key(image))
+        Ok(state.find_image(image).is_some())
     }
 
     async fn build_image(
@@ -901,7 +912,7 @@ impl ContainerRuntime for ScriptedRuntime {
             image: spec.image.clone(),
             id: None,
         })?;
-        let Some(image) = state.images.get(&spec.image).cloned() else {
+        let Some(image) = state.find_image(&spec.image).cloned() else {
             return Err(RuntimeError::ImageNotFound(spec.image.clone()));
         };
         let id = ContainerId(state.fresh_id("scripted-"));

@@ -101,11 +101,14 @@ pub async fn validate(
         total_seconds: 0.0,
         log_dir: request.log_dir_label.clone(),
     };
-    let Some(image) = env.image.clone() else {
+    let Some(tag) = env.image.clone() else {
         record.failure_class = Some(FailureClass::Infra);
         record.reason = Some("the environment has no image".into());
         return Ok(record);
     };
+    // The image launch committed, by its id: a tag another dataset of the same name (or a
+    // later launch) moved cannot change what runs here.
+    let image = env.image_digest.clone().unwrap_or_else(|| tag.clone());
     // A gold patch that edits the tests judging it proves nothing, whatever the runs say.
     if let Some((class, reason)) = gold::check(
         &request.candidate.patch,
@@ -119,6 +122,21 @@ pub async fn validate(
         return Ok(record);
     }
 
+    if !runtime.image_exists(&image).await? {
+        record.failure_class = Some(FailureClass::Infra);
+        record.reason = Some(format!(
+            "the environment image {} is gone from the engine{}; launch the instance again \
+             (kiln stage <launch> --only {} --force)",
+            tag,
+            if image == tag {
+                String::new()
+            } else {
+                format!(" (launch committed it as {image})")
+            },
+            env.instance_id
+        ));
+        return Ok(record);
+    }
     let mut runs = Vec::new();
     let mut harness_maps = Vec::new();
     // Interleave the sides so that a slow drift of the machine affects both equally.

@@ -336,6 +336,8 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
         .image(&launched.image_tag)
         .expect("no environment image");
     assert_eq!(image.origin, ImageOrigin::Committed(container.id.clone()));
+    // The row names the image by the id the commit gave, which validation runs.
+    assert_eq!(record.image_digest.as_deref(), Some(image.id.as_str()));
     assert_eq!(
         image.labels.get("kiln.instance").map(String::as_str),
         Some("scripted__demo-1")

@@ -449,6 +449,69 @@ async fn a_test_run_that_stops_its_container_is_a_failed_row() {
 }
 
 #[tokio::test]
+async fn runs_use_the_image_launch_committed_even_after_its_tag_moved() {
+    let runtime = runtime();
+    let committed = runtime.image(IMAGE).expect("the image").id;
+    // Another dataset of the same name (another checkout) launches and moves the tag.
+    runtime.add_image(IMAGE);
+    assert_ne!(runtime.image(IMAGE).map(|i| i.id), Some(committed.clone()));
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let validate_with = |digest: &str| {
+        let runtime = Arc::clone(&runtime);
+        let digest = digest.to_string();
+        async move {
+            let tmp = tempfile::tempdir().unwrap();
+            let id = kiln_schema::InstanceId::new("scripted__demo-1").unwrap();
+            let request = ValidateRequest {
+                candidate: Candidate {
+                    status: kiln_schema::CandidateStatus::Ok,
+                    repo: "scripted/demo".into(),
+                    patch: GOLD_PATCH.into(),
+                    test_patch: TEST_PATCH.into(),
+                    ..Candidate::new(id.clone())
+                },
+                environment: EnvironmentRecord {
+                    repo: "scripted/demo".into(),
+                    status: kiln_schema::EnvironmentStatus::Built,
+                    image: Some(IMAGE.into()),
+                    image_digest: Some(digest),
+                    test_command: TEST_COMMAND.into(),
+                    parser: "pytest".into(),
+                    ..EnvironmentRecord::new(id)
+                },
+                log_dir: tmp.path().join("logs"),
+                log_dir_label: "logs".into(),
+                labels: BTreeMap::new(),
+                settings: settings(1),
+                docker: DockerSettings::default(),
+                stage: "validate".into(),
+                removals: kiln_core::Removals::default(),
+            };
+            let engine: Arc<dyn ContainerRuntime> = runtime as _;
+            validated(validate(engine, &request, &NullReporter).await)
+        }
+    };
+    let record = validate_with(&committed).await;
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    let containers = runtime.containers();
+    assert!(!containers.is_empty());
+    for container in &containers {
+        assert_eq!(container.spec.image, committed);
+    }
+    // An image that is gone is the item's infra row, naming both, and starts nothing.
+    let record = validate_with("sha256:gone").await;
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(record.failure_class, Some(FailureClass::Infra));
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains(IMAGE) && reason.contains("sha256:gone") && reason.contains("--force"),
+        "{reason}"
+    );
+    assert_eq!(runtime.containers().len(), containers.len());
+}
+
+#[tokio::test]
 async fn a_test_run_past_the_disk_bound_is_a_disk_row() {
     let runtime = runtime();
     runtime.script(
