@@ -45,7 +45,7 @@ ensure() {
     log "cannot pull $image; building it with debootstrap from $MIRROR"
     if ! command -v debootstrap >/dev/null; then
         apt-get update
-        DEBIAN_FRONTEND=noninteractive apt-get install -y debootstrap
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends debootstrap debian-archive-keyring
     fi
     ROOTFS=$(mktemp -d /var/tmp/kiln-rootfs-"$suite".XXXXXX)
     debootstrap --variant=minbase "$suite" "$ROOTFS" "$MIRROR"

@@ -46,7 +46,10 @@ start() {
     if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
         log "installing docker.io"
         apt-get update
-        DEBIAN_FRONTEND=noninteractive apt-get install -y docker.io
+        # Recommended packages stay out, but apparmor: on a host whose kernel enforces
+        # AppArmor, dockerd without apparmor_parser cannot load the profile every container
+        # runs under.
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io apparmor
     fi
     if engine_answers; then
         log "an engine already answers; nothing to start"

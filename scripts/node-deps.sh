@@ -21,7 +21,7 @@ PACKAGES=(
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     log "installing nodejs and npm"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 mkdir -p "$DIR"
 stamp="$DIR/.installed"

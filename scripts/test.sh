@@ -26,7 +26,7 @@ python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 if ((${#need_apt[@]})); then
     log "installing ${need_apt[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 if ! python3 -c 'import pyarrow' 2>/dev/null; then
     log "installing pyarrow"
