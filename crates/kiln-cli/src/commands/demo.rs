@@ -99,30 +99,36 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
             "instances": instances, "lm": spent, "stage_stats": stages,
         }))?;
     } else {
+        let unexpected = verdicts.mismatches().len();
         println!(
-            "\nkiln demo: {} instances in, {} built, {} validated, {} rejected, {} failed to launch ({:.0}s)",
+            "\nkiln demo: {} instances in, {} built, {} validated, {} rejected, {} failed to launch ({:.0}s); {}",
             verdicts.instances_in,
             verdicts.built,
             verdicts.validated,
             verdicts.rejected,
             verdicts.launch_failed,
-            started.elapsed().as_secs_f64()
-        );
-        for instance in &verdicts.instances {
-            let mark = if instance.verdict.is_ok() {
-                "ok  "
+            started.elapsed().as_secs_f64(),
+            if unexpected == 0 {
+                "every one ended as its fixture expects".to_string()
             } else {
-                "FAIL"
-            };
+                format!("{unexpected} did not end as its fixture expects")
+            }
+        );
+        // Each line says how the instance ended; an ending its fixture does not expect says
+        // so below it (a rejected row is what some fixtures are for).
+        for instance in &verdicts.instances {
+            let mark = instance
+                .summary
+                .as_ref()
+                .map_or("no row", |s| s.state.as_str());
             let detail = match &instance.summary {
                 Some(s) if s.state == InstanceState::Validated => format!(
-                    "validated: FAIL_TO_PASS {:?}; {} PASS_TO_PASS",
+                    "FAIL_TO_PASS {:?}; {} PASS_TO_PASS",
                     s.fail_to_pass,
                     s.pass_to_pass.len()
                 ),
                 Some(s) => format!(
-                    "{}: {}{}",
-                    s.state,
+                    "{}{}",
                     s.failure_class.as_deref().unwrap_or("-"),
                     s.reason
                         .as_ref()
@@ -131,7 +137,7 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                 ),
                 None => "no row".into(),
             };
-            println!("  [{mark}] {:<24} {detail}", instance.instance_id);
+            println!("  {mark:<13} {:<24} {detail}", instance.instance_id);
             if let Some(s) = instance.summary.as_ref().filter(|s| s.agent_steps > 0) {
                 println!(
                     "         launch agent: {} turns, {} tokens, ${:.4}; built by {} (its steps: {}/logs)",
@@ -143,7 +149,7 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                 );
             }
             match &instance.verdict {
-                Err(why) => println!("         expected otherwise: {why}"),
+                Err(why) => println!("         UNEXPECTED, the fixture expects otherwise: {why}"),
                 Ok(Some(judged)) => println!("         {judged}"),
                 Ok(None) => {}
             }
