@@ -111,3 +111,26 @@ fn commands_end_quietly_on_a_closed_pipe() {
         );
     }
 }
+
+/// Under `--json` an error is a JSON line on stderr with the exit code, as progress is.
+#[test]
+fn errors_under_json_are_a_json_line_with_the_exit_code() {
+    let tmp = crate::tempdir();
+    let output = run(kiln()
+        .args(["--json", "status", "--config"])
+        .arg(tmp.path().join("missing.toml")));
+    let code = output.status.code();
+    assert!(matches!(code, Some(2..=6)), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    let error: serde_json::Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{e}: the error is not a JSON line: {stderr}"));
+    assert_eq!(error["event"], "error");
+    assert_eq!(error["exit_code"].as_i64(), code.map(i64::from));
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("missing.toml")),
+        "{error}"
+    );
+}

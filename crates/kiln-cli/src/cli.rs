@@ -30,7 +30,8 @@ pub struct Cli {
         env = "KILN_CONFIG"
     )]
     pub config: PathBuf,
-    /// Print data (status, summaries) as JSON on stdout and progress as JSON lines on stderr.
+    /// Print data (status, summaries) as JSON on stdout and progress as JSON lines on stderr;
+    /// an error is the last of them: `{"event":"error","exit_code":N,"message":...}`.
     #[arg(long, global = true)]
     pub json: bool,
     /// Show no progress.

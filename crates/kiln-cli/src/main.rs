@@ -31,6 +31,7 @@ use progress::{Mode, Progress};
 fn main() -> ExitCode {
     quiet_on_a_closed_pipe();
     let cli = Cli::parse();
+    let json = cli.json;
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -44,6 +45,18 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
+        // Under --json the error is one more JSON line on stderr, after the progress lines.
+        Err(failure) if json => {
+            eprintln!(
+                "{}",
+                serde_json::json!({
+                    "event": "error",
+                    "exit_code": failure.code,
+                    "message": failure.message,
+                })
+            );
+            ExitCode::from(failure.code)
+        }
         Err(failure) => {
             eprintln!("error: {}", failure.message);
             ExitCode::from(failure.code)
