@@ -101,6 +101,75 @@ fn no_engine_is_one_clear_line_and_exit_code_4() {
     );
 }
 
+/// A task file as the Hub publishes SWE-bench (Parquet, every column a string, the test lists
+/// JSON text), written by pyarrow, is ingested as its JSONL form is; a row pyarrow wrote with
+/// a null id is that row's error.
+#[test]
+fn a_parquet_task_file_in_swe_benchs_schema_is_ingested_like_its_jsonl() {
+    let tmp = tempdir();
+    let layout = kiln_testkit::write_demo(&tmp.path().join("d")).unwrap();
+    let parquet = tmp.path().join("tasks.parquet");
+    let convert = format!(
+        "import json, pyarrow as pa, pyarrow.parquet as pq\n\
+         rows = [json.loads(l) for l in open({jsonl:?}) if l.strip()]\n\
+         rows.append(dict(rows[0], instance_id=None))\n\
+         names = sorted(rows[0])\n\
+         table = pa.table({{n: pa.array([r.get(n) for r in rows], pa.string()) for n in names}})\n\
+         pq.write_table(table, {out:?})\n",
+        jsonl = layout.tasks_file.display().to_string(),
+        out = parquet.display().to_string(),
+    );
+    let output = run(std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&convert));
+    assert!(output.status.success(), "{}", text(&output));
+    let ingest = |path: &std::path::Path, name: &str| {
+        let config = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[dataset]\nname = \"{name}\"\n[sources.tasks]\nkind = \"ingest\"\npath = {:?}\n",
+                path.to_string_lossy()
+            ),
+        )
+        .unwrap();
+        let output = run(kiln().args(["run", "--config"]).arg(&config));
+        assert!(output.status.success(), "{}", text(&output));
+        let runs = tmp.path().join(format!("datasets/{name}/runs"));
+        let run_dir = std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.path())
+            .unwrap_or_else(|| panic!("no run in {}", runs.display()));
+        let rows: Vec<Candidate> = kiln_store::read_rows(&run_dir.join("tasks")).unwrap();
+        rows
+    };
+    let from_jsonl = ingest(&layout.tasks_file, "from-jsonl");
+    let mut from_parquet = ingest(&parquet, "from-parquet");
+    let broken = from_parquet.pop().expect("the broken row");
+    assert_eq!(broken.status.as_str(), "error", "{broken:?}");
+    assert!(
+        broken
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("tasks.parquet:") && e.contains("instance_id")),
+        "{broken:?}"
+    );
+    assert_eq!(from_parquet.len(), from_jsonl.len());
+    for (parquet, jsonl) in from_parquet.iter().zip(&from_jsonl) {
+        assert_eq!(parquet.instance_id, jsonl.instance_id);
+        assert_eq!(parquet.status, jsonl.status, "{parquet:?}");
+        assert_eq!(parquet.patch, jsonl.patch);
+        assert_eq!(parquet.test_patch, jsonl.test_patch);
+        assert_eq!(parquet.base_commit, jsonl.base_commit);
+        assert_eq!(parquet.given_fail_to_pass, jsonl.given_fail_to_pass);
+        assert_eq!(parquet.given_pass_to_pass, jsonl.given_pass_to_pass);
+        assert!(!parquet.given_fail_to_pass.is_empty());
+        assert_eq!(parquet.created_at, jsonl.created_at);
+    }
+}
+
 #[test]
 fn malformed_task_lines_are_recorded_and_the_others_proceed() {
     let tmp = tempdir();

@@ -58,6 +58,29 @@ pub fn read_task_file(path: &Path) -> Result<Vec<Candidate>, IngestError> {
     Ok(parse_task_bytes(&file_name, &bytes))
 }
 
+/// The rows of a task file read as JSON objects by someone else (a Parquet file as the Hugging
+/// Face Hub publishes SWE-bench, SWE-bench Verified, SWE-bench-Live, SWE-rebench or
+/// Multi-SWE-bench, read by `kiln_store::read_parquet_objects`), with the rules and per-row
+/// errors of [`read_task_file`]; row `n` (from 1) stands where a line would, in `origin` and
+/// in the placeholder ids.
+#[must_use]
+pub fn read_task_objects(file_name: &str, objects: Vec<Map<String, Value>>) -> Vec<Candidate> {
+    let texts: Vec<String> = objects
+        .into_iter()
+        .map(|object| Value::Object(object).to_string())
+        .collect();
+    let entries = texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| Entry {
+            line: index + 1,
+            text: Ok(text.as_str()),
+            placeholder: InstanceId::placeholder("invalid-line", index + 1),
+        })
+        .collect();
+    build_rows(file_name, entries)
+}
+
 /// One entry of the file before it is turned into a row.
 struct Entry<'a> {
     /// 1-based line where the entry starts.

@@ -7,7 +7,7 @@
 pub mod crawl;
 mod ingest;
 
-pub use ingest::{IngestError, read_task_file};
+pub use ingest::{IngestError, read_task_file, read_task_objects};
 
 /// The clone URL template used when the configuration names none.
 pub const DEFAULT_CLONE_URL_TEMPLATE: &str = "https://github.com/{repo}.git";

@@ -14,12 +14,31 @@ pub(crate) fn ingest(
     settings: &IngestSettings,
 ) -> Result<StageOutcome, PipelineError> {
     let mut table = cx.table::<Candidate>()?;
-    let mut rows = kiln_github::read_task_file(&settings.path).map_err(
-        |kiln_github::IngestError::Read { path, source }| PipelineError::Input {
-            what: format!("the task file {}", path.display()),
-            message: source.to_string(),
-        },
-    )?;
+    let mut rows = if settings
+        .path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+    {
+        // A task file as the Hub publishes it, read into JSON objects by the store (the
+        // crate that links Parquet), then taken as the JSONL reader takes lines.
+        let objects =
+            kiln_store::read_parquet_objects(&settings.path).map_err(|e| PipelineError::Input {
+                what: format!("the task file {}", settings.path.display()),
+                message: e.to_string(),
+            })?;
+        let name = settings.path.file_name().map_or_else(
+            || settings.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        kiln_github::read_task_objects(&name, objects)
+    } else {
+        kiln_github::read_task_file(&settings.path).map_err(
+            |kiln_github::IngestError::Read { path, source }| PipelineError::Input {
+                what: format!("the task file {}", path.display()),
+                message: source.to_string(),
+            },
+        )?
+    };
     if !settings.instances.is_empty() {
         rows.retain(|r| {
             settings
