@@ -235,10 +235,7 @@ pub fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
         let left_out = if release.duplicates.is_empty() {
             String::new()
         } else {
-            format!(
-                "; {} left out as already published",
-                release.duplicates.len()
-            )
+            format!("; {} left out as duplicates", release.duplicates.len())
         };
         println!(
             "release {} in {}: {}{left_out}",

@@ -14,6 +14,7 @@ use kiln_schema::ReleaseInstance;
 use polars::prelude::*;
 
 use crate::error::StoreError;
+use crate::fixes::{FixKey, fix_keys, published_fixes};
 use crate::release::is_shard_of;
 
 /// A polars failure while reading `path`.
@@ -105,10 +106,12 @@ fn empty_keys(columns: &[&str]) -> DataFrame {
 const KEY_COLUMNS: [&str; 3] = ["instance_id", "repo", "pull_number"];
 
 /// The keys (instance id, repository, pull request number) of the rows published in releases,
-/// each with the tag of the release that holds it.
+/// each with the tag of the release that holds it, and their fixes (repository, linked issue,
+/// gold patch fingerprint) with the release and instance that hold each.
 #[derive(Debug, Clone)]
 pub struct Published {
     frame: DataFrame,
+    fixes: std::collections::HashMap<FixKey, (String, String)>,
 }
 
 impl Published {
@@ -120,6 +123,7 @@ impl Published {
     /// When a release directory or shard cannot be read.
     pub fn except(releases_dir: &Path, tag: &str, split: &str) -> Result<Self, StoreError> {
         let mut frame = empty_keys(&KEY_COLUMNS);
+        let mut fixes = std::collections::HashMap::new();
         for other in release_tags(releases_dir)?
             .iter()
             .filter(|t| t.as_str() != tag)
@@ -129,8 +133,11 @@ impl Published {
             frame
                 .vstack_mut(&keys)
                 .map_err(|e| polars_error(&releases_dir.join(other), &e))?;
+            for (key, id) in published_fixes(&shards)? {
+                fixes.entry(key).or_insert_with(|| (other.clone(), id));
+            }
         }
-        Ok(Self { frame })
+        Ok(Self { frame, fixes })
     }
 
     /// Rows published.
@@ -152,8 +159,10 @@ pub struct Duplicate {
     /// The row's instance id.
     pub instance_id: String,
     /// `instance_id` (another release has the same id), `pull_request` (another release has
-    /// the same repository and pull request under another id), or `repeated` (this export has
-    /// the id, or the pull request, twice; the first in id order is kept).
+    /// the same repository and pull request under another id), `same-fix` (another release has
+    /// a row of the same repository that links the same issue and whose gold patch has the
+    /// same fingerprint: a backport), or `repeated` (this export has the id, the pull request
+    /// or the fix twice; the first in id order is kept).
     pub key: String,
     /// The release holding the row it duplicates (this release's tag for `repeated`).
     pub release: String,
@@ -242,7 +251,28 @@ pub fn dedupe(
             });
         }
     }
+    // The same fix as a published row: a backport published under another pull request.
+    for (i, row) in rows.iter().enumerate() {
+        if dropped.contains_key(&i) {
+            continue;
+        }
+        let found = fix_keys(&row.repo, &row.issue_numbers, &row.patch)
+            .iter()
+            .find_map(|key| published.fixes.get(key).cloned());
+        if let Some((release, other)) = found {
+            dropped.insert(
+                i,
+                Duplicate {
+                    instance_id: row.instance_id.to_string(),
+                    key: "same-fix".into(),
+                    release,
+                    duplicates: other,
+                },
+            );
+        }
+    }
     let mut seen: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    let mut fixes: BTreeMap<FixKey, &str> = BTreeMap::new();
     let mut ids: BTreeSet<&str> = BTreeSet::new();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|a, b| rows[*a].instance_id.cmp(&rows[*b].instance_id));
@@ -277,6 +307,25 @@ pub fn dedupe(
             } else {
                 seen.insert((row.repo.as_str(), pull), row.instance_id.as_str());
             }
+        }
+        if dropped.contains_key(&i) {
+            continue;
+        }
+        let keys = fix_keys(&row.repo, &row.issue_numbers, &row.patch);
+        if let Some(first) = keys.iter().find_map(|key| fixes.get(key)) {
+            dropped.insert(
+                i,
+                Duplicate {
+                    instance_id: row.instance_id.to_string(),
+                    key: "repeated".into(),
+                    release: tag.to_string(),
+                    duplicates: (*first).to_string(),
+                },
+            );
+            continue;
+        }
+        for key in keys {
+            fixes.insert(key, row.instance_id.as_str());
         }
     }
     Ok(Deduped {

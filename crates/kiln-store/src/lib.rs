@@ -31,6 +31,7 @@ pub mod analytics;
 mod atomic;
 mod convert;
 mod error;
+mod fixes;
 mod foreign;
 mod lock;
 mod names;
@@ -44,6 +45,7 @@ pub use convert::{
     table_schema, write_parquet,
 };
 pub use error::{ConvertError, StoreError};
+pub use fixes::patch_fingerprint;
 pub use foreign::read_parquet_objects;
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};

@@ -9,6 +9,8 @@ use crate::samples;
 fn row(id: &str, repo: &str, pull: Option<&str>) -> ReleaseInstance {
     let mut row = samples::release(id, repo);
     row.pull_number = pull.map(str::to_string);
+    // A fix of its own, so that only the keys a test is about match.
+    row.patch = format!("diff --git a/{id} b/{id}\n+{id}\n");
     row
 }
 
@@ -154,4 +156,57 @@ fn split_statistics_count_and_summarise_the_shards() {
     );
     // A split without shards has empty statistics.
     assert_eq!(split_stats(dir, "lite").unwrap().rows, 0);
+}
+
+/// A backport (the same fix of the same issue under another pull request, its hunks at other
+/// lines) is left out, against a published release and within one export; another fix of the
+/// same issue is not.
+#[test]
+fn dedupe_leaves_out_a_backport_of_a_published_fix() {
+    let fix = |id: &str, repo: &str, pull: &str, at: u32, change: &str| {
+        let mut row = row(id, repo, Some(pull));
+        row.issue_numbers = vec!["12".into()];
+        row.patch = format!(
+            "diff --git a/src/x.py b/src/x.py\nindex {at:07}..{:07} 100644\n--- a/src/x.py\n+++ b/src/x.py\n@@ -{at},3 +{at},3 @@\n context {at}\n-    return a\n+    return {change}\n",
+            at + 1
+        );
+        row
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let releases = tmp.path();
+    write_release(
+        &releases.join("2024-08"),
+        "test",
+        &[fix("o__f-6", "o/f", "6", 10, "a + 1")],
+        10,
+    )
+    .unwrap();
+    let published = Published::except(releases, "2024-09", "test").unwrap();
+    let fresh = vec![
+        fix("o__f-7", "O/F", "7", 42, "a + 1"), // the backport of o__f-6
+        fix("o__f-8", "o/f", "8", 10, "a + 2"), // another fix of the same issue
+        fix("o__g-1", "o/g", "1", 5, "a * 2"),  // new
+        fix("o__g-2", "o/g", "2", 50, "a * 2"), // its backport, in the same export
+    ];
+    let deduped = dedupe(&fresh, &published, "2024-09").unwrap();
+    assert_eq!(deduped.keep, [1, 2]);
+    let found: Vec<(&str, &str, &str, &str)> = deduped
+        .duplicates
+        .iter()
+        .map(|d| {
+            (
+                d.instance_id.as_str(),
+                d.key.as_str(),
+                d.release.as_str(),
+                d.duplicates.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("o__f-7", "same-fix", "2024-08", "o__f-6"),
+            ("o__g-2", "repeated", "2024-09", "o__g-1"),
+        ]
+    );
 }

@@ -130,7 +130,7 @@ fn provenance(out: &mut String, manifest: &ReleaseManifest) {
     if !manifest.duplicates.is_empty() {
         let _ = writeln!(
             out,
-            "{} validated instances were left out as already published (`release.json` lists them all):\n",
+            "{} validated instances were left out as duplicates of published or kept ones (`release.json` lists them all):\n",
             manifest.duplicates.len()
         );
         for d in manifest.duplicates.iter().take(TOP) {
@@ -138,10 +138,11 @@ fn provenance(out: &mut String, manifest: &ReleaseManifest) {
                 out,
                 "- `{}`: same {} as `{}` in release {}",
                 d.instance_id,
-                if d.key == "instance_id" {
-                    "id"
-                } else {
-                    "pull request"
+                match d.key.as_str() {
+                    "instance_id" => "id",
+                    "pull_request" => "pull request",
+                    "same-fix" => "fix (the same issue and change: a backport)",
+                    _ => "id, pull request or fix",
                 },
                 d.duplicates,
                 d.release

@@ -156,7 +156,7 @@ pub(crate) async fn export(
     if !deduped.duplicates.is_empty() {
         cx.reporter.report(Event::Note {
             message: format!(
-                "export: {} validated instance(s) left out as already published (see {}/{RELEASE_FILE})",
+                "export: {} validated instance(s) left out as duplicates (of a published row, a backport of one, or twice here; see {}/{RELEASE_FILE})",
                 deduped.duplicates.len(),
                 release_dir.display()
             ),
