@@ -20,7 +20,7 @@ use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::LaunchRequest;
 use crate::steps::Step;
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
-use crate::{dockerfile, images, repo};
+use crate::{about, dockerfile, images, repo};
 
 /// An infrastructure failure that stops the stage: it says nothing about the repository, so
 /// it is never written as a row, and a re-run retries the item.
@@ -177,6 +177,9 @@ struct Prepared {
     checkout_note: Option<String>,
     /// The checkout as a tar archive whose entries sit under `testbed/`.
     tar: Vec<u8>,
+    /// The repository's version (`major.minor`) and licence at the base commit.
+    version: Option<String>,
+    license: String,
 }
 
 /// Clones the candidate's repository at its base commit, fetches its submodules, reads the
@@ -243,6 +246,7 @@ fn prepare(
     };
     let tar = repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
         .map_err(|e| LaunchError::host("pack the checkout", e))?;
+    let (version, license) = (about::version(&workdir), about::license(&workdir));
     drop(checkout);
     phases.end("plan+pack");
     Ok(Ok(Prepared {
@@ -250,6 +254,8 @@ fn prepare(
         plan,
         checkout_note,
         tar,
+        version,
+        license,
     }))
 }
 
@@ -282,10 +288,14 @@ async fn build(
         mut plan,
         checkout_note,
         tar,
+        version,
+        license,
     } = match prepared? {
         Ok(prepared) => prepared,
         Err(failure) => return Ok(Some(failure)),
     };
+    record.project_version = version;
+    record.license = license;
     record.language = plan.language.into();
     record.plan.clone_from(&plan.name);
     record.parser = plan.parser.into();

@@ -12,6 +12,7 @@
 //! folder per ecosystem, over the shared `repair` engine, `images` and `dockerfile`, over the
 //! vocabulary (`plan`, `steps`, `shell`, `debian`).
 
+mod about;
 mod agent;
 mod build;
 mod classify;

@@ -153,6 +153,13 @@ table! {
         pub error_lines: Vec<String>,
         /// Detected ecosystem (`python`, ...).
         pub language: String,
+        /// The repository's own version at the base commit, `major.minor`: the one its
+        /// manifest declares (`pyproject.toml`, `setup.cfg`, `setup.py`, `Cargo.toml`,
+        /// `package.json`, `pom.xml`), else its newest tag no newer than the commit.
+        pub project_version: Option<String>,
+        /// The repository's licence at the base commit, an SPDX id: its manifest's when that is
+        /// one, else its licence file's as recognised, else `NOASSERTION`.
+        pub license: String,
         /// Name of the plan that built it (`python-pyproject`, ...).
         pub plan: String,
         /// The base image the container started from.
@@ -301,8 +308,11 @@ table! {
         pub hints_text: String,
         /// PR creation time (RFC 3339).
         pub created_at: String,
-        /// Project version label, when known.
+        /// Project version label: the task file's, else the repository's own at the base
+        /// commit (`major.minor`: its manifest's version, else its newest tag).
         pub version: Option<String>,
+        /// The repository's licence at the base commit, an SPDX id, or `NOASSERTION`.
+        pub license: String,
         /// Tests that the gold patch makes pass.
         pub FAIL_TO_PASS: Vec<String>,
         /// Tests that pass before and after.

@@ -174,6 +174,7 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
             1 + rng.below(28)
         ),
         version: Some(format!("{}.{}", rng.below(5), rng.below(20))),
+        license: "MIT".into(),
         FAIL_TO_PASS: ids(&mut rng, f2p),
         PASS_TO_PASS: ids(&mut rng, p2p),
         image: image.clone(),

@@ -97,7 +97,11 @@ pub(crate) async fn export(
             problem_statement: candidate.problem_statement.clone(),
             hints_text: candidate.hints_text.clone(),
             created_at: candidate.created_at.clone(),
-            version: candidate.version.clone(),
+            version: candidate
+                .version
+                .clone()
+                .or_else(|| environment.project_version.clone()),
+            license: environment.license.clone(),
             FAIL_TO_PASS: validation.FAIL_TO_PASS.clone(),
             PASS_TO_PASS: validation.PASS_TO_PASS.clone(),
             image: environment.image.clone().unwrap_or_default(),
