@@ -4,9 +4,12 @@
 //! The engine's own bound (`--storage-opt size=`) exists only on some storage drivers
 //! (overlay2 on XFS with project quotas, btrfs, zfs); the common overlay2 on ext4 has none, so
 //! kiln watches on every engine alike. The engine measures the layer by walking it, which costs
-//! in proportion to its files: the watch waits 20 times as long as the last measurement took,
-//! at least [`MIN_INTERVAL`] and at most [`MAX_INTERVAL`], so it takes at most about 5 % of a
-//! core. A writer gets at most one interval (plus one measurement) past the bound.
+//! in proportion to its files (measured: 0.25 s for a layer of 31,800 files, a copy of a
+//! `node_modules`): the watch waits 20 times as long as the last measurement took, at least
+//! [`MIN_INTERVAL`] and at most [`MAX_INTERVAL`], so it takes about 5 % of a core or less
+//! (more only for a layer whose walk takes over 3 s). A writer gets at most one interval (plus
+//! one measurement) past the bound: 338 MiB written against a 200 MiB bound in the engine
+//! test, at `dd`'s speed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +22,7 @@ use tokio::task::JoinHandle;
 /// Shortest wait between two measurements.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// Longest wait between two measurements.
-pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(15);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What the watch found: bytes written, and the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
