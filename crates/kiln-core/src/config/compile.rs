@@ -117,7 +117,7 @@ impl Compiler<'_> {
         if nodes.is_empty() && self.errors.is_empty() {
             self.error_at(0, "", "no sources or stages are declared".into());
         }
-        let nodes = self.check_graph(nodes);
+        let nodes = self.check_graph(nodes, &names);
         Some(Pipeline {
             path: self.file.clone(),
             text: self.text.to_string(),
@@ -256,8 +256,10 @@ impl Compiler<'_> {
         })
     }
 
-    /// Checks inputs and kinds, and orders the nodes so each comes after its inputs.
-    fn check_graph(&mut self, nodes: Vec<Draft>) -> Vec<Node> {
+    /// Checks inputs and kinds, and orders the nodes so each comes after its inputs. An input
+    /// naming a declared node that did not compile (an unknown kind) has its error at that
+    /// node already: it is not reported again, nor are the roles it may have filled.
+    fn check_graph(&mut self, nodes: Vec<Draft>, declared: &BTreeMap<String, usize>) -> Vec<Node> {
         let by_name: BTreeMap<&str, &Draft> =
             nodes.iter().map(|n| (n.node_name.as_str(), n)).collect();
         for node in &nodes {
@@ -265,7 +267,12 @@ impl Compiler<'_> {
             let at = &node.inputs_at;
             let (required, optional) = node.kind.input_rules();
             let mut roles_seen: BTreeMap<NodeKind, &str> = BTreeMap::new();
+            let mut unknown_roles = false;
             for input in &node.inputs {
+                if !by_name.contains_key(input.as_str()) && declared.contains_key(input) {
+                    unknown_roles = true;
+                    continue;
+                }
                 let Some(target) = by_name.get(input.as_str()) else {
                     let names: Vec<&str> = by_name.keys().copied().collect();
                     let hint = closest(input, &names)
@@ -312,7 +319,7 @@ impl Compiler<'_> {
                 }
             }
             for role in required {
-                if !roles_seen.contains_key(role) {
+                if !unknown_roles && !roles_seen.contains_key(role) {
                     self.error_at(
                         *at,
                         &key,
@@ -499,6 +506,17 @@ kind = "transmogrify"
             assert!(message.contains(line), "missing {line:?} in:\n{message}");
         }
         assert_eq!(message.lines().count(), 5, "{message}");
+    }
+
+    #[test]
+    fn a_stage_of_an_unknown_kind_is_one_error_not_one_per_reader() {
+        let text = GOOD.replace(
+            "kind = \"launch\"\ninputs = [\"tasks\"]",
+            "kind = \"lunch\"\ninputs = [\"tasks\"]",
+        );
+        let message = errors(&text);
+        assert!(message.contains("stages.launch.kind: unknown kind \"lunch\""), "{message}");
+        assert_eq!(message.lines().count(), 1, "{message}");
     }
 
     #[test]
