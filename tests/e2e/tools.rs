@@ -134,3 +134,18 @@ fn errors_under_json_are_a_json_line_with_the_exit_code() {
         "{error}"
     );
 }
+
+/// `--color always` paints even through a pipe, `--color never` (and the default on a pipe)
+/// does not.
+#[test]
+fn color_is_chosen_by_the_flag_and_off_on_a_pipe_by_default() {
+    let missing = |extra: &[&str]| {
+        let output = run(kiln()
+            .args(["status", "--config", "/nonexistent/pipeline.toml"])
+            .args(extra));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(missing(&["--color", "always"]).starts_with("\u{1b}[1;31merror:"));
+    assert!(missing(&["--color", "never"]).starts_with("error:"));
+    assert!(missing(&[]).starts_with("error:"));
+}

@@ -37,6 +37,9 @@ pub struct Cli {
     /// Show no progress.
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// Colour: on a terminal unless NO_COLOR is set (auto), always, or never.
+    #[arg(long, global = true, value_enum, default_value_t = crate::paint::ColorChoice::Auto)]
+    pub color: crate::paint::ColorChoice,
     /// More log output on stderr (-v: debug, -vv: trace); RUST_LOG overrides.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -16,6 +16,7 @@ mod commands;
 mod common;
 mod exit;
 mod failure;
+mod paint;
 mod progress;
 
 use std::process::ExitCode;
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
     quiet_on_a_closed_pipe();
     let cli = Cli::parse();
     let json = cli.json;
+    paint::init(cli.color);
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -58,7 +60,7 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
         Err(failure) => {
-            eprintln!("error: {}", failure.message);
+            eprintln!("{}", paint::error(&failure.message));
             ExitCode::from(failure.code)
         }
     }

@@ -157,6 +157,7 @@ impl Reporter for Progress {
                 if let Some(bar) = self.bar(&stage) {
                     bar.inc(1);
                 }
+                let outcome = crate::paint::outcome(crate::paint::Stream::Stderr, &outcome);
                 self.line(&format!("[{stage}] {item}: {outcome} ({seconds:.1}s)"));
             }
             Event::StageFinished {

@@ -137,7 +137,8 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                 ),
                 None => "no row".into(),
             };
-            println!("  {mark:<13} {:<24} {detail}", instance.instance_id);
+            let mark = crate::paint::outcome(crate::paint::Stream::Stdout, &format!("{mark:<13}"));
+            println!("  {mark} {:<24} {detail}", instance.instance_id);
             if let Some(s) = instance.summary.as_ref().filter(|s| s.agent_steps > 0) {
                 println!(
                     "         launch agent: {} turns, {} tokens, ${:.4}; built by {} (its steps: {}/logs)",

@@ -515,7 +515,10 @@ kind = "transmogrify"
             "kind = \"lunch\"\ninputs = [\"tasks\"]",
         );
         let message = errors(&text);
-        assert!(message.contains("stages.launch.kind: unknown kind \"lunch\""), "{message}");
+        assert!(
+            message.contains("stages.launch.kind: unknown kind \"lunch\""),
+            "{message}"
+        );
         assert_eq!(message.lines().count(), 1, "{message}");
     }
 
