@@ -40,3 +40,23 @@ Exit codes:
   8    push: the Hugging Face Hub or the image registry refused or could not be reached
        (what was sent is kept; re-run to send the rest)
   130  interrupted by Ctrl-C (containers removed; re-run to resume)";
+
+/// Ends the program quietly when what reads its output went away (`kiln status | head -1`),
+/// as Unix tools do: Rust ignores SIGPIPE, so `println!` on a closed pipe panics with "failed
+/// printing to stdout: Broken pipe". That panic exits with 141, the status a shell reports for
+/// a program SIGPIPE ended, and prints nothing; every other panic is reported as before.
+pub fn quiet_on_a_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
+}

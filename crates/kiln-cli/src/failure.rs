@@ -14,6 +14,23 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// Prints the failure on stderr: `error: ...` with its hints, or under `--json` one more
+    /// JSON line after the progress lines, with the exit code.
+    pub fn report(&self, json: bool) {
+        if json {
+            eprintln!(
+                "{}",
+                serde_json::json!({
+                    "event": "error",
+                    "exit_code": self.code,
+                    "message": self.message,
+                })
+            );
+        } else {
+            eprintln!("{}", crate::paint::error(&self.message));
+        }
+    }
+
     /// A failure with its code and message.
     pub fn new(code: u8, message: impl Into<String>) -> Self {
         Self {

@@ -30,7 +30,7 @@ use failure::Failure;
 use progress::{Mode, Progress};
 
 fn main() -> ExitCode {
-    quiet_on_a_closed_pipe();
+    exit::quiet_on_a_closed_pipe();
     let cli = Cli::parse();
     let json = cli.json;
     paint::init(cli.color);
@@ -47,43 +47,11 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
-        // Under --json the error is one more JSON line on stderr, after the progress lines.
-        Err(failure) if json => {
-            eprintln!(
-                "{}",
-                serde_json::json!({
-                    "event": "error",
-                    "exit_code": failure.code,
-                    "message": failure.message,
-                })
-            );
-            ExitCode::from(failure.code)
-        }
         Err(failure) => {
-            eprintln!("{}", paint::error(&failure.message));
+            failure.report(json);
             ExitCode::from(failure.code)
         }
     }
-}
-
-/// Ends the program quietly when what reads its output went away (`kiln status | head -1`),
-/// as Unix tools do: Rust ignores SIGPIPE, so `println!` on a closed pipe panics with "failed
-/// printing to stdout: Broken pipe". That panic exits with 141, the status a shell reports for
-/// a program SIGPIPE ended, and prints nothing; every other panic is reported as before.
-fn quiet_on_a_closed_pipe() {
-    let report = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or_default();
-        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        report(info);
-    }));
 }
 
 fn init_tracing(verbose: u8) {
