@@ -160,6 +160,8 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     more.push(ReleaseInstance {
         instance_id: kiln_schema::InstanceId::new("kiln-demo__earlier-9").unwrap(),
         pull_number: Some("9".into()),
+        // Another issue: the same fix of the same issue would be a backport, left out.
+        issue_numbers: vec!["8".into()],
         ..rows[0].clone()
     });
     kiln_store::write_release(&tag, "test", &more, 10_000).unwrap();
