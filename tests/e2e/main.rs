@@ -91,11 +91,81 @@ pub fn release_dir(dir: &Path, dataset: &str) -> PathBuf {
 }
 
 /// A temporary directory for one test.
-pub fn tempdir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("kiln-e2e-")
-        .tempdir()
-        .unwrap()
+pub fn tempdir() -> TestDir {
+    TestDir(
+        tempfile::Builder::new()
+            .prefix("kiln-e2e-")
+            .tempdir()
+            .unwrap(),
+    )
+}
+
+/// A test's scratch directory, removed at the end together with the containers and images kiln
+/// made for datasets under it (found by their `kiln.dataset` label), even when the test fails:
+/// the suite leaves nothing on the engine it shares with the machine's other users.
+pub struct TestDir(tempfile::TempDir);
+
+impl TestDir {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        remove_engine_leftovers(self.0.path());
+    }
+}
+
+/// Removes the containers, then the images, whose `kiln.dataset` label names a directory under
+/// `dir`. Without an engine there is nothing to remove.
+fn remove_engine_leftovers(dir: &Path) {
+    let prefix = dir.to_string_lossy().into_owned();
+    let labelled = |kind: &[&str], inspect: &[&str]| -> Vec<String> {
+        let Ok(listed) = Command::new("docker")
+            .args(kind)
+            .args(["-q", "--filter", "label=kiln.dataset"])
+            .output()
+        else {
+            return Vec::new();
+        };
+        let ids: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        if ids.is_empty() {
+            return ids;
+        }
+        let Ok(inspected) = Command::new("docker")
+            .args(inspect)
+            .args(["-f", "{{.Id}} {{index .Config.Labels \"kiln.dataset\"}}"])
+            .args(&ids)
+            .output()
+        else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&inspected.stdout)
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(_, dataset)| dataset.starts_with(&prefix))
+            .map(|(id, _)| id.to_string())
+            .collect()
+    };
+    let containers = labelled(&["ps", "-a"], &["container", "inspect"]);
+    if !containers.is_empty() {
+        let _ = Command::new("docker")
+            .args(["rm", "-f"])
+            .args(&containers)
+            .output();
+    }
+    let images = labelled(&["images"], &["image", "inspect"]);
+    if !images.is_empty() {
+        let _ = Command::new("docker")
+            .args(["rmi", "-f"])
+            .args(&images)
+            .output();
+    }
 }
 
 /// The host's CA bundle, installed in the images so that a TLS-inspecting proxy works.
