@@ -102,6 +102,41 @@ struct State {
     page_size: Option<usize>,
     /// Requests whose path contains the key are answered with the status, that many times.
     faults: Vec<(String, u16, usize)>,
+    /// How a hostile or broken Hub answers every request, when set.
+    hostile: Option<Hostile>,
+}
+
+/// How a hostile or broken Hub answers every request ([`FakeHub::turn_hostile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hostile {
+    /// An empty listing page whose `next` link is the page itself.
+    LoopingPages,
+    /// A 200 answer of this many bytes.
+    Huge(usize),
+    /// A 400 answer of this many bytes.
+    HugeError(usize),
+    /// Headers at once, then one body byte every this many milliseconds.
+    Drip(u64),
+}
+
+/// The hostile answer to a request for `target` (path and query) on `base`.
+fn hostile_reply(mode: Hostile, base: &str, target: &str) -> Reply {
+    match mode {
+        Hostile::LoopingPages => Reply::json(200, &json!([]))
+            .with_header("link", format!("<{base}{target}>; rel=\"next\"")),
+        Hostile::Huge(n) => {
+            Reply::bytes(200, vec![b'x'; n]).with_header("content-type", "application/json")
+        }
+        Hostile::HugeError(n) => {
+            Reply::bytes(400, vec![b'x'; n]).with_header("content-type", "application/json")
+        }
+        Hostile::Drip(every) => Reply::Drip {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: vec![b' '; 1000].into(),
+            every: std::time::Duration::from_millis(every),
+        },
+    }
 }
 
 /// The fake Hub; it answers while this lives.
@@ -207,6 +242,13 @@ impl FakeHub {
         }
     }
 
+    /// From now on every request is answered as `mode` says: a hostile or broken Hub.
+    pub fn turn_hostile(&self, mode: Hostile) {
+        if let Ok(mut state) = self.state.lock() {
+            state.hostile = Some(mode);
+        }
+    }
+
     /// Forgets the faults [`FakeHub::fail`] set that have not happened yet.
     pub fn clear_faults(&self) {
         if let Ok(mut state) = self.state.lock() {
@@ -293,6 +335,14 @@ fn repo_and_rest<'p>(path: &'p str, prefix: &str) -> Option<(String, &'p str)> {
 }
 
 fn handle(state: &mut State, request: Request, base: &str) -> Reply {
+    if let Some(mode) = state.hostile {
+        let target = if request.query.is_empty() {
+            request.path.clone()
+        } else {
+            format!("{}?{}", request.path, request.query)
+        };
+        return hostile_reply(mode, base, &target);
+    }
     if let Some(fault) = state
         .faults
         .iter_mut()

@@ -277,111 +277,21 @@ async fn deletions_parents_and_paged_listings() {
     ));
 }
 
-/// How a hostile server answers every request.
-#[derive(Clone, Copy, Debug)]
-enum Hostile {
-    /// A listing page whose `next` link is the page itself.
-    LoopingPages,
-    /// A 200 answer of this many bytes.
-    Huge(usize),
-    /// A 400 answer of this many bytes.
-    HugeError(usize),
-    /// Headers at once, then one body byte every 200 ms.
-    Drip,
-}
-
-/// A server on loopback that answers every request as `mode` says; the number of requests it
-/// got is counted.
-fn hostile_server(mode: Hostile) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead as _, BufReader, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&count);
-    let base = url.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let counted = std::sync::Arc::clone(&counted);
-            let base = base.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut stream = stream;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let target = line.split(' ').nth(1).unwrap_or("/").to_string();
-                    // The rest of the request head; these requests carry no body.
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
-                            break;
-                        }
-                    }
-                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let written = match mode {
-                        Hostile::LoopingPages => write!(
-                            stream,
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nlink: <{base}{target}>; rel=\"next\"\r\n\r\n[]"
-                        ),
-                        Hostile::Huge(n) | Hostile::HugeError(n) => {
-                            let status = if matches!(mode, Hostile::Huge(_)) {
-                                "200 OK"
-                            } else {
-                                "400 Bad Request"
-                            };
-                            let head = format!(
-                                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {n}\r\n\r\n"
-                            );
-                            let chunk = vec![b'x'; 1 << 20];
-                            let mut result = stream.write_all(head.as_bytes());
-                            let mut left = n;
-                            while result.is_ok() && left > 0 {
-                                let take = left.min(chunk.len());
-                                result = stream.write_all(&chunk[..take]);
-                                left -= take;
-                            }
-                            result
-                        }
-                        Hostile::Drip => {
-                            let mut result = stream.write_all(
-                                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n",
-                            );
-                            for _ in 0..1000 {
-                                if result.is_err() {
-                                    break;
-                                }
-                                std::thread::sleep(Duration::from_millis(200));
-                                result = stream.write_all(b" ");
-                            }
-                            result
-                        }
-                    };
-                    if written.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, count)
-}
-
 /// Hostile or broken Hubs end in a bounded error that quotes at most a short prefix of what
 /// they sent: a `next` link that loops, an answer past the size cap, an error answer of
 /// 100 MB, a body that drips.
 #[tokio::test]
 async fn hostile_hubs_end_in_a_short_bounded_error() {
+    use kiln_testkit::hub::Hostile;
     for (mode, expected) in [
         (Hostile::LoopingPages, "loop"),
         (Hostile::Huge(40 << 20), "larger than 32 MiB"),
         (Hostile::HugeError(100 << 20), "answered 400"),
-        (Hostile::Drip, "did not arrive within 1 s"),
+        (Hostile::Drip(200), "did not arrive within 1 s"),
     ] {
-        let (url, requests) = hostile_server(mode);
-        let hub = Hub::new(&url, Some(TOKEN.to_string()))
+        let fake = FakeHub::start(&[TOKEN]).unwrap();
+        fake.turn_hostile(mode);
+        let hub = Hub::new(&fake.url(), Some(TOKEN.to_string()))
             .unwrap()
             .with_backoff(Duration::from_millis(10))
             .with_body_deadline(Duration::from_secs(1));
@@ -404,7 +314,7 @@ async fn hostile_hubs_end_in_a_short_bounded_error() {
         );
         if let Hostile::LoopingPages = mode {
             assert_eq!(
-                requests.load(std::sync::atomic::Ordering::SeqCst),
+                fake.requests().len(),
                 1,
                 "the page is read once; its `next` link back to itself is refused unsent"
             );
