@@ -165,8 +165,13 @@ pub(crate) async fn baseline(
 ) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
     let settings = &run.request.settings;
     let image_id = session.commit(&run.request.image_tag, &run.labels).await?;
+    // By the id the commit gave, as validation will run it: a tag can move meanwhile.
     let image = ContainerSpec {
-        image: run.request.image_tag.clone(),
+        image: if image_id.is_empty() {
+            run.request.image_tag.clone()
+        } else {
+            image_id.clone()
+        },
         network: settings.tests.for_repo(&run.request.candidate.repo),
         ..run.spec.clone()
     };

@@ -236,7 +236,7 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
     assert!(commands.contains(&"apt-get install -y jq"), "{commands:?}");
     let tests = containers
         .iter()
-        .rfind(|c| c.spec.image == launched.image_tag)
+        .rfind(|c| Some(c.spec.image.as_str()) == record.image_digest.as_deref())
         .expect("a container from the committed image");
     assert_eq!(tests.spec.network, kiln_core::NetworkMode::None);
     let test_run = tests
@@ -454,14 +454,17 @@ async fn a_parser_script_is_accepted_when_it_agrees_with_the_exit_code() {
     assert_eq!(record.parser_script.as_deref(), Some(PARSER));
     assert_eq!(record.baseline.get("adds"), Some(&TestStatus::Pass));
     assert_eq!(record.baseline.get("fails"), Some(&TestStatus::Fail));
-    // The script read the output in a container of its own, from the environment image,
-    // without network.
+    // The script read the output in a container of its own, from the environment image (by
+    // the id its commit gave), without network.
     let reader = runtime
         .containers()
         .into_iter()
         .find(|c| c.commands() == [kiln_core::parser_script::command()])
         .expect("the parser's container");
-    assert_eq!(reader.spec.image, launched.image_tag);
+    assert_eq!(
+        Some(reader.spec.image.as_str()),
+        record.image_digest.as_deref()
+    );
     assert_eq!(reader.spec.network, kiln_core::NetworkMode::None);
     let output = reader.file(kiln_core::parser_script::OUTPUT_PATH).unwrap();
     assert!(String::from_utf8_lossy(&output).contains("check fails: FAIL"));

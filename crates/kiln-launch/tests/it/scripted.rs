@@ -329,7 +329,10 @@ async fn a_built_environment_is_committed_before_its_baseline_runs() {
         container.commands()
     );
     let tests = &containers[1];
-    assert_eq!(tests.spec.image, launched.image_tag);
+    assert_eq!(
+        Some(tests.spec.image.as_str()),
+        record.image_digest.as_deref()
+    );
     assert_eq!(tests.spec.network, kiln_core::NetworkMode::None);
     assert_eq!(tests.commands(), [record.test_command.as_str()]);
     let image = runtime
@@ -535,8 +538,12 @@ async fn a_test_run_repair_installs_the_missing_module_in_the_setup_container_an
         setup.commits,
         [launched.image_tag.as_str(), launched.image_tag.as_str()]
     );
+    assert_eq!(
+        Some(containers[2].spec.image.as_str()),
+        record.image_digest.as_deref()
+    );
     for (run, command) in containers[1..].iter().zip([first, second]) {
-        assert_eq!(run.spec.image, launched.image_tag);
+        assert!(run.spec.image.starts_with("sha256:"), "{}", run.spec.image);
         assert_eq!(run.spec.network, kiln_core::NetworkMode::None);
         assert_eq!(run.commands(), [commands[command].as_str()]);
     }
