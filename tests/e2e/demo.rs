@@ -172,6 +172,19 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
             .args(["stage", "export"])
             .args(extra))
     };
+    // The demo's config runs a later stage again (the exports below need no GitHub token); a
+    // whole run, whose crawl needs the GitHub `kiln demo` serves, says how to go on instead.
+    let whole = run(kiln()
+        .arg("--config")
+        .arg(dir.join("pipeline.toml"))
+        .arg("check")
+        .env_remove(kiln_demo::DEMO_TOKEN_ENV));
+    assert_eq!(whole.status.code(), Some(3), "{}", text(&whole));
+    assert!(
+        String::from_utf8_lossy(&whole.stderr).contains("hint: this is the demo's config"),
+        "{}",
+        text(&whole)
+    );
     let merged = export(&[]);
     assert!(merged.status.success(), "{}", text(&merged));
     assert!(

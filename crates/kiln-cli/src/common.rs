@@ -61,9 +61,15 @@ pub fn check_environment(pipeline: &Pipeline, stage: Option<&str>) -> Result<(),
         .check_environment(names.as_deref(), &is_set)
         .map_err(|errors| {
             let count = errors.0.len();
+            // The demo's crawl reads the GitHub `kiln demo` serves while it runs.
+            let hint = if errors.to_string().contains(kiln_demo::DEMO_TOKEN_ENV) {
+                "\nhint: this is the demo's config: its crawl reads the GitHub that `kiln demo` serves while it runs; run a later stage again with `kiln stage NAME` (for example `kiln stage validate --only ID --force`), or everything with `kiln demo`"
+            } else {
+                ""
+            };
             Failure::new(
                 exit::CONFIG,
-                format!("{count} problem(s) with what the pipeline config needs from this machine:\n{errors}"),
+                format!("{count} problem(s) with what the pipeline config needs from this machine:\n{errors}{hint}"),
             )
         })
 }

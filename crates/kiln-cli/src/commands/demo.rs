@@ -158,6 +158,12 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
         print_lm_lines(&runner, spent.as_ref());
         println!("release: {}", release.display());
         println!("run:     {} (logs under logs/)", runner.run_dir().display());
+        // The crawl reads the demo's own GitHub, which lives only while this command runs:
+        // the stages after it are what can be run again on their own.
+        println!(
+            "again:   kiln --config {} stage validate --only ID --force (any stage after the crawl; `kiln demo` runs everything again)",
+            demo.config_path.display()
+        );
     }
     let mismatches = verdicts.mismatches();
     if mismatches.is_empty() {
