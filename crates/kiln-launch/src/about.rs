@@ -11,15 +11,15 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::plan::{ini_list, ini_section, read};
+
 /// The licence id of a repository kiln cannot tell.
 pub const NO_ASSERTION: &str = "NOASSERTION";
 
 /// The repository's version at the checkout, as `major.minor`.
 #[must_use]
 pub fn version(root: &Path) -> Option<String> {
-    declared_version(root)
-        .or_else(|| newest_tag(root))
-        .and_then(|v| major_minor(&v))
+    declared_version(root).or_else(|| newest_tag(root).and_then(|v| major_minor(&v)))
 }
 
 /// The repository's licence at the checkout, as an SPDX id, or [`NO_ASSERTION`].
@@ -30,36 +30,19 @@ pub fn license(root: &Path) -> String {
         .unwrap_or_else(|| NO_ASSERTION.to_string())
 }
 
-fn read(root: &Path, name: &str) -> Option<String> {
-    std::fs::read_to_string(root.join(name)).ok()
+/// The manifest `name` under `root`, parsed as TOML.
+fn toml_doc(root: &Path, name: &str) -> Option<toml::Table> {
+    read(root, name)?.parse().ok()
 }
 
-/// `key = "value"` in the TOML `table` of `text` (a line-based read: the keys kiln looks for
-/// are plain strings on one line in every manifest seen).
-fn toml_string(text: &str, table: &str, key: &str) -> Option<String> {
-    let mut inside = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            inside = line == format!("[{table}]");
-            continue;
-        }
-        if !inside {
-            continue;
-        }
-        let Some((name, value)) = line.split_once('=') else {
-            continue;
-        };
-        if name.trim() == key {
-            let value = value.trim();
-            let quoted = value
-                .strip_prefix('"')
-                .and_then(|v| v.split('"').next())
-                .or_else(|| value.strip_prefix('\'').and_then(|v| v.split('\'').next()));
-            return quoted.map(str::to_string);
-        }
+/// The string at `path` of a TOML document (`["tool", "poetry", "version"]`).
+fn toml_str(doc: &toml::Table, path: &[&str]) -> Option<String> {
+    let (first, rest) = path.split_first()?;
+    let mut value = doc.get(*first)?;
+    for key in rest {
+        value = value.get(key)?;
     }
-    None
+    value.as_str().map(str::to_string)
 }
 
 fn json_string(text: &str, key: &str) -> Option<String> {
@@ -67,50 +50,32 @@ fn json_string(text: &str, key: &str) -> Option<String> {
     value.get(key)?.as_str().map(str::to_string)
 }
 
+/// The version a manifest declares, when it reads as `major.minor`.
 fn declared_version(root: &Path) -> Option<String> {
-    if let Some(text) = read(root, "pyproject.toml") {
-        for table in ["project", "tool.poetry"] {
-            if let Some(v) = toml_string(&text, table, "version") {
-                return Some(v);
-            }
-        }
-    }
-    if let Some(v) = read(root, "setup.cfg").and_then(|t| ini_value(&t, "metadata", "version")) {
-        return Some(v);
-    }
-    if let Some(v) = read(root, "setup.py").and_then(|t| setup_py_version(&t)) {
-        return Some(v);
-    }
-    if let Some(text) = read(root, "Cargo.toml") {
-        for table in ["package", "workspace.package"] {
-            if let Some(v) = toml_string(&text, table, "version") {
-                return Some(v);
-            }
-        }
-    }
-    if let Some(v) = read(root, "package.json").and_then(|t| json_string(&t, "version")) {
-        return Some(v);
-    }
-    read(root, "pom.xml").and_then(|t| pom_version(&t))
-}
-
-/// `key = value` in section `[section]` of an INI file.
-fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
-    let mut inside = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            inside = trimmed == format!("[{section}]");
-            continue;
-        }
-        if inside
-            && let Some((name, value)) = trimmed.split_once(['=', ':'])
-            && name.trim() == key
-        {
-            return Some(value.trim().to_string());
-        }
-    }
-    None
+    let pyproject = toml_doc(root, "pyproject.toml");
+    let cargo = toml_doc(root, "Cargo.toml");
+    let declared = [
+        pyproject
+            .as_ref()
+            .and_then(|d| toml_str(d, &["project", "version"])),
+        pyproject
+            .as_ref()
+            .and_then(|d| toml_str(d, &["tool", "poetry", "version"])),
+        read(root, "setup.cfg")
+            .and_then(|t| ini_section(&t, "metadata"))
+            .and_then(|m| ini_list(&m, "version").into_iter().next()),
+        read(root, "setup.py").and_then(|t| setup_py_version(&t)),
+        cargo
+            .as_ref()
+            .and_then(|d| toml_str(d, &["package", "version"])),
+        cargo
+            .as_ref()
+            .and_then(|d| toml_str(d, &["workspace", "package", "version"])),
+        read(root, "package.json").and_then(|t| json_string(&t, "version")),
+        read(root, "pom.xml").and_then(|t| pom_version(&t)),
+    ];
+    // A computed version (`attr: pkg.__version__`, `${revision}`) reads as none: the tags say.
+    declared.iter().flatten().find_map(|v| major_minor(v))
 }
 
 /// A literal `version="1.2.3"` argument of `setup.py` (a computed one is not read).
@@ -219,16 +184,22 @@ const SPDX: &[&str] = &[
 ];
 
 fn declared_license(root: &Path) -> Option<String> {
+    let cargo = toml_doc(root, "Cargo.toml");
+    let pyproject = toml_doc(root, "pyproject.toml");
     let candidates = [
         read(root, "package.json").and_then(|t| json_string(&t, "license")),
-        read(root, "Cargo.toml").and_then(|t| {
-            toml_string(&t, "package", "license")
-                .or_else(|| toml_string(&t, "workspace.package", "license"))
-        }),
-        read(root, "pyproject.toml").and_then(|t| {
-            toml_string(&t, "project", "license")
-                .or_else(|| toml_string(&t, "tool.poetry", "license"))
-        }),
+        cargo
+            .as_ref()
+            .and_then(|d| toml_str(d, &["package", "license"])),
+        cargo
+            .as_ref()
+            .and_then(|d| toml_str(d, &["workspace", "package", "license"])),
+        pyproject
+            .as_ref()
+            .and_then(|d| toml_str(d, &["project", "license"])),
+        pyproject
+            .as_ref()
+            .and_then(|d| toml_str(d, &["tool", "poetry", "license"])),
     ];
     candidates.into_iter().flatten().find_map(|declared| {
         let declared = declared.trim().replace('/', " OR ");

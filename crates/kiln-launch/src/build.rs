@@ -102,7 +102,7 @@ pub async fn launch(
             &ContainerSpec {
                 labels: request.labels.clone(),
                 limits: request.docker.limits(),
-                network: request.settings.tests.for_repo(&request.candidate.repo),
+                network: request.test_network(),
                 ..ContainerSpec::default()
             },
             &request.log_dir,

@@ -103,6 +103,49 @@ pub struct RepairContext {
     pub optional: Vec<Step>,
 }
 
+/// The body of one `[section]` of an INI file, `None` when the section is absent.
+pub(crate) fn ini_section(text: &str, section: &str) -> Option<String> {
+    let mut inside = false;
+    let mut found = false;
+    let mut body = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') && trimmed.ends_with(']') {
+            inside = trimmed == format!("[{section}]");
+            found |= inside;
+            continue;
+        }
+        if inside {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    found.then_some(body)
+}
+
+/// A multi-line INI value (`key =` then indented lines), one entry per line.
+pub(crate) fn ini_list(section: &str, key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in section.lines() {
+        if !line.starts_with(char::is_whitespace) {
+            inside = false;
+            if let Some((k, v)) = line.split_once('=')
+                && k.trim() == key
+            {
+                inside = true;
+                out.extend(Some(v.trim().to_string()).filter(|v| !v.is_empty()));
+            }
+        } else if inside {
+            let entry = line.trim();
+            if !entry.is_empty() && !entry.starts_with('#') {
+                out.push(entry.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// The contents of `name` under `root`, when it is a readable text file.
 pub(crate) fn read(root: &Path, name: &str) -> Option<String> {
     std::fs::read_to_string(root.join(name)).ok()

@@ -48,6 +48,11 @@ pub struct LaunchRequest {
 }
 
 impl LaunchRequest {
+    /// The network the repository's tests run on (the stage's `network`, `network_repos`).
+    pub(crate) fn test_network(&self) -> kiln_core::NetworkMode {
+        self.settings.tests.for_repo(&self.candidate.repo)
+    }
+
     /// Labels of the images this launch commits: the request's, without the run's (an image
     /// outlives its run), with the instance's.
     pub(crate) fn image_labels(&self) -> BTreeMap<String, String> {

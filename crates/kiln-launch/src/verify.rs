@@ -172,7 +172,7 @@ pub(crate) async fn baseline(
         } else {
             image_id.clone()
         },
-        network: settings.tests.for_repo(&run.request.candidate.repo),
+        network: run.request.test_network(),
         ..run.spec.clone()
     };
     let mut tests = session.sibling(&image).await?;

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::setup_py;
+use crate::plan::{ini_list, ini_section};
 
 /// What the repository's files say about installing and testing it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -301,49 +302,6 @@ fn ini_section_keys(text: &str, section: &str) -> Vec<String> {
         }
     }
     keys
-}
-
-/// The body of one `[section]` of an INI file, `None` when the section is absent.
-fn ini_section(text: &str, section: &str) -> Option<String> {
-    let mut inside = false;
-    let mut found = false;
-    let mut body = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') && trimmed.ends_with(']') {
-            inside = trimmed == format!("[{section}]");
-            found |= inside;
-            continue;
-        }
-        if inside {
-            body.push_str(line);
-            body.push('\n');
-        }
-    }
-    found.then_some(body)
-}
-
-/// A multi-line INI value (`key =` then indented lines), one entry per line.
-fn ini_list(section: &str, key: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut inside = false;
-    for line in section.lines() {
-        if !line.starts_with(char::is_whitespace) {
-            inside = false;
-            if let Some((k, v)) = line.split_once('=')
-                && k.trim() == key
-            {
-                inside = true;
-                out.extend(Some(v.trim().to_string()).filter(|v| !v.is_empty()));
-            }
-        } else if inside {
-            let entry = line.trim();
-            if !entry.is_empty() && !entry.starts_with('#') {
-                out.push(entry.to_string());
-            }
-        }
-    }
-    out
 }
 
 /// Whether `spec` reads as one plain requirement (`pytest`, `mock>=2`, `pkg[extra]==1.0`),
