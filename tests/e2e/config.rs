@@ -1,5 +1,7 @@
 //! Bad input gets a clear error, a documented exit code, and loses nothing.
 
+use std::path::{Path, PathBuf};
+
 use kiln_schema::Candidate;
 
 use crate::{kiln, run, tempdir, text, workspace_root};
@@ -101,6 +103,16 @@ fn no_engine_is_one_clear_line_and_exit_code_4() {
     );
 }
 
+/// The one run under `runs`.
+fn only_run(runs: &Path) -> PathBuf {
+    std::fs::read_dir(runs)
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|e| e.path())
+        .unwrap_or_else(|| panic!("no run in {}", runs.display()))
+}
+
 /// A task file as the Hub publishes SWE-bench (Parquet, every column a string, the test lists
 /// JSON text), written by pyarrow, is ingested as its JSONL form is; a row pyarrow wrote with
 /// a null id is that row's error.
@@ -136,12 +148,7 @@ fn a_parquet_task_file_in_swe_benchs_schema_is_ingested_like_its_jsonl() {
         let output = run(kiln().args(["run", "--config"]).arg(&config));
         assert!(output.status.success(), "{}", text(&output));
         let runs = tmp.path().join(format!("datasets/{name}/runs"));
-        let run_dir = std::fs::read_dir(&runs)
-            .ok()
-            .and_then(|mut d| d.next())
-            .and_then(Result::ok)
-            .map(|e| e.path())
-            .unwrap_or_else(|| panic!("no run in {}", runs.display()));
+        let run_dir = only_run(&runs);
         let rows: Vec<Candidate> = kiln_store::read_rows(&run_dir.join("tasks")).unwrap();
         rows
     };
@@ -188,12 +195,7 @@ fn malformed_task_lines_are_recorded_and_the_others_proceed() {
     let output = run(kiln().args(["run", "--config"]).arg(&config));
     assert!(output.status.success(), "{}", text(&output));
     let runs = tmp.path().join("datasets/errors/runs");
-    let run_dir = std::fs::read_dir(&runs)
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(Result::ok)
-        .map(|e| e.path())
-        .unwrap_or_else(|| panic!("no run in {}", runs.display()));
+    let run_dir = only_run(&runs);
     let rows: Vec<Candidate> = kiln_store::read_rows(&run_dir.join("tasks")).unwrap();
     let ok: Vec<&str> = rows
         .iter()

@@ -43,6 +43,16 @@ fn files(dir: &Path) -> Vec<(PathBuf, u64)> {
     out
 }
 
+/// No container of the run at `run_dir` of `dataset` is left on the engine.
+fn assert_no_container_left(dataset: &str, run_dir: &Path) {
+    let run_id = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let left = containers_with_label(&format!("kiln.run={dataset}/{run_id}"));
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}
+
 /// Removes the images a test's dataset made, so that the shared engine keeps nothing.
 fn remove_images(dataset: &str) {
     let output = run(std::process::Command::new("docker").args([
@@ -120,12 +130,7 @@ fn a_forging_test_patch_is_rejected_and_two_gigabytes_of_output_stay_capped_on_d
         loud_logs > cap,
         "the loud runs were not logged: {loud_logs} bytes"
     );
-    let run_id = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let left = containers_with_label(&format!("kiln.run={dataset}/{run_id}"));
-    assert!(left.is_empty(), "containers left behind: {left:?}");
+    assert_no_container_left(&dataset, &run_dir);
 }
 
 #[test]
@@ -394,10 +399,5 @@ fn test_runs_have_no_network_and_a_test_writing_past_the_disk_bound_is_stopped_a
         (512 << 20..4 << 30).contains(&written),
         "{written} bytes written"
     );
-    let run_id = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let left = containers_with_label(&format!("kiln.run={dataset}/{run_id}"));
-    assert!(left.is_empty(), "containers left behind: {left:?}");
+    assert_no_container_left(&dataset, &run_dir);
 }

@@ -281,51 +281,25 @@ pub fn dedupe(
             continue;
         }
         let row = &rows[i];
-        if !ids.insert(row.instance_id.as_str()) {
-            dropped.insert(
-                i,
-                Duplicate {
-                    instance_id: row.instance_id.to_string(),
-                    key: "repeated".into(),
-                    release: tag.to_string(),
-                    duplicates: row.instance_id.to_string(),
-                },
-            );
+        let id = row.instance_id.as_str();
+        if !ids.insert(id) {
+            dropped.insert(i, repeated(row, tag, id));
             continue;
         }
         if let Some(pull) = row.pull_number.as_deref() {
             if let Some(first) = seen.get(&(row.repo.as_str(), pull)) {
-                dropped.insert(
-                    i,
-                    Duplicate {
-                        instance_id: row.instance_id.to_string(),
-                        key: "repeated".into(),
-                        release: tag.to_string(),
-                        duplicates: (*first).to_string(),
-                    },
-                );
-            } else {
-                seen.insert((row.repo.as_str(), pull), row.instance_id.as_str());
+                dropped.insert(i, repeated(row, tag, first));
+                continue;
             }
-        }
-        if dropped.contains_key(&i) {
-            continue;
+            seen.insert((row.repo.as_str(), pull), id);
         }
         let keys = fix_keys(&row.repo, &row.issue_numbers, &row.patch);
         if let Some(first) = keys.iter().find_map(|key| fixes.get(key)) {
-            dropped.insert(
-                i,
-                Duplicate {
-                    instance_id: row.instance_id.to_string(),
-                    key: "repeated".into(),
-                    release: tag.to_string(),
-                    duplicates: (*first).to_string(),
-                },
-            );
+            dropped.insert(i, repeated(row, tag, first));
             continue;
         }
         for key in keys {
-            fixes.insert(key, row.instance_id.as_str());
+            fixes.insert(key, id);
         }
     }
     Ok(Deduped {
@@ -334,6 +308,16 @@ pub fn dedupe(
             .collect(),
         duplicates: dropped.into_values().collect(),
     })
+}
+
+/// A row left out as the second of this export's rows with one id, pull request or fix.
+fn repeated(row: &ReleaseInstance, tag: &str, first: &str) -> Duplicate {
+    Duplicate {
+        instance_id: row.instance_id.to_string(),
+        key: "repeated".into(),
+        release: tag.to_string(),
+        duplicates: first.to_string(),
+    }
 }
 
 /// `(row, release, other id)` of each row of a join of the fresh keys with published ones.

@@ -14,6 +14,22 @@ fn row(id: &str, repo: &str, pull: Option<&str>) -> ReleaseInstance {
     row
 }
 
+/// `(id, key, release, duplicated id)` of each row left out.
+fn left_out(deduped: &kiln_store::analytics::Deduped) -> Vec<(&str, &str, &str, &str)> {
+    deduped
+        .duplicates
+        .iter()
+        .map(|d| {
+            (
+                d.instance_id.as_str(),
+                d.key.as_str(),
+                d.release.as_str(),
+                d.duplicates.as_str(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn dedupe_leaves_out_what_earlier_releases_published() {
     let tmp = tempfile::tempdir().unwrap();
@@ -70,20 +86,8 @@ fn dedupe_leaves_out_what_earlier_releases_published() {
     ];
     let deduped = dedupe(&fresh, &published, "2024-10").unwrap();
     assert_eq!(deduped.keep, [2, 4, 7]);
-    let found: Vec<(&str, &str, &str, &str)> = deduped
-        .duplicates
-        .iter()
-        .map(|d| {
-            (
-                d.instance_id.as_str(),
-                d.key.as_str(),
-                d.release.as_str(),
-                d.duplicates.as_str(),
-            )
-        })
-        .collect();
     assert_eq!(
-        found,
+        left_out(&deduped),
         [
             ("o__a-1", "instance_id", "2024-08", "o__a-1"),
             ("renamed__b-2", "pull_request", "2024-08", "o__b-2"),
@@ -190,20 +194,8 @@ fn dedupe_leaves_out_a_backport_of_a_published_fix() {
     ];
     let deduped = dedupe(&fresh, &published, "2024-09").unwrap();
     assert_eq!(deduped.keep, [1, 2]);
-    let found: Vec<(&str, &str, &str, &str)> = deduped
-        .duplicates
-        .iter()
-        .map(|d| {
-            (
-                d.instance_id.as_str(),
-                d.key.as_str(),
-                d.release.as_str(),
-                d.duplicates.as_str(),
-            )
-        })
-        .collect();
     assert_eq!(
-        found,
+        left_out(&deduped),
         [
             ("o__f-7", "same-fix", "2024-08", "o__f-6"),
             ("o__g-2", "repeated", "2024-09", "o__g-1"),
