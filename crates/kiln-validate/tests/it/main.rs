@@ -64,6 +64,42 @@ fn settings(repeats: i64) -> ValidateSettings {
     }
 }
 
+/// The demo instance's request: its candidate, a built environment in [`IMAGE`] (changed by
+/// `environment`), logs under `log_dir`.
+fn demo_request(
+    log_dir: &std::path::Path,
+    settings: ValidateSettings,
+    environment: impl FnOnce(&mut EnvironmentRecord),
+) -> ValidateRequest {
+    let id = kiln_schema::InstanceId::new("scripted__demo-1").unwrap();
+    let mut env = EnvironmentRecord {
+        repo: "scripted/demo".into(),
+        status: kiln_schema::EnvironmentStatus::Built,
+        image: Some(IMAGE.into()),
+        test_command: TEST_COMMAND.into(),
+        parser: "pytest".into(),
+        ..EnvironmentRecord::new(id.clone())
+    };
+    environment(&mut env);
+    ValidateRequest {
+        candidate: Candidate {
+            status: kiln_schema::CandidateStatus::Ok,
+            repo: "scripted/demo".into(),
+            patch: GOLD_PATCH.into(),
+            test_patch: TEST_PATCH.into(),
+            ..Candidate::new(id)
+        },
+        environment: env,
+        log_dir: log_dir.join("logs"),
+        log_dir_label: "logs".into(),
+        labels: BTreeMap::from([(LABEL_RUN.to_string(), "scripted/run-1".to_string())]),
+        settings,
+        docker: DockerSettings::default(),
+        stage: "validate".into(),
+        removals: kiln_core::Removals::default(),
+    }
+}
+
 /// Validates the demo instance on `runtime` (which holds its image) with `rebuild` commands.
 /// Checks what every validation must do: each run in a container of its own from the
 /// environment image, without network, every container removed at the end.
@@ -73,31 +109,9 @@ async fn validate_on(
     settings: ValidateSettings,
 ) -> Result<ValidationRecord, ValidateError> {
     let tmp = tempfile::tempdir().unwrap();
-    let request = ValidateRequest {
-        candidate: Candidate {
-            status: kiln_schema::CandidateStatus::Ok,
-            repo: "scripted/demo".into(),
-            patch: GOLD_PATCH.into(),
-            test_patch: TEST_PATCH.into(),
-            ..Candidate::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
-        },
-        environment: EnvironmentRecord {
-            repo: "scripted/demo".into(),
-            status: kiln_schema::EnvironmentStatus::Built,
-            image: Some(IMAGE.into()),
-            rebuild_commands: rebuild.iter().map(|c| (*c).to_string()).collect(),
-            test_command: TEST_COMMAND.into(),
-            parser: "pytest".into(),
-            ..EnvironmentRecord::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
-        },
-        log_dir: tmp.path().join("logs"),
-        log_dir_label: "logs".into(),
-        labels: BTreeMap::from([(LABEL_RUN.to_string(), "scripted/run-1".to_string())]),
-        settings,
-        docker: DockerSettings::default(),
-        stage: "validate".into(),
-        removals: kiln_core::Removals::default(),
-    };
+    let request = demo_request(tmp.path(), settings, |env| {
+        env.rebuild_commands = rebuild.iter().map(|c| (*c).to_string()).collect();
+    });
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let result = tokio::time::timeout(
         Duration::from_secs(30),
@@ -462,32 +476,9 @@ async fn runs_use_the_image_launch_committed_even_after_its_tag_moved() {
         let digest = digest.to_string();
         async move {
             let tmp = tempfile::tempdir().unwrap();
-            let id = kiln_schema::InstanceId::new("scripted__demo-1").unwrap();
-            let request = ValidateRequest {
-                candidate: Candidate {
-                    status: kiln_schema::CandidateStatus::Ok,
-                    repo: "scripted/demo".into(),
-                    patch: GOLD_PATCH.into(),
-                    test_patch: TEST_PATCH.into(),
-                    ..Candidate::new(id.clone())
-                },
-                environment: EnvironmentRecord {
-                    repo: "scripted/demo".into(),
-                    status: kiln_schema::EnvironmentStatus::Built,
-                    image: Some(IMAGE.into()),
-                    image_digest: Some(digest),
-                    test_command: TEST_COMMAND.into(),
-                    parser: "pytest".into(),
-                    ..EnvironmentRecord::new(id)
-                },
-                log_dir: tmp.path().join("logs"),
-                log_dir_label: "logs".into(),
-                labels: BTreeMap::new(),
-                settings: settings(1),
-                docker: DockerSettings::default(),
-                stage: "validate".into(),
-                removals: kiln_core::Removals::default(),
-            };
+            let request = demo_request(tmp.path(), settings(1), |env| {
+                env.image_digest = Some(digest);
+            });
             let engine: Arc<dyn ContainerRuntime> = runtime as _;
             validated(validate(engine, &request, &NullReporter).await)
         }
