@@ -6,7 +6,10 @@ RELEASE_DIR is `datasets/<name>/releases/<tag>/` (README.md with YAML `configs`,
 The environment images the rows name must be present on the local Docker engine.
 
 For every split the card declares: `datasets.load_dataset` and pandas must read the rows the card's
-statistics table counts. For every shard, `python -m swebench.harness.run_evaluation` runs over the
+statistics table counts; every column of the row shape the `swebench` package publishes
+(`swebench.types.SWEbenchInstance`), and every column its harness reads (`image`, `eval_script`,
+`log_parser`, `eval_type`), must be there with SWE-bench's type (a string; the test lists JSON text
+that `json.loads` turns into a list of strings), and `version` and `license` filled in every row. For every shard, `python -m swebench.harness.run_evaluation` runs over the
 rows kiln marks as harness-ready (`harness_note` empty) three times:
   - gold patches: every row must be resolved;
   - a no-op patch (adds a file no test reads): no row may be resolved, and every row must complete
@@ -26,6 +29,10 @@ from pathlib import Path
 
 import datasets
 import pandas as pd
+from swebench.types import SWEbenchInstance
+
+# Columns the harness reads besides the published row shape (`swebench.harness.utils.make_test_spec`).
+HARNESS_COLUMNS = {"image": str, "eval_script": str, "log_parser": str, "eval_type": str}
 
 NOOP_PATCH = """diff --git a/.kiln-noop b/.kiln-noop
 new file mode 100644
@@ -51,6 +58,24 @@ def card_splits(release):
     paths = dict(re.findall(r"- split: (\w+)\n\s+path: (\S+)", front))
     counts = dict(re.findall(r"^\| (\w+) \| (\d+) \|$", card, re.M))
     return [(split, pattern, int(counts.get(split, -1))) for split, pattern in paths.items()]
+
+
+def check_features(split, loaded):
+    """The columns and types of SWE-bench's rows, checked column by column; test lists decode."""
+    expected = {**SWEbenchInstance.__annotations__, **HARNESS_COLUMNS}
+    for column, kind in expected.items():
+        feature = loaded.features.get(column)
+        dtype = getattr(feature, "dtype", None)
+        want = {str: "string"}.get(kind, str(kind))
+        check(dtype == want, f"{split}: column {column} is {dtype or feature}, SWE-bench's is {want}")
+    wrong = []
+    for row in loaded:
+        for column in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            ids = json.loads(row[column])
+            if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+                wrong.append(f"{row['instance_id']}: {column} is not a JSON list of strings")
+        wrong += [f"{row['instance_id']}: {c} is empty" for c in ("version", "license") if not row.get(c)]
+    check(not wrong, f"{split}: every row's test lists decode, version and license are filled" + "".join(f"\n     {w}" for w in wrong))
 
 
 def harness(shard, predictions, run_id, ids, work, timeout):
@@ -100,8 +125,7 @@ def main():
         files = sorted(release.glob(pattern))
         frame = pd.concat([pd.read_parquet(f) for f in files]) if files else pd.DataFrame()
         check(len(frame) == expected, f"{split}: pandas reads {len(frame)} rows from {len(files)} shards")
-        for column in ("instance_id", "image", "eval_script", "log_parser", "eval_type", "FAIL_TO_PASS", "PASS_TO_PASS"):
-            check(column in loaded.column_names, f"{split}: column {column}")
+        check_features(split, loaded)
 
         for n, shard in enumerate(files):
             rows = pd.read_parquet(shard)

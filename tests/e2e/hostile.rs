@@ -59,7 +59,7 @@ fn remove_images(dataset: &str) {
         "images",
         "-q",
         "--filter",
-        &format!("reference=kiln-env/{dataset}"),
+        &format!("reference=kiln-env/{dataset}-*"),
     ]));
     for id in String::from_utf8_lossy(&output.stdout).lines() {
         let _ = run(std::process::Command::new("docker").args(["rmi", "-f", id]));
@@ -237,7 +237,7 @@ fn evaluating_a_release_whose_ids_leave_the_output_writes_nothing_outside_it() {
     let row = |id: &str| kiln_schema::ReleaseInstance {
         repo: "kiln-hc/evil".into(),
         image: "kiln-e2e/no-such-image:never".into(),
-        test_command: "true".into(),
+        test_cmds: vec!["true".into()],
         parser: "pytest".into(),
         ..kiln_schema::ReleaseInstance::new(kiln_schema::InstanceId::new(id).unwrap())
     };

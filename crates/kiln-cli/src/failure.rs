@@ -44,7 +44,10 @@ impl From<PipelineError> for Failure {
     fn from(e: PipelineError) -> Self {
         let code = match &e {
             PipelineError::Store(_) | PipelineError::Host { .. } => exit::STORE,
-            PipelineError::Engine(_) | PipelineError::NoEngine(_) => exit::ENGINE,
+            PipelineError::Engine(_)
+            | PipelineError::NoEngine(_)
+            | PipelineError::RegistryDown { .. }
+            | PipelineError::Deferred { .. } => exit::ENGINE,
             PipelineError::Answers(_) => exit::STORE,
             PipelineError::Internal(_) | PipelineError::NoLanguageModel(_) => exit::INTERNAL,
             PipelineError::Publish(_) => exit::PUBLISH,

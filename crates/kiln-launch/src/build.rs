@@ -20,7 +20,7 @@ use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::LaunchRequest;
 use crate::steps::Step;
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
-use crate::{about, dockerfile, images, repo};
+use crate::{about, dockerfile, images, registry, repo};
 
 /// An infrastructure failure that stops the stage: it says nothing about the repository, so
 /// it is never written as a row, and a re-run retries the item.
@@ -29,6 +29,15 @@ pub enum LaunchError {
     /// The engine went away or failed.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
+    /// A dependency step failed while the ecosystem's package registry did not answer from
+    /// the container: an outage or a missing route, not the repository's fault.
+    #[error("the package registry {url} does not answer from the container ({error})")]
+    RegistryDown {
+        /// The registry address asked.
+        url: String,
+        /// What the request reported.
+        error: String,
+    },
     /// The host could not hold the work (a full or read-only disk).
     #[error("{what}: {message}")]
     Host {
@@ -52,7 +61,8 @@ impl LaunchError {
 /// `failed` row; failures of the engine or the host are errors, never rows.
 ///
 /// # Errors
-/// [`LaunchError::Engine`] when the engine cannot be reached or fails, [`LaunchError::Host`]
+/// [`LaunchError::Engine`] when the engine cannot be reached or fails, [`LaunchError::RegistryDown`]
+/// when a dependency failed while its registry did not answer, [`LaunchError::Host`]
 /// when the host's disk cannot hold the work.
 pub async fn launch(
     runtime: Arc<dyn ContainerRuntime>,
@@ -402,6 +412,13 @@ async fn build(
                     "a repair asked for another interpreter a second time",
                 )));
             }
+            Attempt::RegistryDown(down) => {
+                phases.write(&request.log_dir.join("launch.log"));
+                return Err(LaunchError::RegistryDown {
+                    url: down.url,
+                    error: down.error,
+                });
+            }
             Attempt::Done(failure) => {
                 phases.write(&request.log_dir.join("launch.log"));
                 if failure.is_none() {
@@ -415,6 +432,9 @@ async fn build(
 
 /// How one attempt of the plan ended.
 enum Attempt {
+    /// A dependency step failed and the ecosystem's registry did not answer: the item is
+    /// deferred (no row).
+    RegistryDown(registry::Unanswered),
     /// Built (`None`) or failed.
     Done(Option<Failure>),
     /// A repair asked to start over on another Debian suite's interpreter, with the image of
@@ -592,6 +612,11 @@ async fn run_plan(
             continue;
         }
         let class = classify_setup(&outcome);
+        if class == FailureClass::DependencyResolution
+            && let Some(down) = registry::unanswered(session, ecosystem).await?
+        {
+            return Ok(Attempt::RegistryDown(down));
+        }
         let failed = Failed {
             failing: Failing::Step(&setup_step),
             output: &outcome.output,

@@ -28,6 +28,7 @@ mod node;
 mod output;
 mod plan;
 mod python;
+mod registry;
 pub mod recipe;
 mod repair;
 mod repo;

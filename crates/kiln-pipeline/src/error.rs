@@ -13,6 +13,31 @@ pub enum PipelineError {
     /// undone (never written as rows), so a re-run retries them.
     #[error(transparent)]
     Engine(#[from] RuntimeError),
+    /// One item's dependency step failed while its package registry did not answer from the
+    /// container. The item is deferred: [`for_each_item`](crate::stages) goes on with the
+    /// others and then stops the stage with [`PipelineError::Deferred`].
+    #[error("{item}: the package registry {url} does not answer from the container ({error})")]
+    RegistryDown {
+        /// The item.
+        item: String,
+        /// The registry address asked.
+        url: String,
+        /// What the request reported.
+        error: String,
+    },
+    /// A stage ran every item it could and deferred these, whose registries did not answer.
+    #[error(
+        "finish stage `{stage}`: {} item(s) were deferred, without rows, because a package registry did not answer from the containers ({}); once it answers, `kiln run` or `kiln stage {stage}` builds them: {}",
+        items.len(), reasons.join("; "), items.join(", ")
+    )]
+    Deferred {
+        /// The stage.
+        stage: String,
+        /// The deferred items.
+        items: Vec<String>,
+        /// Each registry that did not answer, with its error (once each).
+        reasons: Vec<String>,
+    },
     /// The host could not hold a stage's work (a full or read-only disk outside the run
     /// store, such as the mirror cache or a temporary checkout).
     #[error("{what}: {message}")]

@@ -15,7 +15,9 @@ use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, V
 /// release rows carry what the SWE-bench harness and SWE-bench-Live read (`eval_script`, ...).
 /// 8: environments keep the error lines of a failure (`error_lines`) and the committed image's
 /// id (`image_digest`).
-pub const SCHEMA_VERSION: u32 = 8;
+/// 9: release rows store `FAIL_TO_PASS`/`PASS_TO_PASS` as JSON text, as SWE-bench does, and
+/// name each column once (`image`, `rebuild_cmds`, `test_cmds`).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,6 +39,9 @@ pub enum ColumnType {
     Bool,
     /// List of UTF-8 strings (Arrow `list<string>`), never null.
     StrList,
+    /// A list of strings as JSON text in a string column (`["a", "b"]`), as SWE-bench stores
+    /// its test lists; never null.
+    JsonList,
     /// A nested value stored as a JSON document in a string column, so every Parquet reader can
     /// read it without nested types.
     Json,
@@ -80,6 +85,7 @@ impl ColumnType {
             Self::OptFloat => "float64 (nullable)",
             Self::Bool => "bool",
             Self::StrList => "list<string>",
+            Self::JsonList => "string (JSON list)",
             Self::Json => "string (JSON)",
         }
     }
@@ -310,6 +316,11 @@ pub fn json_schema(table: &str, doc: &str, columns: &[Column]) -> serde_json::Va
             ColumnType::OptFloat => json!({"type": ["number", "null"]}),
             ColumnType::Bool => json!({"type": "boolean"}),
             ColumnType::StrList => json!({"type": "array", "items": {"type": "string"}}),
+            ColumnType::JsonList => json!({
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"type": "array", "items": {"type": "string"}},
+            }),
             ColumnType::Json => json!({}),
         };
         let mut ty = ty;

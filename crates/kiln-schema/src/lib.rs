@@ -9,6 +9,7 @@ mod columns;
 mod id;
 mod status;
 mod tables;
+mod test_list;
 
 pub use columns::{Column, ColumnKind, ColumnSink, ColumnType, Row, SCHEMA_VERSION, json_schema};
 pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
@@ -17,6 +18,7 @@ pub use status::{
     ValidationStatus,
 };
 pub use tables::*;
+pub use test_list::TestList;
 
 /// Confounder flags an LM judge may raise on a verdict (after SWE-rebench V2's annotations):
 /// tests that assert exact strings the issue does not give, tests or fix that need the network,

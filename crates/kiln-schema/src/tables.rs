@@ -7,6 +7,7 @@ use crate::id::InstanceId;
 use crate::status::{
     BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, ValidationStatus,
 };
+use crate::test_list::TestList;
 
 table! {
     /// A task candidate: a merged pull request with its linked issue, from a crawl or a task file.
@@ -313,18 +314,20 @@ table! {
         pub version: Option<String>,
         /// The repository's licence at the base commit, an SPDX id, or `NOASSERTION`.
         pub license: String,
-        /// Tests that the gold patch makes pass.
-        pub FAIL_TO_PASS: Vec<String>,
-        /// Tests that pass before and after.
-        pub PASS_TO_PASS: Vec<String>,
-        /// Environment image tag.
+        /// Tests that the gold patch makes pass: a JSON list in a string, as SWE-bench stores it
+        /// (`json.loads` gives the list).
+        pub FAIL_TO_PASS: TestList,
+        /// Tests that pass before and after: a JSON list in a string, as SWE-bench stores it.
+        pub PASS_TO_PASS: TestList,
+        /// The environment image, by the name the SWE-bench harness reads (`image`;
+        /// SWE-bench-Live's code reads `docker_image`): the registry's name once published.
         pub image: String,
         /// Setup commands that built the image.
         pub setup_commands: Vec<String>,
-        /// Commands to run after applying a patch, before the tests.
-        pub rebuild_commands: Vec<String>,
-        /// Test command.
-        pub test_command: String,
+        /// Commands to run after applying a patch, before the tests (SWE-bench-Live's name).
+        pub rebuild_cmds: Vec<String>,
+        /// The test command, as SWE-bench-Live's one-element list.
+        pub test_cmds: Vec<String>,
         /// Name of the test-log parser.
         pub parser: String,
         /// When `parser` is `status-lines`: the script that reads the test output and prints one
@@ -355,18 +358,20 @@ table! {
         pub eval_type: String,
         /// Commit the environment was set up from (the base commit).
         pub environment_setup_commit: String,
-        /// SWE-bench-Live's name for `image`.
-        pub docker_image: String,
-        /// SWE-bench-Live's name for `rebuild_commands`.
-        pub rebuild_cmds: Vec<String>,
-        /// SWE-bench-Live's test commands: `test_command` alone.
-        pub test_cmds: Vec<String>,
         /// Numbers of the issues the pull request resolves.
         pub issue_numbers: Vec<String>,
         /// Web addresses of the pull request's head and merge commits, when known.
         pub commit_urls: Vec<String>,
         /// Empty when the SWE-bench harness evaluates the row unchanged; otherwise why not.
         pub harness_note: String,
+    }
+}
+
+impl ReleaseInstance {
+    /// The test command to run: `test_cmds` joined as SWE-bench-Live joins them (` ; `).
+    #[must_use]
+    pub fn test_command(&self) -> String {
+        self.test_cmds.join(" ; ")
     }
 }
 

@@ -439,12 +439,26 @@ pub fn split_stats(release_dir: &Path, split: &str) -> Result<SplitStats, StoreE
 }
 
 fn stats_of(frame: &DataFrame) -> PolarsResult<SplitStats> {
+    // Test lists are JSON text since schema version 9, `list<string>` before.
     let list_lengths = |name: &str| -> PolarsResult<Series> {
-        let lists = frame.column(name)?.list()?.clone();
-        let lengths: Vec<u32> = lists
-            .iter()
-            .map(|l| l.map_or(0, |a| u32::try_from(a.len()).unwrap_or(u32::MAX)))
-            .collect();
+        let column = frame.column(name)?;
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let lengths: Vec<u32> = if column.dtype() == &DataType::String {
+            column
+                .str()?
+                .iter()
+                .map(|text| {
+                    let ids = text.and_then(|t| serde_json::from_str::<Vec<String>>(t).ok());
+                    ids.map_or(0, |ids| count(ids.len()))
+                })
+                .collect()
+        } else {
+            let lists = column.list()?.clone();
+            lists
+                .iter()
+                .map(|l| l.map_or(0, |a| count(a.len())))
+                .collect()
+        };
         Ok(Series::new(name.into(), lengths))
     };
     let patch_lines: Vec<u32> = frame

@@ -40,7 +40,7 @@ fn list_item_field() -> Arc<Field> {
 /// The Arrow data type and nullability a column type is stored as.
 fn arrow_type(ty: ColumnType) -> (DataType, bool) {
     match ty {
-        ColumnType::Str | ColumnType::Json => (DataType::Utf8, false),
+        ColumnType::Str | ColumnType::Json | ColumnType::JsonList => (DataType::Utf8, false),
         ColumnType::OptStr => (DataType::Utf8, true),
         ColumnType::Int => (DataType::Int64, false),
         ColumnType::OptInt => (DataType::Int64, true),
@@ -91,7 +91,7 @@ enum Builder {
 impl Builder {
     fn new(ty: ColumnType, capacity: usize) -> Self {
         match ty {
-            ColumnType::Str | ColumnType::OptStr | ColumnType::Json => {
+            ColumnType::Str | ColumnType::OptStr | ColumnType::Json | ColumnType::JsonList => {
                 Self::Str(StringBuilder::with_capacity(capacity, capacity * 16))
             }
             ColumnType::Int | ColumnType::OptInt => {
@@ -287,6 +287,28 @@ pub fn rows_to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, ConvertError> {
     })
 }
 
+/// Appends the values of a `list<string>` column as JSON arrays, one per row.
+fn list_values(array: &dyn Array, out: &mut Vec<Value>) -> Result<(), String> {
+    let lists = array.as_list::<i32>();
+    for i in 0..lists.len() {
+        if lists.is_null(i) {
+            out.push(Value::Null);
+            continue;
+        }
+        let items = lists.value(i);
+        let items = items.as_string::<i32>();
+        let mut list = Vec::with_capacity(items.len());
+        for j in 0..items.len() {
+            if items.is_null(j) {
+                return Err(format!("row {i}: null item in a list of strings"));
+            }
+            list.push(Value::String(items.value(j).to_string()));
+        }
+        out.push(Value::Array(list));
+    }
+    Ok(())
+}
+
 /// Reads the values of one Arrow column as JSON values, one per row.
 fn column_values(
     table: &'static str,
@@ -299,8 +321,12 @@ fn column_values(
         message,
     };
     let (expected, _) = arrow_type(column.ty);
+    let list_of_strings =
+        |item: &Field| item.data_type() == &DataType::Utf8 || item.data_type() == &DataType::Null;
     let matches = match (&expected, array.data_type()) {
-        (DataType::List(_), DataType::List(item)) => item.data_type() == &DataType::Utf8,
+        (DataType::List(_), DataType::List(item)) => list_of_strings(item),
+        // Test lists were `list<string>` before schema version 9; they read as lists.
+        (_, DataType::List(item)) if column.ty == ColumnType::JsonList => list_of_strings(item),
         (a, b) => a == b,
     };
     if !matches {
@@ -357,23 +383,18 @@ fn column_values(
                 });
             }
         }
-        ColumnType::StrList => {
-            let lists = array.as_list::<i32>();
+        ColumnType::JsonList if matches!(array.data_type(), DataType::List(_)) => {
+            list_values(array, &mut out).map_err(bad)?;
+        }
+        ColumnType::StrList => list_values(array, &mut out).map_err(bad)?,
+        ColumnType::JsonList => {
+            let strings = array.as_string::<i32>();
             for i in 0..n {
-                if lists.is_null(i) {
-                    out.push(Value::Null);
-                    continue;
-                }
-                let items = lists.value(i);
-                let items = items.as_string::<i32>();
-                let mut list = Vec::with_capacity(items.len());
-                for j in 0..items.len() {
-                    if items.is_null(j) {
-                        return Err(bad(format!("row {i}: null item in a list of strings")));
-                    }
-                    list.push(Value::String(items.value(j).to_string()));
-                }
-                out.push(Value::Array(list));
+                out.push(if strings.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::String(strings.value(i).to_string())
+                });
             }
         }
     }

@@ -110,7 +110,7 @@ pub async fn evaluate(
         resolution: Resolution::Unresolved,
         reason: None,
         fail_to_pass_passed: Vec::new(),
-        fail_to_pass_failed: instance.FAIL_TO_PASS.clone(),
+        fail_to_pass_failed: instance.FAIL_TO_PASS.to_vec(),
         pass_to_pass_failed: Vec::new(),
         pass_to_pass_missing: Vec::new(),
         patch_methods: Vec::new(),
@@ -121,14 +121,15 @@ pub async fn evaluate(
         evaluation.reason = Some("no prediction for this instance".into());
         return Ok(evaluation);
     };
+    let test_command = instance.test_command();
     let spec = RunSpec {
         image: &instance.image,
         patches: vec![
             ("test", instance.test_patch.as_str()),
             ("model", model_patch),
         ],
-        rebuild: &instance.rebuild_commands,
-        test_command: &instance.test_command,
+        rebuild: &instance.rebuild_cmds,
+        test_command: &test_command,
         parser: &instance.parser,
         parser_script: instance.parser_script.as_deref(),
         docker: &request.docker,
@@ -177,7 +178,7 @@ pub async fn evaluate(
         .partition(|t| status(t) == Some(TestStatus::Pass));
     evaluation.fail_to_pass_passed = passed;
     evaluation.fail_to_pass_failed = failed;
-    for test in &instance.PASS_TO_PASS {
+    for test in instance.PASS_TO_PASS.iter() {
         match status(test) {
             Some(TestStatus::Fail | TestStatus::Error) => {
                 evaluation.pass_to_pass_failed.push(test.clone())

@@ -21,7 +21,7 @@ pub struct DockerSettings {
     pub pids: i64,
     /// Bytes each container may write, past which it is stopped (`disk`).
     pub disk_bytes: i64,
-    /// Prefix of the environment image tags.
+    /// Prefix of the environment image tags (`<prefix>/<dataset>-<directory hash>:<instance>`).
     pub image_prefix: String,
 }
 

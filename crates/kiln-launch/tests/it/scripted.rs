@@ -377,11 +377,43 @@ async fn a_setup_failure_no_rule_knows_is_a_failed_row_with_its_class() {
         record.log_tail
     );
     assert!(record.repairs.is_empty(), "{:?}", record.repairs);
-    // Nothing ran after the failing command, and no environment was committed.
-    assert_eq!(commands.last(), Some(install));
+    // Nothing ran after the failing command but the registry check (which the scripted
+    // container answers with no complaint), and no environment was committed.
+    let after = &commands[position(&commands, 0, " -e '.[test]'") + 1..];
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(after[0].contains("kiln-registry:"), "{after:?}");
     assert_eq!(runtime.count(Operation::Commit), 0);
     assert!(runtime.image(&launched.image_tag).is_none());
     assert_eq!(record.image, None);
+}
+
+/// A dependency failure while the registry does not answer from the container says nothing
+/// about the repository: the launch ends with an error that names the registry, no row, no
+/// image, and no repair is tried.
+#[tokio::test]
+async fn a_dependency_failure_while_the_registry_is_silent_is_an_error_not_a_row() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let message = "  × Failed to fetch: `https://pypi.org/simple/pytest/`\n  ╰─▶ dns error: failed to lookup address information: Temporary failure in name resolution\n";
+    runtime.script(Script::contains(" -e '.[test]'").answer(Answer::exit(1).output(message)));
+    runtime.script(Script::contains("kiln-registry:").answer(Answer::ok().output(
+        "kiln-registry: down https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org\n",
+    )));
+    let launched = launch_on(&runtime, PYTHON).await;
+    match &launched.result {
+        Err(LaunchError::RegistryDown { url, error }) => {
+            assert_eq!(url, "https://pypi.org/simple/");
+            assert!(error.contains("Could not resolve host"), "{error}");
+        }
+        other => panic!("expected the registry to be blamed: {other:?}"),
+    }
+    assert_eq!(runtime.count(Operation::Commit), 0);
+    assert!(runtime.image(&launched.image_tag).is_none());
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, " -e '.[test]'"), 1, "{commands:?}");
+    // The check honours the container's own index setting.
+    assert!(commands.iter().any(|c| c.contains("${PIP_INDEX_URL:-")));
+    let log = std::fs::read_to_string(launched.log_dir.join("launch.log")).unwrap();
+    assert!(log.contains("$ kiln registry check"), "{log}");
 }
 
 #[tokio::test]

@@ -357,23 +357,47 @@ where
     for item in pending.by_ref().take(concurrency.max(1)) {
         spawn(&mut running, item);
     }
+    let mut deferred: Vec<String> = Vec::new();
+    let mut reasons: Vec<String> = Vec::new();
     while let Some(joined) = running.join_next().await {
         let (item, seconds, result) =
             joined.map_err(|e| PipelineError::Internal(format!("a worker task failed: {e}")))?;
-        // An infrastructure error stops the stage; dropping `running` aborts the other items,
-        // whose sessions then remove their containers.
-        let row = result?;
-        table.append(std::slice::from_ref(&row))?;
-        processed += 1;
+        let outcome = match result {
+            Ok(row) => {
+                table.append(std::slice::from_ref(&row))?;
+                processed += 1;
+                outcome_of(&row)
+            }
+            // A registry that does not answer says nothing about the item: no row, and the
+            // other items go on (another registry may answer); the stage stops at the end.
+            Err(PipelineError::RegistryDown { url, error, .. }) => {
+                deferred.push(item.to_string());
+                let reason = format!("{url}: {error}");
+                if !reasons.contains(&reason) {
+                    reasons.push(reason);
+                }
+                "deferred: registry down".to_string()
+            }
+            // Any other infrastructure error stops the stage; dropping `running` aborts the
+            // other items, whose sessions then remove their containers.
+            Err(e) => return Err(e),
+        };
         cx.reporter.report(Event::ItemFinished {
             stage: cx.node.name.clone(),
             item: item.to_string(),
-            outcome: outcome_of(&row),
+            outcome,
             seconds,
         });
         if let Some(next) = pending.next() {
             spawn(&mut running, next);
         }
+    }
+    if !deferred.is_empty() {
+        return Err(PipelineError::Deferred {
+            stage: cx.node.name.clone(),
+            items: deferred,
+            reasons,
+        });
     }
     Ok(processed)
 }

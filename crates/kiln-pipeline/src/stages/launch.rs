@@ -75,6 +75,7 @@ pub(crate) async fn launch(
                 image_tag: image_tag(
                     &cx.pipeline.docker.image_prefix,
                     &cx.pipeline.dataset.name,
+                    &crate::labels::dataset_label(cx.pipeline),
                     id,
                 ),
                 labels: cx.labels(),
@@ -96,6 +97,13 @@ pub(crate) async fn launch(
                 .await
                 .map_err(|e| match e {
                     kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
+                    kiln_launch::LaunchError::RegistryDown { url, error } => {
+                        PipelineError::RegistryDown {
+                            item: request.candidate.instance_id.to_string(),
+                            url,
+                            error,
+                        }
+                    }
                     kiln_launch::LaunchError::Host { what, message } => {
                         PipelineError::Host { what, message }
                     }
@@ -143,14 +151,19 @@ fn environment_outcome(row: &EnvironmentRecord) -> String {
     }
 }
 
-/// Image tag of an instance's environment: `<prefix>/<dataset>:<stem>`, where the prefix is
-/// as the config gives it (checked there), and the dataset and the id are named by
-/// [`kiln_schema::safe_name`] and [`InstanceId::file_stem`]: lowercase, as Docker requires,
-/// and distinct for ids (and dataset names) that differ only in case or length, so that no
-/// instance is ever validated in another's image.
-fn image_tag(prefix: &str, dataset: &str, instance_id: &InstanceId) -> String {
+/// Image tag of an instance's environment: `<prefix>/<dataset>-<root>:<stem>`, where the prefix
+/// is as the config gives it (checked there), `<root>` is 8 hex digits of the SHA-256 of the
+/// dataset's directory (`dataset_dir`, absolute), and the dataset and the id are named by
+/// [`kiln_schema::safe_name`] and [`InstanceId::file_stem`]: lowercase, as Docker requires, and
+/// distinct for ids (and dataset names) that differ only in case or length, so that no instance
+/// is ever validated in another's image, and two datasets of one name in different directories
+/// (two checkouts, the test suite and a user's demo) never retag each other's images.
+fn image_tag(prefix: &str, dataset: &str, dataset_dir: &str, instance_id: &InstanceId) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(dataset_dir.as_bytes());
+    let root: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     format!(
-        "{prefix}/{}:{}",
+        "{prefix}/{}-{root}:{}",
         kiln_schema::safe_name(dataset),
         instance_id.file_stem()
     )
@@ -167,26 +180,32 @@ mod tests {
     }
 
     #[test]
-    fn image_tags_are_valid_docker_references() {
+    fn image_tags_are_valid_docker_references_unique_per_dataset_directory() {
         assert_eq!(
-            image_tag("kiln-env", "demo", &id("kiln-demo__calc-2")),
-            "kiln-env/demo:kiln-demo__calc-2"
+            image_tag("kiln-env", "demo", "/a/demo", &id("kiln-demo__calc-2")),
+            "kiln-env/demo-4b1e9bdd:kiln-demo__calc-2"
         );
-        let tag = image_tag("kiln-env", "d", &id("Owner__Repo-7"));
-        assert!(tag.starts_with("kiln-env/d:owner__repo-7--"), "{tag}");
-        assert!(image_tag("kiln-env", "Demo", &id("x-1")).starts_with("kiln-env/demo--"));
+        assert_ne!(
+            image_tag("kiln-env", "demo", "/b/demo", &id("kiln-demo__calc-2")),
+            image_tag("kiln-env", "demo", "/a/demo", &id("kiln-demo__calc-2")),
+        );
+        let tag = image_tag("kiln-env", "d", "/d", &id("Owner__Repo-7"));
+        assert!(tag.starts_with("kiln-env/d-"), "{tag}");
+        assert!(tag.contains(":owner__repo-7--"), "{tag}");
+        let tag = image_tag("kiln-env", "Demo", "/Demo", &id("x-1"));
+        assert!(tag.starts_with("kiln-env/demo--"), "{tag}");
     }
 
     #[test]
     fn ids_that_differ_only_in_case_get_different_images() {
         let tags: std::collections::BTreeSet<String> = ["Foo__bar-1", "foo__bar-1", "FOO__bar-1"]
             .iter()
-            .map(|t| image_tag("kiln-env", "d", &id(t)))
+            .map(|t| image_tag("kiln-env", "d", "/d", &id(t)))
             .collect();
         assert_eq!(tags.len(), 3, "{tags:?}");
         let long: std::collections::BTreeSet<String> = ["1", "2"]
             .iter()
-            .map(|n| image_tag("kiln-env", "d", &id(&format!("{}{n}", "a".repeat(150)))))
+            .map(|n| image_tag("kiln-env", "d", "/d", &id(&format!("{}{n}", "a".repeat(150)))))
             .collect();
         assert_eq!(long.len(), 2, "{long:?}");
         for tag in &long {

@@ -134,10 +134,10 @@ fn schema_text(columns: &[kiln_schema::Column]) -> String {
             field.name(),
             type_text(field.data_type()),
             if field.is_nullable() { "" } else { " not null" },
-            if column.ty == kiln_schema::ColumnType::Json {
-                "  (JSON text)"
-            } else {
-                ""
+            match column.ty {
+                kiln_schema::ColumnType::Json => "  (JSON text)",
+                kiln_schema::ColumnType::JsonList => "  (JSON list text)",
+                _ => "",
             }
         );
     }

@@ -87,7 +87,9 @@ fn dataset_card_has_configs_and_statistics() {
     assert!(card.ends_with("Built by kiln.\n"), "{card}");
 }
 
-/// pyarrow must read a release and filter on a string column (this fails on string-view files).
+/// pyarrow must read a release and filter on a string column (this fails on string-view files);
+/// the test lists are JSON text, as SWE-bench stores them. A release written before schema
+/// version 9 (test lists as `list<string>`, which pyarrow writes here from a new one) still reads.
 #[test]
 fn pyarrow_reads_and_filters_a_release() {
     let probe = Command::new("python3")
@@ -101,10 +103,13 @@ fn pyarrow_reads_and_filters_a_release() {
         }
     }
     let tmp = tempfile::tempdir().unwrap();
-    let written = write_release(tmp.path(), "train", &rows(10), 4).unwrap();
+    let mut all = rows(10);
+    all[0].FAIL_TO_PASS = vec!["t::a".into(), "t::b[x, \"y\"]".into()].into();
+    let written = write_release(tmp.path(), "train", &all, 4).unwrap();
+    let old = tmp.path().join("old.parquet");
     let script = r#"
-import sys, pyarrow as pa, pyarrow.parquet as pq
-version, files = sys.argv[1], sys.argv[2:]
+import json, sys, pyarrow as pa, pyarrow.parquet as pq
+version, old, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 n = 0
 for f in files:
     t = pq.read_table(f, filters=[('repo', '=', 'x')])
@@ -112,16 +117,24 @@ for f in files:
     n += t.num_rows
     s = pq.read_schema(f)
     assert s.field('repo').type == pa.string(), s
-    assert s.field('FAIL_TO_PASS').type == pa.list_(pa.string()), s
+    assert s.field('FAIL_TO_PASS').type == pa.string(), s
+    assert s.field('setup_commands').type == pa.list_(pa.string()), s
     assert s.field('launch_seconds').type == pa.float64(), s
     assert s.field('version').nullable and not s.field('repo').nullable, s
     assert s.metadata[b'kiln.schema_version'] == version.encode(), s.metadata
+first = pq.read_table(files[0])
+lists = [json.loads(text) for text in first.column('FAIL_TO_PASS').to_pylist()]
+assert lists[0] == ['t::a', 't::b[x, "y"]'], lists
+index = first.schema.get_field_index('FAIL_TO_PASS')
+old_shape = first.set_column(index, 'FAIL_TO_PASS', pa.array(lists, pa.list_(pa.string())))
+pq.write_table(old_shape, old)
 print(n)
 "#;
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
         .arg(kiln_schema::SCHEMA_VERSION.to_string())
+        .arg(&old)
         .args(&written)
         .output()
         .unwrap();
@@ -131,6 +144,10 @@ print(n)
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "4");
+    let new: Vec<ReleaseInstance> = read_parquet(&written[0]).unwrap();
+    let before_v9: Vec<ReleaseInstance> = read_parquet(&old).unwrap();
+    assert_eq!(before_v9, new);
+    assert_eq!(new[0].FAIL_TO_PASS, all[0].FAIL_TO_PASS);
 }
 
 #[test]

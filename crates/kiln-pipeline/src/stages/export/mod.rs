@@ -82,7 +82,7 @@ pub(crate) async fn export(
             log_parser: validation.log_parser.clone().unwrap_or_default(),
             eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
             environment_setup_commit: candidate.base_commit.clone(),
-            docker_image: environment.image.clone().unwrap_or_default(),
+            image: environment.image.clone().unwrap_or_default(),
             rebuild_cmds: environment.rebuild_commands.clone(),
             test_cmds: vec![environment.test_command.clone()],
             issue_numbers: candidate.issue_numbers.clone(),
@@ -102,12 +102,9 @@ pub(crate) async fn export(
                 .clone()
                 .or_else(|| environment.project_version.clone()),
             license: environment.license.clone(),
-            FAIL_TO_PASS: validation.FAIL_TO_PASS.clone(),
-            PASS_TO_PASS: validation.PASS_TO_PASS.clone(),
-            image: environment.image.clone().unwrap_or_default(),
+            FAIL_TO_PASS: validation.FAIL_TO_PASS.clone().into(),
+            PASS_TO_PASS: validation.PASS_TO_PASS.clone().into(),
             setup_commands: environment.setup_commands.clone(),
-            rebuild_commands: environment.rebuild_commands.clone(),
-            test_command: environment.test_command.clone(),
             parser: environment.parser.clone(),
             parser_script: environment.parser_script.clone(),
             language: environment.language.clone(),
@@ -335,8 +332,7 @@ async fn publish_images(
             }
             Err(e) => return Err(e.into()),
         }
-        row.image.clone_from(&published);
-        row.docker_image = published;
+        row.image = published;
     }
     Ok(rows)
 }
@@ -356,7 +352,9 @@ fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> St
          from the harness's `PARSER_REGISTRY` that reads the test output as kiln did (checked on kiln's own \
          runs), and `eval_type`. With the images present locally, the harness takes one shard per call \
          (`python -m swebench.harness.run_evaluation -d <shard> -p <predictions> -id <run>`); the shards \
-         are {}.\n",
+         are {}. The columns SWE-bench publishes have its names and types: every one a string, \
+         `FAIL_TO_PASS` and `PASS_TO_PASS` a JSON list in a string (`json.loads(row[\"FAIL_TO_PASS\"])`). \
+         SWE-bench-Live's code reads the image as `docker_image`: rename `image` for it.\n",
         rows.len(),
         shards.join(", ")
     );
