@@ -387,7 +387,9 @@ fn two_monthly_refreshes_publish_disjoint_releases_with_frozen_splits() {
     );
     // The images went to the registry under the names the rows give.
     for row in sept_test.values().chain(oct_test.values()) {
-        let name = row.image.trim_start_matches(&format!("{}/", registry.address));
+        let name = row
+            .image
+            .trim_start_matches(&format!("{}/", registry.address));
         let (repository, tag) = name.rsplit_once(':').unwrap_or_default();
         let tags = registry.tags(repository);
         assert!(tags.iter().any(|t| t == tag), "{tag} not in {tags:?}");

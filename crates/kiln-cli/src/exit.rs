@@ -32,7 +32,8 @@ Exit codes:
   1    internal error (a bug in kiln)
   2    usage error
   3    invalid pipeline config (each problem printed with file:line:column and key)
-  4    no Docker engine reachable, or the engine failed (re-run to resume)
+  4    no Docker engine reachable, or the engine failed, or a package registry did not
+       answer and items were deferred (re-run to resume)
   5    run store or disk error (full, read-only, permissions, corrupt manifest, dataset
        locked by another kiln)
   6    missing or unreadable input (task file, release, or an input stage that has not run)

@@ -62,6 +62,15 @@ impl From<PipelineError> for Failure {
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
             message.push_str(ENGINE_HINT);
         }
+        if let PipelineError::Deferred { reasons, .. } = &e
+            && reasons
+                .iter()
+                .any(|r| r.contains("CERTIFICATE") || r.contains("certificate"))
+        {
+            message.push_str(
+                "\nhint: the registry's certificate was refused; behind a TLS-inspecting proxy, give the containers its CA with `[docker] ca_bundle`",
+            );
+        }
         if let PipelineError::NoRun { .. } = &e {
             message.push_str(NO_RUN_HINT);
             // `scripts/demo.sh` writes its own config and dataset under `kiln-demo/`.
@@ -85,3 +94,40 @@ impl From<anyhow::Error> for Failure {
 const NO_RUN_HINT: &str = "\nhint: `--config FILE` reads the runs of another pipeline (`[dataset] root` and `name` say where they are)";
 
 pub const ENGINE_HINT: &str = "\nhint: start a Docker engine (on Debian: `sudo bash scripts/docker-engine.sh start`, which installs docker.io and starts dockerd), or point DOCKER_HOST at one";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deferred_items_exit_4_naming_them_with_a_hint_for_a_refused_certificate() {
+        let deferred = |reason: &str| {
+            Failure::from(PipelineError::Deferred {
+                stage: "launch".into(),
+                items: vec!["o__r-1".into(), "o__r-2".into()],
+                reasons: vec![reason.into()],
+            })
+        };
+        let silent = deferred("https://pypi.org/simple/: Could not resolve host: pypi.org");
+        assert_eq!(silent.code, exit::ENGINE);
+        assert!(
+            silent.message.contains("2 item(s) were deferred"),
+            "{}",
+            silent.message
+        );
+        assert!(
+            silent.message.contains("o__r-1, o__r-2"),
+            "{}",
+            silent.message
+        );
+        assert!(!silent.message.contains("ca_bundle"), "{}", silent.message);
+        let refused = deferred(
+            "https://pypi.org/simple/: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed",
+        );
+        assert!(
+            refused.message.contains("[docker] ca_bundle"),
+            "{}",
+            refused.message
+        );
+    }
+}

@@ -116,7 +116,9 @@ mod tests {
     fn the_check_reports_the_silent_registry_with_its_error() {
         assert_eq!(read("kiln-registry: ok https://pypi.org/simple/\n"), None);
         assert_eq!(
-            read("+ x\nkiln-registry: down https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org \n"),
+            read(
+                "+ x\nkiln-registry: down https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org \n"
+            ),
             Some(Unanswered {
                 url: "https://pypi.org/simple/".into(),
                 error: "curl: (6) Could not resolve host: pypi.org".into(),

@@ -206,7 +206,8 @@ table! {
         pub setup_seconds: f64,
         /// Seconds spent in the baseline test run.
         pub test_seconds: f64,
-        /// Wall seconds for the whole launch of this instance.
+        /// Wall seconds for the whole launch of this instance, the Dockerfile check included (the
+        /// time the CLI prints for the item).
         pub total_seconds: f64,
         /// A Dockerfile replaying the successful commands (build context: the checkout in `testbed/`).
         pub dockerfile: Option<String>,

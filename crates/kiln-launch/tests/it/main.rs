@@ -730,3 +730,35 @@ async fn a_hostile_record_adds_no_instruction_to_its_dockerfile() {
         "{dockerfile}"
     );
 }
+
+/// A registry outage as launch's containers see it (every container cut off from the network,
+/// on the real engine): the install fails to fetch, the registry check in the same container
+/// finds PyPI silent, and the launch ends with an error naming the registry, not a row. The
+/// same project builds on the working network (the plan's other tests show that).
+#[tokio::test]
+async fn a_dependency_install_without_a_network_blames_the_registry_not_the_repository() {
+    let runtime = support::Offline(support::engine().await);
+    let result = support::launch_on(
+        std::sync::Arc::new(runtime),
+        "offline",
+        &[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\ndependencies = [\"attrs\"]\n\n[tool.setuptools]\npy-modules = [\"demo\"]\n",
+            ),
+            ("demo.py", "import attrs\n"),
+            (
+                "tests/test_demo.py",
+                "import demo\n\ndef test_adds():\n    assert 1 + 2 == 3\n\ndef test_fails():\n    assert 1 + 2 == 4\n",
+            ),
+        ],
+    )
+    .await;
+    match result {
+        Err(kiln_launch::LaunchError::RegistryDown { url, error }) => {
+            assert_eq!(url, "https://pypi.org/simple/");
+            assert!(!error.is_empty());
+        }
+        other => panic!("expected the registry to be blamed: {other:?}"),
+    }
+}

@@ -409,7 +409,11 @@ async fn a_dependency_failure_while_the_registry_is_silent_is_an_error_not_a_row
     assert_eq!(runtime.count(Operation::Commit), 0);
     assert!(runtime.image(&launched.image_tag).is_none());
     let commands = runtime.commands();
-    assert_eq!(count_containing(&commands, " -e '.[test]'"), 1, "{commands:?}");
+    assert_eq!(
+        count_containing(&commands, " -e '.[test]'"),
+        1,
+        "{commands:?}"
+    );
     // The check honours the container's own index setting.
     assert!(commands.iter().any(|c| c.contains("${PIP_INDEX_URL:-")));
     let log = std::fs::read_to_string(launched.log_dir.join("launch.log")).unwrap();

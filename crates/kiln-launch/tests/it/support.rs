@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln_core::config::{DockerSettings, LaunchSettings};
-use kiln_core::{ContainerRuntime, NullReporter};
+use kiln_core::runtime::OutputSink;
+use kiln_core::{ContainerId, ContainerRuntime, NullReporter, RuntimeError};
 use kiln_docker::DockerRuntime;
-use kiln_launch::{LaunchRequest, launch as run_launch};
+use kiln_launch::{LaunchError, LaunchRequest, launch as run_launch};
 use kiln_schema::{Candidate, EnvironmentRecord, TestStatus};
 
 /// Commit date of every generated repository: the dependency cut-off of its launch.
@@ -64,6 +65,39 @@ pub async fn launch_history(
     test_patch: &str,
     keep_image: bool,
 ) -> (EnvironmentRecord, Arc<dyn ContainerRuntime>, String) {
+    let runtime = engine().await;
+    let (result, image_tag) = launch_history_on(
+        Arc::clone(&runtime),
+        name,
+        commits,
+        tags,
+        test_patch,
+        keep_image,
+    )
+    .await;
+    (result.unwrap(), runtime, image_tag)
+}
+
+/// Launches a repository holding `files` on `runtime` (a wrapper of the engine), whatever the
+/// outcome, the launch's error included.
+pub async fn launch_on(
+    runtime: Arc<dyn ContainerRuntime>,
+    name: &str,
+    files: &[(&str, &str)],
+) -> Result<EnvironmentRecord, LaunchError> {
+    launch_history_on(runtime, name, &[files], &[], "", false)
+        .await
+        .0
+}
+
+async fn launch_history_on(
+    runtime: Arc<dyn ContainerRuntime>,
+    name: &str,
+    commits: &[&[(&str, &str)]],
+    tags: &[(usize, &str)],
+    test_patch: &str,
+    keep_image: bool,
+) -> (Result<EnvironmentRecord, LaunchError>, String) {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -97,7 +131,6 @@ pub async fn launch_history(
         .output()
         .unwrap();
     let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
-    let runtime = engine().await;
     let image_tag = format!("kiln-it/launch:{name}-{}", std::process::id());
     let request = LaunchRequest {
         candidate: Candidate {
@@ -155,9 +188,7 @@ pub async fn launch_history(
         recipes: None,
     };
     let started = Instant::now();
-    let record = run_launch(Arc::clone(&runtime), &request, &NullReporter)
-        .await
-        .unwrap();
+    let result = run_launch(Arc::clone(&runtime), &request, &NullReporter).await;
     // KILN_IT_LOGS=<dir> keeps each launch's logs there, under the test's name.
     if let Some(dir) = std::env::var_os("KILN_IT_LOGS") {
         let to = std::path::Path::new(&dir).join(name);
@@ -179,20 +210,24 @@ pub async fn launch_history(
         clippy::print_stderr,
         reason = "the launch times are what the test log should show"
     )]
-    {
-        eprintln!(
+    match &result {
+        Ok(record) => eprintln!(
             "[{name}] {} in {:.0}s (setup {:.0}s, tests {:.0}s); image {}",
             record.status,
             started.elapsed().as_secs_f64(),
             record.setup_seconds,
             record.test_seconds,
             record.base_image
-        );
+        ),
+        Err(e) => eprintln!(
+            "[{name}] error after {:.0}s: {e}",
+            started.elapsed().as_secs_f64()
+        ),
     }
-    if record.image.is_some() && !keep_image {
+    if result.as_ref().is_ok_and(|r| r.image.is_some()) && !keep_image {
         let _ = runtime.remove_image(&image_tag).await;
     }
-    (record, runtime, image_tag)
+    (result, image_tag)
 }
 
 /// The engine, or a panic saying how to start one.
@@ -255,4 +290,101 @@ pub fn status_of(record: &EnvironmentRecord, name: &str) -> Option<TestStatus> {
         .collect();
     assert!(matching.len() <= 1, "{name}: {:?}", record.baseline);
     matching.first().map(|(_, status)| **status)
+}
+
+/// The engine with every container it creates cut off from the network (loopback only): a
+/// registry outage, or an engine without a route out, as launch's containers see it.
+pub struct Offline(pub Arc<dyn ContainerRuntime>);
+
+#[async_trait::async_trait]
+impl ContainerRuntime for Offline {
+    async fn ping(&self) -> Result<kiln_core::EngineInfo, RuntimeError> {
+        self.0.ping().await
+    }
+    async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.0.image_exists(image).await
+    }
+    async fn build_image(
+        &self,
+        build: &kiln_core::ImageBuild,
+        on_output: OutputSink<'_>,
+    ) -> Result<(), RuntimeError> {
+        self.0.build_image(build, on_output).await
+    }
+    async fn create(&self, spec: &kiln_core::ContainerSpec) -> Result<ContainerId, RuntimeError> {
+        let mut spec = spec.clone();
+        spec.network = kiln_core::NetworkMode::None;
+        self.0.create(&spec).await
+    }
+    async fn exec(
+        &self,
+        id: &ContainerId,
+        exec: &kiln_core::ExecSpec,
+        on_output: OutputSink<'_>,
+    ) -> Result<kiln_core::ExecOutcome, RuntimeError> {
+        self.0.exec(id, exec, on_output).await
+    }
+    async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError> {
+        self.0.copy_in(id, dir, tar).await
+    }
+    async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError> {
+        self.0.copy_out(id, path).await
+    }
+    async fn commit(
+        &self,
+        id: &ContainerId,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+        env: &[(String, String)],
+    ) -> Result<String, RuntimeError> {
+        self.0.commit(id, tag, labels, env).await
+    }
+    async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        self.0.remove(id).await
+    }
+    async fn remove_image(&self, tag: &str) -> Result<(), RuntimeError> {
+        self.0.remove_image(tag).await
+    }
+    async fn remove_labelled(&self, label: &str, value: &str) -> Result<usize, RuntimeError> {
+        self.0.remove_labelled(label, value).await
+    }
+    async fn list_labelled(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<Vec<ContainerId>, RuntimeError> {
+        self.0.list_labelled(label, value).await
+    }
+    async fn pull_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<bool, RuntimeError> {
+        self.0.pull_image(image, on_output).await
+    }
+    async fn tag_image(&self, source: &str, target: &str) -> Result<(), RuntimeError> {
+        self.0.tag_image(source, target).await
+    }
+    async fn push_image(
+        &self,
+        image: &str,
+        on_output: OutputSink<'_>,
+    ) -> Result<Option<String>, RuntimeError> {
+        self.0.push_image(image, on_output).await
+    }
+    async fn import_image(
+        &self,
+        tag: &str,
+        rootfs: &Path,
+        changes: &[String],
+    ) -> Result<(), RuntimeError> {
+        self.0.import_image(tag, rootfs, changes).await
+    }
+    async fn remove_leftover_images(
+        &self,
+        label: &str,
+        value: &str,
+    ) -> Result<usize, RuntimeError> {
+        self.0.remove_leftover_images(label, value).await
+    }
 }

@@ -205,7 +205,14 @@ mod tests {
         assert_eq!(tags.len(), 3, "{tags:?}");
         let long: std::collections::BTreeSet<String> = ["1", "2"]
             .iter()
-            .map(|n| image_tag("kiln-env", "d", "/d", &id(&format!("{}{n}", "a".repeat(150)))))
+            .map(|n| {
+                image_tag(
+                    "kiln-env",
+                    "d",
+                    "/d",
+                    &id(&format!("{}{n}", "a".repeat(150))),
+                )
+            })
             .collect();
         assert_eq!(long.len(), 2, "{long:?}");
         for tag in &long {

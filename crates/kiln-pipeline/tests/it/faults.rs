@@ -165,3 +165,95 @@ async fn an_interrupted_forced_stage_leaves_the_run_to_resume() {
     let again = open(&pipeline, &engine);
     assert_eq!(again.run_dir(), run_dir, "the next run resumes this one");
 }
+
+/// A registry outage is not data: when every dependency step fails while the registry does not
+/// answer from the containers (the registry check fails), launch finishes with
+/// [`PipelineError::Deferred`] (exit 4) naming the items and the registry, writes no row, and
+/// the resume builds them once the registry answers.
+#[tokio::test]
+async fn a_registry_outage_defers_launch_items_and_the_resume_builds_them() {
+    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let layout = kiln_testkit::write_demo(&dir.join("fixtures")).unwrap();
+    let ids = ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"];
+    let text = format!(
+        "[dataset]\nname = \"faults-registry\"\nroot = \"datasets\"\n\
+         [sources.tasks]\nkind = \"ingest\"\npath = {tasks:?}\nclone_url = \"{repos}/{{owner}}/{{name}}\"\n\
+         instances = {ids:?}\n\
+         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n",
+        tasks = layout.tasks_file,
+        repos = layout.repos_dir.display(),
+    );
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, &text).unwrap();
+    let pipeline = Pipeline::load(&path).unwrap();
+    let open = |runtime: &Arc<ScriptedRuntime>| {
+        let runtime: Arc<dyn ContainerRuntime> = runtime.clone();
+        Runner::open(
+            pipeline.clone(),
+            &RunSelection::ResumeOrNew,
+            Arc::new(NullReporter),
+            Some(runtime),
+        )
+        .unwrap()
+    };
+
+    // The outage: installs cannot fetch, and the check finds PyPI silent.
+    let outage = Arc::new(ScriptedRuntime::new());
+    outage.script(Script::contains("pip install").answer(Answer::exit(1).output(
+        "  × Failed to fetch: `https://pypi.org/simple/attrs/`\n  ╰─▶ dns error: Temporary failure in name resolution\n",
+    )));
+    outage.script(Script::contains("kiln-registry:").answer(Answer::ok().output(
+        "kiln-registry: down https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org\n",
+    )));
+    let mut runner = open(&outage);
+    let options = RunOptions::default();
+    runner.run_stage("tasks", &options).await.unwrap();
+    let error = runner.run_stage("launch", &options).await.err();
+    match &error {
+        Some(PipelineError::Deferred {
+            stage,
+            items,
+            reasons,
+        }) => {
+            assert_eq!(stage, "launch");
+            let mut items = items.clone();
+            items.sort();
+            assert_eq!(items, ids);
+            assert_eq!(
+                reasons,
+                &["https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org"]
+            );
+        }
+        other => panic!("the stage must defer both items: {other:?}"),
+    }
+    let message = error.map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("kiln stage launch"), "{message}");
+    let launch = runner.run_dir().join("launch");
+    let rows: Vec<EnvironmentRecord> = kiln_store::read_rows(&launch).unwrap_or_default();
+    assert!(rows.is_empty(), "an outage became rows: {rows:?}");
+    assert_eq!(
+        kiln_store::Manifest::read(&launch).unwrap().status,
+        Status::Incomplete
+    );
+    let run_dir = runner.run_dir();
+    drop(runner);
+
+    // The registry answers again: the resume builds both.
+    let answering = Arc::new(ScriptedRuntime::new());
+    answering.script(Script::contains("-m pytest").answer(Answer::pytest(&[
+        ("tests/test_calc.py::test_add", "PASSED"),
+        ("tests/test_calc.py::test_other", "FAILED"),
+    ])));
+    let mut runner = open(&answering);
+    assert_eq!(runner.run_dir(), run_dir);
+    runner.run_stage("launch", &options).await.unwrap();
+    let rows: Vec<EnvironmentRecord> = kiln_store::read_rows(&launch).unwrap();
+    let built: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.instance_id.as_str(), r.status.as_str()))
+        .collect();
+    assert_eq!(built.len(), 2, "{built:?}");
+    assert!(built.iter().all(|(_, s)| *s == "built"), "{built:?}");
+}
