@@ -112,5 +112,34 @@ pub fn check_report(config: &Path, scratch: &Path) -> serde_json::Value {
     }
     let drawn = dom.matches("class=\"bar\"").count();
     assert_eq!(drawn, expected.iter().map(|(_, n)| n).sum::<usize>());
+
+    // The instance table: a row per instance, each linking to a log directory that exists
+    // (the page is outside the run directory here, so the links are absolute).
+    assert_eq!(
+        attribute(&dom, "<table id=\"table\"", "data-rows"),
+        Some(count("table").to_string()),
+        "{dom}"
+    );
+    assert_eq!(
+        dom.matches("<tr class=\"instance\"").count(),
+        count("table")
+    );
+    let links: Vec<&str> = dom
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    let with_logs = data["table"].as_array().map_or(0, |rows| {
+        rows.iter().filter(|r| r["logs"].is_string()).count()
+    });
+    assert!(with_logs > 0, "no instance has logs: {data:#}");
+    assert_eq!(links.len(), with_logs, "{links:?}");
+    for link in &links {
+        let dir = link.strip_prefix("file://").unwrap_or(link);
+        assert!(
+            Path::new(dir).is_dir(),
+            "the logs link {link} leads nowhere"
+        );
+    }
     data
 }

@@ -5,6 +5,7 @@
 //! how many figures were drawn (`data-plots`), or the script's error (`data-error`).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use kiln_core::config::{NodeKind, Pipeline};
 use kiln_schema::{Candidate, EnvironmentRecord};
@@ -14,7 +15,7 @@ use serde_json::{Value, json};
 use crate::error::PipelineError;
 use crate::release::{ReleaseManifest, run_releases};
 use crate::stages::WALL_SECONDS;
-use crate::summary::{funnel, instance_summaries, rows};
+use crate::summary::{InstanceState, funnel, instance_summaries, rows};
 
 /// The page, with `{{TITLE}}` and `{{DATA}}` to fill in.
 const TEMPLATE: &str = include_str!("report.html");
@@ -86,16 +87,37 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
         total(b).total_cmp(&total(a))
     });
     instances.truncate(MAX_INSTANCES);
-    let mut failures: Vec<(String, u64)> = funnel
+    let mut failures: Vec<(String, String, u64)> = funnel
         .failures
         .iter()
         .flat_map(|(state, classes)| {
             classes
                 .iter()
-                .map(move |(class, n)| (format!("{state}: {class}"), *n))
+                .map(move |(class, n)| (state.clone(), class.clone(), *n))
         })
         .collect();
-    failures.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    failures.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
+    // Every instance, the ones that did not validate first, with where its logs are.
+    let mut table: Vec<&crate::summary::InstanceSummary> = summaries.iter().collect();
+    table.sort_by_key(|s| (s.state == InstanceState::Validated, s.instance_id.clone()));
+    let table: Vec<Value> = table
+        .into_iter()
+        .map(|s| {
+            json!({
+                "id": s.instance_id,
+                "state": s.state.as_str(),
+                "class": s.failure_class,
+                "reason": s.reason.as_deref().map(|r| cut(r, 240)),
+                "launch": s.launch_seconds.map(round),
+                "validate": s.validate_seconds.map(round),
+                "built_by": s.built_by,
+                "fail_to_pass": s.fail_to_pass.len(),
+                // Only launch and validate write logs.
+                "logs": (s.launch_seconds.is_some() || s.validate_seconds.is_some())
+                    .then(|| format!("logs/{}/", s.instance_id.file_stem())),
+            })
+        })
+        .collect();
     let mut stages = Vec::new();
     let mut tokens = Vec::new();
     for (stage, manifest) in crate::status::stage_manifests(pipeline, run) {
@@ -138,7 +160,8 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
             "language": language,
             "states": states.into_iter().map(|(s, n)| json!([s, n])).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "failures": failures.into_iter().map(|(l, n)| json!([l, n])).collect::<Vec<_>>(),
+        "failures": failures.into_iter().map(|(state, class, n)| json!([state, class, n])).collect::<Vec<_>>(),
+        "table": table,
         "instances": instances,
         "builders": builders.into_iter().map(|(b, n)| json!([b, n])).collect::<Vec<_>>(),
         "stages": stages,
@@ -152,12 +175,35 @@ fn round(seconds: f64) -> f64 {
     (seconds * 10.0).round() / 10.0
 }
 
-/// The report page of a run.
+/// `text` cut to `max` characters, with an ellipsis when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// Where the page links the run's files from: nothing when the page sits in the run
+/// directory (the default), else the run directory as a `file://` address.
+fn files_base(run_dir: &Path, page: &Path) -> String {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let run_dir = absolute(run_dir);
+    if page.parent().map(absolute).as_deref() == Some(run_dir.as_path()) {
+        return String::new();
+    }
+    format!("file://{}/", run_dir.display())
+}
+
+/// The report page of a run, to be written at `page` (its links to the run's logs are
+/// relative when it sits in the run directory).
 ///
 /// # Errors
 /// When a stage table cannot be read.
-pub fn render(pipeline: &Pipeline, run: &RunStore) -> Result<String, PipelineError> {
-    let data = report_data(pipeline, run)?;
+pub fn render(pipeline: &Pipeline, run: &RunStore, page: &Path) -> Result<String, PipelineError> {
+    let mut data = report_data(pipeline, run)?;
+    data["files_base"] = json!(files_base(run.dir(), page));
     // Inside <script>, "</" would end the element early.
     let json = data.to_string().replace("</", "<\\/");
     let title = format!("kiln run {} of {}", run.run_id(), pipeline.dataset.name);
@@ -179,5 +225,17 @@ mod tests {
         let data = json!({"x": "</script><script>alert(1)</script>"});
         let text = data.to_string().replace("</", "<\\/");
         assert!(!text.contains("</script"));
+    }
+
+    #[test]
+    fn links_are_relative_in_the_run_directory_and_absolute_elsewhere() {
+        let run = Path::new("/data/ds/runs/r1");
+        assert_eq!(files_base(run, &run.join("report.html")), "");
+        assert_eq!(
+            files_base(run, Path::new("/tmp/report.html")),
+            "file:///data/ds/runs/r1/"
+        );
+        assert_eq!(cut("abcdef", 3), "abc…");
+        assert_eq!(cut("abc", 3), "abc");
     }
 }
