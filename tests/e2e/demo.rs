@@ -274,4 +274,98 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     let run_id = run_dir.rsplit('/').next().unwrap_or_default();
     let left = containers_with_label(&format!("kiln.run=demo/{run_id}"));
     assert!(left.is_empty(), "containers left behind: {left:?}");
+
+    // `kiln gc`: the latest run keeps its environments; without it, only the environment no
+    // release names (badgold-4's, built but rejected) would go.
+    let gc = |extra: &[&str]| {
+        let output = run(kiln()
+            .arg("--json")
+            .arg("--config")
+            .arg(dir.join("pipeline.toml"))
+            .args(["gc", "--dry-run"])
+            .args(extra));
+        assert!(output.status.success(), "{}", text(&output));
+        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        plan["remove"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|g| g["tags"].as_array().cloned().unwrap_or_default())
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(gc(&[]), Vec::<String>::new());
+    let unreferenced = gc(&["--keep-last", "0"]);
+    assert_eq!(unreferenced.len(), 1, "{unreferenced:?}");
+    assert!(
+        unreferenced[0].ends_with(":kiln-demo__badgold-4"),
+        "{unreferenced:?}"
+    );
+
+    // The release's images exist with the digests its rows recorded. A removed image and a
+    // name moved to another image are each reported (exit 6), and an export then refuses to
+    // write a release naming them.
+    for row in &rows {
+        assert!(
+            row.image_digest
+                .as_deref()
+                .is_some_and(|d| d.starts_with("sha256:")),
+            "{}: {:?}",
+            row.instance_id,
+            row.image_digest
+        );
+    }
+    let check_images = || {
+        run(kiln()
+            .args(["check-images", "--no-pull", "--release"])
+            .arg(&tag))
+    };
+    let good = check_images();
+    assert!(good.status.success(), "{}", text(&good));
+    assert!(
+        String::from_utf8_lossy(&good.stdout)
+            .contains("2 of 2 image(s) exist with the digest their rows recorded"),
+        "{}",
+        text(&good)
+    );
+    let docker = |args: &[&str]| {
+        let output = run(std::process::Command::new("docker").args(args));
+        assert!(
+            output.status.success(),
+            "docker {args:?}: {}",
+            text(&output)
+        );
+    };
+    docker(&["tag", &rows[0].image, &rows[1].image]);
+    docker(&["rmi", &rows[0].image]);
+    let bad = check_images();
+    assert_eq!(bad.status.code(), Some(6), "{}", text(&bad));
+    let printed = String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        printed.contains(&format!(
+            "MISSING {} {}",
+            rows[0].instance_id, rows[0].image
+        )),
+        "{}",
+        text(&bad)
+    );
+    assert!(
+        printed.contains(&format!(
+            "CHANGED {} {}",
+            rows[1].instance_id, rows[1].image
+        )),
+        "{}",
+        text(&bad)
+    );
+    let refused = export(&[]);
+    assert_eq!(refused.status.code(), Some(6), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("nothing was written"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        kiln_store::release_split_rows(&tag, "test").ok(),
+        Some(Some(2))
+    );
 }

@@ -105,8 +105,43 @@ pub enum Command {
     /// last line give the counts); predictions for instances the release lacks are a warning.
     Evaluate(EvaluateArgs),
 
+    /// Check the environment images a release names: each exists on the engine (or is pulled
+    /// from its registry) and is the image its row recorded (`image_digest`). One line per
+    /// instance; exits 0 when every image is good, 6 when one is missing or changed.
+    CheckImages(CheckImagesArgs),
+
+    /// Remove the dataset's environment images that nothing refers to: not named by a release
+    /// of the dataset, not the environment of a run in progress or of the --keep-last most
+    /// recent runs. --dry-run lists exactly what would go and the bytes it holds.
+    Gc(GcArgs),
+
     /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
     Demo(DemoArgs),
+}
+
+/// The arguments of `kiln gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// List what would be removed, and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Keep the environments of this many most recent runs (runs in progress keep theirs too).
+    #[arg(long, default_value_t = 1)]
+    pub keep_last: usize,
+    /// Also remove kiln images whose dataset directory no longer exists (any dataset).
+    #[arg(long)]
+    pub orphans: bool,
+}
+
+/// The arguments of `kiln check-images`.
+#[derive(Debug, Args)]
+pub struct CheckImagesArgs {
+    /// A release directory (its `data/*.parquet`) or one Parquet file.
+    #[arg(long)]
+    pub release: PathBuf,
+    /// Do not pull images the engine lacks from their registry.
+    #[arg(long)]
+    pub no_pull: bool,
 }
 
 /// The arguments of `kiln run`.

@@ -87,6 +87,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Stage(args) => commands::run::stage(args, &cx).await,
         Command::Push(args) => commands::push::run(args, &cx).await,
         Command::Evaluate(args) => commands::evaluate::run(args, &cx).await,
+        Command::CheckImages(args) => commands::check_images::run(args, &cx).await,
+        Command::Gc(args) => commands::gc::run(args, &cx).await,
         Command::Demo(args) => commands::demo::run(args, &cx).await,
     }
 }

@@ -22,6 +22,6 @@ pub use lm::{
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    Limits, NetworkMode, OutputSink, RuntimeError,
+    ImageInfo, Limits, NetworkMode, OutputSink, RuntimeError,
 };
 pub use session::{Removals, Session};

@@ -251,6 +251,21 @@ pub struct ImageBuild {
     pub labels: BTreeMap<String, String>,
 }
 
+/// One image of the engine, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageInfo {
+    /// The image's id (`sha256:…`), its content digest on this engine.
+    pub id: String,
+    /// Its names (`repo:tag`); empty for an untagged image.
+    pub tags: Vec<String>,
+    /// Bytes on disk, shared layers counted in full.
+    pub size: i64,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: i64,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
 /// Engine identity, for logs and error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineInfo {
@@ -267,6 +282,22 @@ pub trait ContainerRuntime: Send + Sync {
     async fn ping(&self) -> Result<EngineInfo, RuntimeError>;
     /// Whether an image exists locally.
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError>;
+    /// The id (`sha256:…`) of a local image by name or id; `None` when there is none. Engines
+    /// of tests that never need it keep this default, which refuses.
+    async fn image_id(&self, image: &str) -> Result<Option<String>, RuntimeError> {
+        Err(RuntimeError::Engine {
+            operation: format!("inspect image {image}"),
+            message: "this runtime cannot inspect images".into(),
+        })
+    }
+    /// The local images carrying `label=value` (with an empty `value`: carrying `label`).
+    /// Engines of tests that never need it keep this default, which refuses.
+    async fn list_images(&self, label: &str, value: &str) -> Result<Vec<ImageInfo>, RuntimeError> {
+        Err(RuntimeError::Engine {
+            operation: format!("list images labelled {label}={value}"),
+            message: "this runtime cannot list images".into(),
+        })
+    }
     /// Builds an image; `on_output` receives the build log.
     async fn build_image(
         &self,

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use kiln_core::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    OutputSink, RuntimeError,
+    ImageInfo, OutputSink, RuntimeError,
 };
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
@@ -564,6 +564,44 @@ impl ContainerRuntime for DockerRuntime {
             Err(e) if status(&e) == Some(404) => Ok(false),
             Err(e) => Err(self.fail(format!("inspect image {image}"), &e)),
         }
+    }
+
+    async fn image_id(&self, image: &str) -> Result<Option<String>, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(inspect) => Ok(inspect.id),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) => Err(self.fail(format!("inspect image {image}"), &e)),
+        }
+    }
+
+    async fn list_images(&self, label: &str, value: &str) -> Result<Vec<ImageInfo>, RuntimeError> {
+        // An empty value asks for every image carrying the label, whatever its value.
+        let selector = if value.is_empty() {
+            label.to_string()
+        } else {
+            format!("{label}={value}")
+        };
+        let filters = HashMap::from([("label", vec![selector.clone()])]);
+        let options = ListImagesOptionsBuilder::new().filters(&filters).build();
+        let images = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(|e| self.fail(format!("list images labelled {selector}"), &e))?;
+        Ok(images
+            .into_iter()
+            .map(|image| ImageInfo {
+                id: image.id,
+                tags: image
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect(),
+                size: image.size,
+                created: image.created,
+                labels: image.labels.into_iter().collect(),
+            })
+            .collect())
     }
 
     async fn build_image(

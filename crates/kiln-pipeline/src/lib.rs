@@ -7,6 +7,8 @@
 
 pub mod error;
 pub mod evaluate;
+pub mod gc;
+pub mod images;
 mod labels;
 pub mod options;
 pub mod publish;

@@ -15,8 +15,9 @@ use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, V
 /// release rows carry what the SWE-bench harness and SWE-bench-Live read (`eval_script`, ...).
 /// 8: environments keep the error lines of a failure (`error_lines`) and the committed image's
 /// id (`image_digest`).
-/// 9: release rows store `FAIL_TO_PASS`/`PASS_TO_PASS` as JSON text, as SWE-bench does, and
-/// name each column once (`image`, `rebuild_cmds`, `test_cmds`).
+/// 9: release rows store `FAIL_TO_PASS`/`PASS_TO_PASS` as JSON text, as SWE-bench does, name
+/// each column once (`image`, `rebuild_cmds`, `test_cmds`) and carry the image's digest
+/// (`image_digest`).
 pub const SCHEMA_VERSION: u32 = 9;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.

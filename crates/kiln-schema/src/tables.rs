@@ -323,6 +323,11 @@ table! {
         /// The environment image, by the name the SWE-bench harness reads (`image`;
         /// SWE-bench-Live's code reads `docker_image`): the registry's name once published.
         pub image: String,
+        /// The image's content digest: the engine's image id (`sha256:…`) as launch committed
+        /// it, which a push and a pull keep. Export checks that `image` is that image, and
+        /// `kiln check-images` checks a published release (null for environments of a kiln that
+        /// did not record it).
+        pub image_digest: Option<String>,
         /// Setup commands that built the image.
         pub setup_commands: Vec<String>,
         /// Commands to run after applying a patch, before the tests (SWE-bench-Live's name).

@@ -406,13 +406,22 @@ pub fn batch_to_rows<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, ConvertError
     let columns = R::columns();
     let mut values = Vec::with_capacity(columns.len());
     for column in &columns {
-        let array = batch
-            .column_by_name(column.name)
-            .ok_or_else(|| ConvertError::BadColumn {
+        let Some(array) = batch.column_by_name(column.name) else {
+            // A nullable column added after the file was written (a release of an earlier
+            // kiln) reads as null; any other is missing.
+            if matches!(
+                column.ty,
+                ColumnType::OptStr | ColumnType::OptInt | ColumnType::OptFloat
+            ) {
+                values.push(vec![Value::Null; batch.num_rows()].into_iter());
+                continue;
+            }
+            return Err(ConvertError::BadColumn {
                 table: R::TABLE,
                 column: column.name.to_string(),
                 message: "column missing".to_string(),
-            })?;
+            });
+        };
         values.push(column_values(R::TABLE, column, array.as_ref())?.into_iter());
     }
     let mut rows = Vec::with_capacity(batch.num_rows());

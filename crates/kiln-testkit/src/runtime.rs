@@ -22,7 +22,7 @@ use kiln_core::capture::HeadTail;
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 use kiln_core::{
     ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    OutputSink, RuntimeError,
+    ImageInfo, OutputSink, RuntimeError,
 };
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -32,8 +32,10 @@ use sha2::{Digest, Sha256};
 pub enum Operation {
     /// [`ContainerRuntime::ping`].
     Ping,
-    /// [`ContainerRuntime::image_exists`].
+    /// [`ContainerRuntime::image_exists`] and [`ContainerRuntime::image_id`].
     ImageExists,
+    /// [`ContainerRuntime::list_images`].
+    ListImages,
     /// [`ContainerRuntime::build_image`].
     BuildImage,
     /// [`ContainerRuntime::create`].
@@ -537,8 +539,10 @@ impl Container {
 pub enum Call {
     /// `ping`.
     Ping,
-    /// `image_exists(image)`.
+    /// `image_exists(image)` or `image_id(image)`.
     ImageExists(String),
+    /// `list_images(label, value)`.
+    ListImages(String, String),
     /// `build_image` of this tag.
     BuildImage(String),
     /// `create` from this image; the id when it succeeded.
@@ -603,6 +607,7 @@ impl Call {
         match self {
             Self::Ping => Operation::Ping,
             Self::ImageExists(_) => Operation::ImageExists,
+            Self::ListImages(..) => Operation::ListImages,
             Self::BuildImage(_) => Operation::BuildImage,
             Self::Create { .. } => Operation::Create,
             Self::Exec { .. } => Operation::Exec,
@@ -887,6 +892,38 @@ impl ContainerRuntime for ScriptedRuntime {
         let mut state = self.state();
         state.enter(Call::ImageExists(image.to_string()))?;
         Ok(state.find_image(image).is_some())
+    }
+
+    async fn image_id(&self, image: &str) -> Result<Option<String>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::ImageExists(image.to_string()))?;
+        Ok(state.find_image(image).map(|i| i.id.clone()))
+    }
+
+    async fn list_images(&self, label: &str, value: &str) -> Result<Vec<ImageInfo>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::ListImages(label.to_string(), value.to_string()))?;
+        let mut by_id: BTreeMap<String, ImageInfo> = BTreeMap::new();
+        for image in state.images.values().chain(&state.dangling) {
+            match image.labels.get(label) {
+                Some(found) if value.is_empty() || found == value => {}
+                _ => continue,
+            }
+            let info = by_id.entry(image.id.clone()).or_insert_with(|| ImageInfo {
+                id: image.id.clone(),
+                labels: image.labels.clone(),
+                size: 1 << 20,
+                ..ImageInfo::default()
+            });
+            if state
+                .images
+                .get(&image.tag)
+                .is_some_and(|i| i.id == image.id)
+            {
+                info.tags.push(image.tag.clone());
+            }
+        }
+        Ok(by_id.into_values().collect())
     }
 
     async fn build_image(

@@ -1,8 +1,10 @@
 //! One module per subcommand: each takes its arguments, calls the libraries and prints.
 
 pub mod check;
+pub mod check_images;
 pub mod demo;
 pub mod evaluate;
+pub mod gc;
 pub mod parse;
 pub mod push;
 pub mod recipes;

@@ -137,14 +137,14 @@ pub struct Node {
 
 impl Node {
     /// Whether this node needs a container engine: launch and validate run containers, and an
-    /// export with an `image_registry` tags the environment images with the names it publishes.
+    /// export checks that the images its rows name exist (and, with an `image_registry`, tags
+    /// them with the names it publishes).
     #[must_use]
     pub fn uses_engine(&self) -> bool {
-        match &self.settings {
-            NodeSettings::Launch(_) | NodeSettings::Validate(_) => true,
-            NodeSettings::Export(e) => !e.image_registry.is_empty(),
-            _ => false,
-        }
+        matches!(
+            &self.settings,
+            NodeSettings::Launch(_) | NodeSettings::Validate(_) | NodeSettings::Export(_)
+        )
     }
 
     /// Whether this node asks the `[lm]` endpoint (a filter or split whose judge is `lm`).

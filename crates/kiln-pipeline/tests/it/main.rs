@@ -8,4 +8,5 @@
 )]
 mod engine;
 mod faults;
+mod gc;
 mod locks;

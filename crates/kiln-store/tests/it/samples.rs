@@ -171,6 +171,7 @@ pub fn release(id: &str, repo: &str) -> ReleaseInstance {
         license: "MIT".into(),
         FAIL_TO_PASS: vec!["t::a".into()].into(),
         PASS_TO_PASS: vec![].into(),
+        image_digest: Some("sha256:0123abcd".into()),
         setup_commands: vec!["a".into()],
         parser: "pytest".into(),
         parser_script: Some("sed -n 's/^ok /[PASSED] /p'".into()),

@@ -83,6 +83,7 @@ pub(crate) async fn export(
             eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
             environment_setup_commit: candidate.base_commit.clone(),
             image: environment.image.clone().unwrap_or_default(),
+            image_digest: environment.image_digest.clone(),
             rebuild_cmds: environment.rebuild_commands.clone(),
             test_cmds: vec![environment.test_command.clone()],
             issue_numbers: candidate.issue_numbers.clone(),
@@ -182,6 +183,7 @@ pub(crate) async fn export(
         draws.extend(draw);
     }
     split_rows.insert(0, (settings.split.clone(), rows));
+    check_release_images(cx, &split_rows).await?;
     // The release is written whole beside the one it replaces, then put in its place: readers
     // and a crash see the old release or the new one, never a mixture of their shards.
     let staging = releases_dir.join(format!(".{tag}.staging"));
@@ -297,6 +299,37 @@ pub(crate) async fn export(
     })?;
     outcome.release_dir = Some(release_dir);
     Ok(outcome)
+}
+
+/// Checks, before anything is written, that every row of every split names an image the engine
+/// has, with the digest the row recorded: a release never names an image that does not exist.
+async fn check_release_images(
+    cx: &StageContext<'_>,
+    split_rows: &[(String, Vec<ReleaseInstance>)],
+) -> Result<(), PipelineError> {
+    let Some(runtime) = &cx.runtime else {
+        return Err(PipelineError::NoEngine(cx.node.name.clone()));
+    };
+    let rows: Vec<ReleaseInstance> = split_rows
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().cloned())
+        .collect();
+    let checks = crate::images::check_images(runtime.as_ref(), &rows, false).await?;
+    let problems: Vec<String> = checks.iter().filter_map(|c| c.problem()).collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(PipelineError::Input {
+        what: format!(
+            "the environment images of {} release row(s)",
+            problems.len()
+        ),
+        message: format!(
+            "a release must name images that exist with the digest its rows recorded; nothing was written:\n  {}\n\
+             build them again (`kiln stage launch --only ID --force`, then validate) or leave the rows out",
+            problems.join("\n  ")
+        ),
+    })
 }
 
 /// With an image registry: names every row's image `<registry>/<local image>` and gives the

@@ -1,0 +1,172 @@
+//! `kiln gc`: the dataset's environment images that nothing refers to any more.
+//!
+//! An image of the dataset (labelled with its directory, [`crate::dataset_label`]) stays when
+//! a release of the dataset names it (by name or digest), or when it is the environment of a
+//! run in progress or of one of the `keep_last` most recent runs; every other goes. Images of
+//! datasets whose directory no longer exists (a deleted checkout, a test's temporary dataset)
+//! are orphans, listed and removed with `orphans`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use kiln_core::config::{NodeKind, Pipeline};
+use kiln_core::runtime::LABEL_DATASET;
+use kiln_core::{ContainerRuntime, ImageInfo};
+use kiln_schema::{EnvironmentRecord, ReleaseInstance};
+use serde::Serialize;
+
+use crate::error::PipelineError;
+
+/// One image `kiln gc` removes, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Garbage {
+    /// The image's id.
+    pub id: String,
+    /// Its names (empty for an untagged image).
+    pub tags: Vec<String>,
+    /// Bytes on disk (layers it shares with other images counted in full).
+    pub size: i64,
+    /// Why it goes: `unreferenced` (this dataset) or `orphan` (a dataset directory that is gone).
+    pub reason: &'static str,
+    /// The dataset directory of its label.
+    pub dataset: String,
+}
+
+/// What `kiln gc` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct GcPlan {
+    /// Images to remove.
+    pub remove: Vec<Garbage>,
+    /// Images of the dataset that stay.
+    pub kept: usize,
+    /// Runs whose environments were kept (in progress, or among the most recent).
+    pub kept_runs: Vec<String>,
+}
+
+impl GcPlan {
+    /// Bytes the removal frees at most (shared layers are freed only with their last image).
+    #[must_use]
+    pub fn bytes(&self) -> i64 {
+        self.remove.iter().map(|g| g.size).sum()
+    }
+}
+
+/// Images and digests the dataset's releases name.
+fn released(pipeline: &Pipeline) -> Result<BTreeSet<String>, PipelineError> {
+    let releases = pipeline
+        .dataset
+        .root
+        .join(&pipeline.dataset.name)
+        .join("releases");
+    let mut names = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(&releases) else {
+        return Ok(names);
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        // Staging and replaced releases (`.<tag>.staging`) are not releases.
+        if entry.file_name().to_string_lossy().starts_with('.') || !dir.join("data").is_dir() {
+            continue;
+        }
+        let rows: Vec<ReleaseInstance> = crate::evaluate::read_dataset(&dir)?;
+        for row in rows {
+            names.insert(row.image);
+            names.extend(row.image_digest);
+        }
+    }
+    Ok(names)
+}
+
+/// Images and digests of the environments of the runs that keep theirs: runs in progress and
+/// the `keep_last` most recent ones.
+fn kept_by_runs(
+    pipeline: &Pipeline,
+    keep_last: usize,
+) -> Result<(BTreeSet<String>, Vec<String>), PipelineError> {
+    let ids = kiln_store::run_ids(&pipeline.dataset.root, &pipeline.dataset.name)?;
+    let recent: BTreeSet<&String> = ids.iter().rev().take(keep_last).collect();
+    let mut names = BTreeSet::new();
+    let mut kept = Vec::new();
+    for id in &ids {
+        let run = kiln_store::RunStore::open(&pipeline.dataset.root, &pipeline.dataset.name, id)?;
+        if run.info().status == kiln_store::Status::Complete && !recent.contains(id) {
+            continue;
+        }
+        let rows: Vec<EnvironmentRecord> = crate::summary::rows(pipeline, &run, NodeKind::Launch)
+            .map_err(|e| PipelineError::Input {
+            what: format!("the environments of run {id}"),
+            message: format!("{e}; kiln gc removes nothing it cannot account for"),
+        })?;
+        for row in rows {
+            names.extend(row.image);
+            names.extend(row.image_digest);
+        }
+        kept.push(id.clone());
+    }
+    Ok((names, kept))
+}
+
+/// Finds what `kiln gc` removes: the dataset's images nothing refers to, and with `orphans`
+/// the images of every dataset whose directory is gone.
+///
+/// # Errors
+/// When a release or a kept run cannot be read, or the engine fails.
+pub async fn plan(
+    pipeline: &Pipeline,
+    runtime: &dyn ContainerRuntime,
+    keep_last: usize,
+    orphans: bool,
+) -> Result<GcPlan, PipelineError> {
+    let label = crate::labels::dataset_label(pipeline);
+    let mut referenced = released(pipeline)?;
+    let (by_runs, kept_runs) = kept_by_runs(pipeline, keep_last)?;
+    referenced.extend(by_runs);
+    let is_referenced = |image: &ImageInfo| {
+        referenced.contains(&image.id) || image.tags.iter().any(|t| referenced.contains(t))
+    };
+    let mut plan = GcPlan {
+        kept_runs,
+        ..GcPlan::default()
+    };
+    let images = runtime.list_images(LABEL_DATASET, "").await?;
+    for image in images {
+        let dataset = image.labels.get(LABEL_DATASET).cloned().unwrap_or_default();
+        let reason = if dataset == label {
+            if is_referenced(&image) {
+                plan.kept += 1;
+                continue;
+            }
+            "unreferenced"
+        } else if orphans && !dataset.is_empty() && !Path::new(&dataset).exists() {
+            "orphan"
+        } else {
+            continue;
+        };
+        plan.remove.push(Garbage {
+            id: image.id,
+            tags: image.tags,
+            size: image.size,
+            reason,
+            dataset,
+        });
+    }
+    plan.remove
+        .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
+    Ok(plan)
+}
+
+/// Removes what [`plan`] found: by name (every name of an image), or by id when it has none.
+///
+/// # Errors
+/// When the engine fails.
+pub async fn remove(runtime: &dyn ContainerRuntime, plan: &GcPlan) -> Result<(), PipelineError> {
+    for garbage in &plan.remove {
+        if garbage.tags.is_empty() {
+            runtime.remove_image(&garbage.id).await?;
+        }
+        for tag in &garbage.tags {
+            runtime.remove_image(tag).await?;
+        }
+    }
+    Ok(())
+}

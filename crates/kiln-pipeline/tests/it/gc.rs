@@ -1,0 +1,120 @@
+//! `kiln gc` on a scripted engine: exactly the images nothing refers to are listed, and only
+//! they are removed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kiln_core::config::Pipeline;
+use kiln_core::runtime::LABEL_DATASET;
+use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ReleaseInstance};
+use kiln_testkit::runtime::ScriptedRuntime;
+
+fn labelled(dataset: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(LABEL_DATASET.to_string(), dataset.to_string())])
+}
+
+#[tokio::test]
+async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("datasets");
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\nname = \"gc\"\nroot = {root:?}\n\
+             [sources.tasks]\nkind = \"ingest\"\npath = \"tasks.jsonl\"\n\
+             [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n"
+        ),
+    )
+    .unwrap();
+    let pipeline = Pipeline::load(&config).unwrap();
+    let ours = kiln_pipeline::dataset_label(&pipeline);
+    let elsewhere = tmp.path().join("another-checkout");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let runtime = Arc::new(ScriptedRuntime::new());
+    for tag in [
+        "env:released",
+        "env:in-progress",
+        "env:old-run",
+        "env:unnamed",
+    ] {
+        runtime.add_image_with(tag, labelled(&ours), Vec::new());
+    }
+    runtime.add_image_with("env:orphan", labelled("/nonexistent/kiln/ds"), Vec::new());
+    runtime.add_image_with(
+        "env:other-dataset",
+        labelled(&elsewhere.display().to_string()),
+        Vec::new(),
+    );
+    runtime.add_image("kiln/python:3.11-bookworm");
+
+    // A release names one image (by name), an old complete run another, a run in progress a
+    // third (by digest).
+    let release = root.join("gc/releases/2024-09");
+    let row = ReleaseInstance {
+        image: "env:released".into(),
+        ..ReleaseInstance::new(InstanceId::new("o__r-1").unwrap())
+    };
+    kiln_store::write_release(&release, "test", &[row], 100).unwrap();
+    let node = pipeline.node("launch").unwrap();
+    let environment = |tag: &str, digest: Option<String>| EnvironmentRecord {
+        status: EnvironmentStatus::Built,
+        image: Some(tag.into()),
+        image_digest: digest,
+        ..EnvironmentRecord::new(InstanceId::new("o__r-2").unwrap())
+    };
+    let mut old =
+        kiln_store::RunStore::create(&root, "gc", Some("20240901-000000"), "", "h").unwrap();
+    old.stage::<EnvironmentRecord>("launch", &node.settings_hash(), BTreeMap::new())
+        .unwrap()
+        .append(&[environment("env:old-run", None)])
+        .unwrap();
+    old.set_status(kiln_store::Status::Complete).unwrap();
+    let in_progress_id = runtime.image("env:in-progress").map(|i| i.id);
+    let newer =
+        kiln_store::RunStore::create(&root, "gc", Some("20240902-000000"), "", "h").unwrap();
+    newer
+        .stage::<EnvironmentRecord>("launch", &node.settings_hash(), BTreeMap::new())
+        .unwrap()
+        .append(&[environment("env:moved-on", in_progress_id)])
+        .unwrap();
+
+    // Keeping the last run only (the one in progress): the old run's image and the unnamed
+    // one go; with --orphans, the image of the vanished dataset too; never another dataset's.
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+        .await
+        .unwrap();
+    let tags = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<String> {
+        plan.remove.iter().flat_map(|g| g.tags.clone()).collect()
+    };
+    assert_eq!(tags(&plan), ["env:old-run", "env:unnamed"]);
+    assert_eq!(plan.kept, 2);
+    assert_eq!(plan.kept_runs, ["20240902-000000"]);
+    // Keeping two runs keeps the old run's image as well.
+    let keep_two = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 2, false)
+        .await
+        .unwrap();
+    assert_eq!(tags(&keep_two), ["env:unnamed"]);
+    let with_orphans = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        tags(&with_orphans),
+        ["env:orphan", "env:old-run", "env:unnamed"]
+    );
+
+    kiln_pipeline::gc::remove(runtime.as_ref(), &with_orphans)
+        .await
+        .unwrap();
+    for gone in ["env:old-run", "env:unnamed", "env:orphan"] {
+        assert!(runtime.image(gone).is_none(), "{gone} stayed");
+    }
+    for kept in [
+        "env:released",
+        "env:in-progress",
+        "env:other-dataset",
+        "kiln/python:3.11-bookworm",
+    ] {
+        assert!(runtime.image(kept).is_some(), "{kept} was removed");
+    }
+}
