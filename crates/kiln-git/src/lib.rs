@@ -494,9 +494,38 @@ pub fn commit_date(repo: &Path, commit: &str) -> Result<String, GitError> {
     git(Some(repo), &["show", "-s", "--format=%cI", commit])
 }
 
+/// How many commits `newer` is ahead of `older` when `older` is an ancestor of `newer` (0 for
+/// the same commit); `None` when it is not, or when either is not in `repo`.
+#[must_use]
+pub fn commits_ahead(repo: &Path, older: &str, newer: &str) -> Option<u64> {
+    git(Some(repo), &["merge-base", "--is-ancestor", older, newer]).ok()?;
+    git(
+        Some(repo),
+        &["rev-list", "--count", &format!("{older}..{newer}")],
+    )
+    .ok()?
+    .trim()
+    .parse()
+    .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commits_ahead_counts_only_from_an_ancestor() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(Some(dir), &["init", "-q", "-b", "main"]).unwrap();
+        let first = commit(dir, "a", "1");
+        let second = commit(dir, "a", "2");
+        let third = commit(dir, "a", "3");
+        assert_eq!(commits_ahead(dir, &first, &third), Some(2));
+        assert_eq!(commits_ahead(dir, &second, &second), Some(0));
+        assert_eq!(commits_ahead(dir, &third, &first), None);
+        assert_eq!(commits_ahead(dir, &"0".repeat(40), &third), None);
+    }
 
     fn commit(dir: &Path, file: &str, text: &str) -> String {
         std::fs::write(dir.join(file), text).unwrap();

@@ -17,7 +17,7 @@ use crate::ecosystems::{self, Ecosystem};
 use crate::fallback::{Stopped, fall_back};
 use crate::plan::{self, Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
-use crate::request::LaunchRequest;
+use crate::request::{LaunchRequest, ReuseSource};
 use crate::steps::Step;
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 use crate::{about, dockerfile, images, registry, repo};
@@ -31,7 +31,7 @@ pub enum LaunchError {
     Engine(#[from] RuntimeError),
     /// A dependency step failed while the ecosystem's package registry did not answer from
     /// the container: an outage or a missing route, not the repository's fault.
-    #[error("the package registry {url} does not answer from the container ({error})")]
+    #[error("reach the package registry {url} from the container ({error})")]
     RegistryDown {
         /// The registry address asked.
         url: String,
@@ -191,6 +191,8 @@ struct Prepared {
     /// The repository's version (`major.minor`) and licence at the base commit.
     version: Option<String>,
     license: String,
+    /// The environment to start from (`reuse`): the nearest ancestor's of the same plan.
+    reuse: Option<ReuseSource>,
 }
 
 /// Clones the candidate's repository at its base commit, fetches its submodules, reads the
@@ -258,6 +260,11 @@ fn prepare(
     let tar = repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
         .map_err(|e| LaunchError::host("pack the checkout", e))?;
     let (version, license) = (about::version(&workdir), about::license(&workdir));
+    let reuse = if request.settings.reuse {
+        nearest_ancestor(&workdir, &candidate.base_commit, &plan.name, &request.reuse)
+    } else {
+        None
+    };
     drop(checkout);
     phases.end("plan+pack");
     Ok(Ok(Prepared {
@@ -267,7 +274,25 @@ fn prepare(
         tar,
         version,
         license,
+        reuse,
     }))
+}
+
+/// Of the environments of the same plan, the one whose base commit is the nearest ancestor of
+/// `base` in the checkout at `workdir`: nothing of a later commit may reach this instance's
+/// environment, so a commit that is not an ancestor is never a source.
+fn nearest_ancestor(
+    workdir: &std::path::Path,
+    base: &str,
+    plan: &str,
+    sources: &[ReuseSource],
+) -> Option<ReuseSource> {
+    sources
+        .iter()
+        .filter(|s| s.plan == plan)
+        .filter_map(|s| kiln_git::commits_ahead(workdir, &s.base_commit, base).map(|n| (n, s)))
+        .min_by_key(|(n, _)| *n)
+        .map(|(_, s)| s.clone())
 }
 
 /// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine or
@@ -301,6 +326,7 @@ async fn build(
         tar,
         version,
         license,
+        mut reuse,
     } = match prepared? {
         Ok(prepared) => prepared,
         Err(failure) => return Ok(Some(failure)),
@@ -336,8 +362,23 @@ async fn build(
         record.setup_commands.clear();
         record.environment.clear();
 
+        // The first attempt may start from an earlier commit's environment, if it is still there.
+        let reused = match reuse.take() {
+            Some(source) if runtime.image_exists(&source.image).await? => Some(source),
+            Some(source) => {
+                version_reason.push_str(&format!(
+                    "; reuse: the environment of {} is gone, launched cold",
+                    source.instance_id
+                ));
+                None
+            }
+            None => None,
+        };
+        record.version_reason.clone_from(&version_reason);
+
         step("base image");
-        if let Some(base) = images::base_image(&plan.image.dockerfile)
+        if reused.is_none()
+            && let Some(base) = images::base_image(&plan.image.dockerfile)
             && debian::suite_of(&base).is_some()
             && !runtime.image_exists(&plan.image.tag).await?
             && !runtime.image_exists(&base).await?
@@ -346,12 +387,24 @@ async fn build(
                 "base image: making {base} (a pull, else debootstrap)"
             ));
         }
-        ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?;
+        if reused.is_none() {
+            ensure_image(runtime.as_ref(), &plan.image, &request.log_dir).await?;
+        }
         phases.end("base image");
 
-        step("start container");
+        step(
+            match &reused {
+                Some(source) => {
+                    format!("start container from {}'s environment", source.instance_id)
+                }
+                None => "start container".to_string(),
+            }
+            .as_str(),
+        );
         let spec = ContainerSpec {
-            image: plan.image.tag.clone(),
+            image: reused
+                .as_ref()
+                .map_or_else(|| plan.image.tag.clone(), |s| s.image.clone()),
             env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
             labels: request.labels.clone(),
             limits: request.docker.limits(),
@@ -377,6 +430,7 @@ async fn build(
                 ecosystem,
                 plan: &plan,
                 spec: &spec,
+                reused: reused.is_some(),
             },
             tar.clone(),
             step,
@@ -392,6 +446,23 @@ async fn build(
             }
         };
         match outcome {
+            // A launch from an earlier environment that did not build says nothing about the
+            // repository: it launches cold, and the first attempt's log stays beside.
+            Attempt::Done(Some(failure)) if reused.is_some() => {
+                let log = request.log_dir.join("launch.log");
+                phases.write(&log);
+                let _ = std::fs::rename(&log, request.log_dir.join("launch-reused.log"));
+                version_reason.push_str(&format!(
+                    "; reuse: starting from {}'s environment failed ({}), launched cold",
+                    reused.as_ref().map_or("", |s| s.instance_id.as_str()),
+                    failure.class
+                ));
+                record.repairs.clear();
+                record.baseline.clear();
+                (record.baseline_passed, record.baseline_failed) = (0, 0);
+                (record.setup_seconds, record.test_seconds) = (0.0, 0.0);
+                phases = Phases::new();
+            }
             Attempt::Restart(suite, Some(image)) if !restarted => {
                 restarted = true;
                 // The first attempt's log stays, as launch-1.log.
@@ -423,6 +494,7 @@ async fn build(
             Attempt::Done(failure) => {
                 phases.write(&request.log_dir.join("launch.log"));
                 if failure.is_none() {
+                    record.reused_from = reused.map(|s| s.instance_id);
                     *verify_context = context;
                 }
                 return Ok(failure);
@@ -443,13 +515,21 @@ enum Attempt {
     Restart(Suite, Option<kiln_core::ImageBuild>),
 }
 
-/// What one attempt runs: the plan of an ecosystem in a container of `spec`.
+/// What one attempt runs: the plan of an ecosystem in a container of `spec`; `reused` when
+/// `spec`'s image is an earlier commit's environment, whose checkout is replaced first.
 #[derive(Clone, Copy)]
 struct Attempted<'a> {
     ecosystem: Ecosystem,
     plan: &'a Plan,
     spec: &'a ContainerSpec,
+    reused: bool,
 }
+
+/// Removes an earlier commit's checkout from a reused environment: its tracked files and its
+/// `.git` (the new checkout brings its own); what the build left (`target/`, `node_modules/`,
+/// build directories, caches) stays for the setup steps to reuse.
+const CLEAR_CHECKOUT: &str = "cd /testbed && git ls-files -z | xargs -0 -r rm -f -- && rm -rf .git \
+     && find . -mindepth 1 -depth -type d -empty -delete";
 
 /// Adds the `[kiln] ...` lines a repaired command printed (what it dropped, which package
 /// held a header) to the latest repair of the row, from `from` on.
@@ -564,8 +644,21 @@ async fn run_plan(
         ecosystem,
         plan,
         spec,
+        reused,
     } = attempted;
     let runtime = Arc::clone(session.runtime());
+    if reused {
+        let cleared = session
+            .run(CLEAR_CHECKOUT, Duration::from_secs(600))
+            .await?;
+        if cleared.exit_code != 0 {
+            return Ok(Attempt::Done(Some(Failure::new(
+                FailureClass::Build,
+                Some(CLEAR_CHECKOUT),
+                &cleared.output,
+            ))));
+        }
+    }
     match runtime.copy_in(session.id(), "/", tar).await {
         Ok(()) => {}
         // The engine could not unpack this checkout: this item's row, the stage goes on.

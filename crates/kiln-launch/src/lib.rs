@@ -44,4 +44,4 @@ pub use images::{ensure_image, tagged};
 pub use node::JASMINE_REPORTER;
 pub use python::default_image as python_image;
 pub use repair::{Phase, Rule, Target};
-pub use request::{AgentModel, LaunchRequest};
+pub use request::{AgentModel, LaunchRequest, ReuseSource};

@@ -45,6 +45,23 @@ pub struct LaunchRequest {
     /// The dataset's recipe directory: recipes are replayed where the rules stop, and the
     /// agent's builds stored there. `None`: neither.
     pub recipes: Option<PathBuf>,
+    /// Built environments of the same repository this launch may start from (with
+    /// `settings.reuse`): launch takes the one whose base commit is the nearest ancestor of its
+    /// own, and launches cold when none is.
+    pub reuse: Vec<ReuseSource>,
+}
+
+/// A built environment another launch of its repository may start from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReuseSource {
+    /// The instance it was built for.
+    pub instance_id: String,
+    /// Its image (the id, `sha256:…`, as committed).
+    pub image: String,
+    /// The base commit it was built at.
+    pub base_commit: String,
+    /// The plan that built it: only an environment of the same plan is reused.
+    pub plan: String,
 }
 
 impl LaunchRequest {

@@ -16,7 +16,9 @@ pub enum PipelineError {
     /// One item's dependency step failed while its package registry did not answer from the
     /// container. The item is deferred: [`for_each_item`](crate::stages) goes on with the
     /// others and then stops the stage with [`PipelineError::Deferred`].
-    #[error("{item}: the package registry {url} does not answer from the container ({error})")]
+    #[error(
+        "launch {item}: its package registry {url} does not answer from the container ({error})"
+    )]
     RegistryDown {
         /// The item.
         item: String,

@@ -171,6 +171,10 @@ table! {
         /// this image, whatever the tag points at by then (null when failed, or for rows of a
         /// kiln that did not record it).
         pub image_digest: Option<String>,
+        /// The instance whose environment this launch started from (`reuse = true`: its image,
+        /// the checkout replaced by this base commit's, the setup steps run again); null for a
+        /// cold launch.
+        pub reused_from: Option<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
         /// Repair rules applied, in order: the rule's name, what it did and the output line

@@ -63,6 +63,11 @@ pub struct LaunchSettings {
     /// Try the repository's recipes (`<dataset>/recipes/`) before any LM call, and store one
     /// when the agent builds an environment.
     pub recipes: bool,
+    /// Start an instance from the environment of an earlier commit of its repository (one whose
+    /// base commit is an ancestor of its own, built in this run or an earlier one of the
+    /// dataset): the checkout replaced, build outputs and installed dependencies kept, the
+    /// setup steps run again and the same verification; a failure launches cold.
+    pub reuse: bool,
     /// Network of the baseline test run (setup steps always have the network).
     #[serde(flatten)]
     pub tests: TestNetwork,
@@ -214,6 +219,7 @@ pub(super) const LAUNCH_KEYS: &[&str] = &[
     "verify_dockerfile",
     "test_scope",
     "recipes",
+    "reuse",
     "network",
     "network_repos",
     "agent",
@@ -416,6 +422,7 @@ impl Compiler<'_> {
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         let recipes = self.read(keys, "recipes", true, ..);
+        let reuse = self.read(keys, "reuse", false, ..);
         let tests = self.test_network(keys);
         let agent = self.agent(keys, lm);
         Ok(LaunchSettings {
@@ -427,6 +434,7 @@ impl Compiler<'_> {
             verify_dockerfile: verify_dockerfile?,
             test_scope: test_scope?,
             recipes: recipes?,
+            reuse: reuse?,
             tests: tests?,
             agent: agent?,
         })

@@ -762,3 +762,102 @@ async fn a_dependency_install_without_a_network_blames_the_registry_not_the_repo
         other => panic!("expected the registry to be blamed: {other:?}"),
     }
 }
+
+/// `reuse` on the real engine, on three commits of a Rust crate: each later commit starts from
+/// the nearest ancestor's environment (its `target/` warm) and gets the baseline a cold launch
+/// gets; a commit never starts from a later commit's environment, so what a later build wrote
+/// (here a file its build script plants in `target/`) never reaches an earlier instance.
+#[tokio::test]
+async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
+    let lib = |tests: &str| {
+        format!(
+            "pub fn add(a: i32, b: i32) -> i32 {{ a + b }}\n\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn adds() {{ assert_eq!(super::add(1, 2), 3); }}\n    #[test]\n    fn fails() {{ assert_eq!(super::add(1, 2), 4); }}\n{tests}}}\n"
+        )
+    };
+    let manifest = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
+    let lib0 = lib("");
+    let lib1 = lib("    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n");
+    let lib2 = lib(
+        "    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n    #[test]\n    fn adds_negative() { assert_eq!(super::add(-1, 2), 1); }\n",
+    );
+    let plant = "fn main() {\n    let target = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"target\");\n    let _ = std::fs::write(target.join(\"planted-by-commit-2\"), \"later\");\n}\n";
+    let (_tmp, repo, shas) = support::history(
+        &[
+            &[("Cargo.toml", manifest), ("src/lib.rs", &lib0)],
+            &[("src/lib.rs", &lib1)],
+            &[("src/lib.rs", &lib2), ("build.rs", plant)],
+        ],
+        &[],
+    );
+    let runtime = support::engine().await;
+    let mut images = Vec::new();
+    let mut launch =
+        async |commit: usize, instance: u32, reuse: Option<Vec<kiln_launch::ReuseSource>>| {
+            let started = std::time::Instant::now();
+            let (result, tag) = support::launch_repo(
+                std::sync::Arc::clone(&runtime),
+                "reuse",
+                &repo,
+                support::At {
+                    base_commit: &shas[commit],
+                    test_patch: "",
+                    keep_image: true,
+                    reuse,
+                    instance,
+                },
+            )
+            .await;
+            let record = result.unwrap();
+            assert_eq!(record.status.as_str(), "built", "{record:?}");
+            images.push(tag);
+            (record, started.elapsed().as_secs_f64())
+        };
+    let source =
+        |record: &kiln_schema::EnvironmentRecord, commit: usize| kiln_launch::ReuseSource {
+            instance_id: record.instance_id.to_string(),
+            image: record.image_digest.clone().unwrap(),
+            base_commit: shas[commit].clone(),
+            plan: record.plan.clone(),
+        };
+
+    let (first, cold_first) = launch(0, 1, None).await;
+    let (second, reused_second) = launch(1, 2, Some(vec![source(&first, 0)])).await;
+    assert_eq!(second.reused_from.as_deref(), Some("kiln-it__reuse-1"));
+    assert_eq!(status_of(&second, "adds_zero"), Some(TestStatus::Pass));
+    let (third, reused_third) =
+        launch(2, 3, Some(vec![source(&first, 0), source(&second, 1)])).await;
+    assert_eq!(
+        third.reused_from.as_deref(),
+        Some("kiln-it__reuse-2"),
+        "the nearest ancestor"
+    );
+    let (cold_third, cold_third_seconds) = launch(2, 4, None).await;
+    assert_eq!(cold_third.reused_from, None);
+    assert_eq!(
+        third.baseline, cold_third.baseline,
+        "reuse changed the baseline"
+    );
+    assert_eq!(status_of(&third, "adds_negative"), Some(TestStatus::Pass));
+
+    // Commit 1 offered only commit 2's environment (a later one): launched cold, and nothing
+    // commit 2's build planted is in its image.
+    let (earlier, _) = launch(1, 5, Some(vec![source(&third, 2)])).await;
+    assert_eq!(earlier.reused_from, None);
+    let planted = "test -e /testbed/target/planted-by-commit-2 && echo planted || echo absent";
+    let in_third =
+        support::run_in_image(&runtime, third.image_digest.as_deref().unwrap(), planted).await;
+    assert_eq!(
+        in_third.trim(),
+        "planted",
+        "the later build plants the file"
+    );
+    let in_earlier =
+        support::run_in_image(&runtime, earlier.image_digest.as_deref().unwrap(), planted).await;
+    assert_eq!(in_earlier.trim(), "absent");
+    eprintln!(
+        "[reuse] commit 0 cold {cold_first:.0}s; commit 1 reused {reused_second:.0}s; commit 2 reused {reused_third:.0}s, cold {cold_third_seconds:.0}s"
+    );
+    for tag in images {
+        let _ = runtime.remove_image(&tag).await;
+    }
+}

@@ -152,6 +152,7 @@ pub(crate) async fn launch_with(
             verify_dockerfile: false,
             test_scope: "all".into(),
             recipes: true,
+            reuse: false,
             tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },
@@ -160,6 +161,7 @@ pub(crate) async fn launch_with(
         removals: kiln_core::Removals::default(),
         lm: None,
         recipes: None,
+        reuse: Vec::new(),
     };
     configure(&mut request);
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
@@ -922,4 +924,80 @@ async fn an_optional_step_that_keeps_failing_is_skipped_and_the_tests_decide() {
         record.rebuild_commands
     );
     assert_eq!(commands.last(), Some(&record.test_command));
+}
+
+/// With `reuse`, a launch starts from the environment of an ancestor commit: a container from
+/// that image, its checkout cleared before the new one is copied in, the setup steps run again,
+/// and the row names its source. A launch from it that fails launches cold and says why; a
+/// source whose commit is not an ancestor is never used.
+#[tokio::test]
+async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let cold = launch_on(&runtime, PYTHON).await.record().clone();
+    let source_image = cold.image_digest.clone().unwrap();
+    let source = |base_commit: &str| kiln_launch::ReuseSource {
+        instance_id: "scripted__demo-0".into(),
+        image: source_image.clone(),
+        base_commit: base_commit.into(),
+        plan: cold.plan.clone(),
+    };
+    let reusing = |r: &mut LaunchRequest| {
+        r.settings.reuse = true;
+        r.reuse = vec![source(&r.candidate.base_commit)];
+    };
+
+    let cold_containers = runtime.containers().len();
+    let reused = launch_with(&runtime, PYTHON, reusing)
+        .await
+        .record()
+        .clone();
+    assert_eq!(reused.status, EnvironmentStatus::Built, "{reused:?}");
+    assert_eq!(reused.reused_from.as_deref(), Some("scripted__demo-0"));
+    let from_source: Vec<_> = runtime.containers()[cold_containers..]
+        .iter()
+        .filter(|c| c.spec.image == source_image)
+        .cloned()
+        .collect();
+    assert_eq!(from_source.len(), 1, "one setup container from the source");
+    let commands = from_source[0].commands();
+    assert!(commands[0].contains("git ls-files -z"), "{commands:?}");
+    assert!(
+        commands.iter().any(|c| c.contains(" -e '.[test]'")),
+        "the setup steps run again: {commands:?}"
+    );
+    assert_eq!(reused.baseline, cold.baseline);
+
+    // The same source, but every setup step in it fails: a cold launch builds it.
+    runtime.script(
+        Script::contains(" -e '.[test]'")
+            .in_image(source_image.clone())
+            .answer(Answer::exit(1).output("error: something of the old build\n")),
+    );
+    let fallback = launch_with(&runtime, PYTHON, reusing).await;
+    let row = fallback.record();
+    assert_eq!(row.status, EnvironmentStatus::Built, "{row:?}");
+    assert_eq!(row.reused_from, None);
+    assert!(
+        row.version_reason.contains(
+            "reuse: starting from scripted__demo-0's environment failed (build), launched cold"
+        ),
+        "{}",
+        row.version_reason
+    );
+    assert!(fallback.log_dir.join("launch-reused.log").is_file());
+
+    // A source whose commit is not an ancestor of the base commit is never started from.
+    let before = runtime.containers().len();
+    let unrelated = launch_with(&runtime, PYTHON, |r| {
+        r.settings.reuse = true;
+        r.reuse = vec![source(&"0".repeat(40))];
+    })
+    .await;
+    assert_eq!(unrelated.record().reused_from, None);
+    assert!(
+        runtime.containers()[before..]
+            .iter()
+            .all(|c| c.spec.image != source_image)
+    );
 }

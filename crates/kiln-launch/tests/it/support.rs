@@ -98,10 +98,29 @@ async fn launch_history_on(
     test_patch: &str,
     keep_image: bool,
 ) -> (Result<EnvironmentRecord, LaunchError>, String) {
+    let (_tmp, repo, shas) = history(commits, tags);
+    let at = At {
+        base_commit: shas.last().map(String::as_str).unwrap_or_default(),
+        test_patch,
+        keep_image,
+        reuse: None,
+        instance: 1,
+    };
+    launch_repo(runtime, name, &repo, at).await
+}
+
+/// A git repository with one commit per entry of `commits` (files written over the previous
+/// ones) and a lightweight tag on the commit of each `tags` entry; its directory (kept while
+/// the first value lives) and the commits' ids, oldest first.
+pub fn history(
+    commits: &[&[(&str, &str)]],
+    tags: &[(usize, &str)],
+) -> (tempfile::TempDir, std::path::PathBuf, Vec<String>) {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
+    let mut shas = Vec::new();
     for (n, files) in commits.iter().enumerate() {
         for (path, text) in *files {
             let path = repo.join(path);
@@ -124,14 +143,46 @@ async fn launch_history_on(
                 git(&repo, &["tag", tag]);
             }
         }
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        shas.push(String::from_utf8_lossy(&head.stdout).trim().to_string());
     }
-    let head = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    let base_commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
-    let image_tag = format!("kiln-it/launch:{name}-{}", std::process::id());
+    (tmp, repo, shas)
+}
+
+/// One launch of a generated repository.
+pub struct At<'a> {
+    /// The commit to launch.
+    pub base_commit: &'a str,
+    /// The instance's test patch.
+    pub test_patch: &'a str,
+    /// Keep the environment image for the caller (who removes it).
+    pub keep_image: bool,
+    /// `Some`: launch with `reuse` on, from these environments.
+    pub reuse: Option<Vec<kiln_launch::ReuseSource>>,
+    /// The instance's number (`kiln-it__<name>-<n>`), which names its image too.
+    pub instance: u32,
+}
+
+/// Launches `repo` (made by [`history`]) at `at.base_commit` on `runtime`; the result and the
+/// image tag.
+pub async fn launch_repo(
+    runtime: Arc<dyn ContainerRuntime>,
+    name: &str,
+    repo: &Path,
+    at: At<'_>,
+) -> (Result<EnvironmentRecord, LaunchError>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base_commit, test_patch, keep_image) =
+        (at.base_commit.to_string(), at.test_patch, at.keep_image);
+    let image_tag = format!(
+        "kiln-it/launch:{name}-{}-{}",
+        at.instance,
+        std::process::id()
+    );
     let request = LaunchRequest {
         candidate: Candidate {
             status: kiln_schema::CandidateStatus::Ok,
@@ -149,7 +200,9 @@ async fn launch_history_on(
             given_fail_to_pass: Vec::new(),
             given_pass_to_pass: Vec::new(),
             origin: "kiln-launch it".into(),
-            ..Candidate::new(kiln_schema::InstanceId::new(&format!("kiln-it__{name}-1")).unwrap())
+            ..Candidate::new(
+                kiln_schema::InstanceId::new(&format!("kiln-it__{name}-{}", at.instance)).unwrap(),
+            )
         },
         clone_url: repo.display().to_string(),
         cache_dir: tmp.path().join("cache"),
@@ -171,6 +224,7 @@ async fn launch_history_on(
             verify_dockerfile: false,
             test_scope: "auto".into(),
             recipes: true,
+            reuse: at.reuse.is_some(),
             tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },
@@ -186,6 +240,7 @@ async fn launch_history_on(
         removals: kiln_core::Removals::default(),
         lm: None,
         recipes: None,
+        reuse: at.reuse.unwrap_or_default(),
     };
     let started = Instant::now();
     let result = run_launch(Arc::clone(&runtime), &request, &NullReporter).await;

@@ -9,6 +9,7 @@ use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
 
 use super::containers;
 use super::context::{StageContext, StageOutcome, finish, kept_candidates};
+use super::reuse::Reuse;
 use crate::error::PipelineError;
 
 pub(crate) async fn launch(
@@ -35,7 +36,15 @@ pub(crate) async fn launch(
         .map(|c| (c.instance_id.clone(), c))
         .collect();
     let mut table = cx.table::<EnvironmentRecord>()?;
-    let items: Vec<InstanceId> = candidates.keys().cloned().collect();
+    // Oldest first, so that with `reuse` an instance finds its ancestors' environments built.
+    let mut items: Vec<InstanceId> = candidates.keys().cloned().collect();
+    items.sort_by(|a, b| {
+        let at = |id: &InstanceId| candidates.get(id).map(|c| c.created_at.as_str());
+        at(a).cmp(&at(b)).then_with(|| a.cmp(b))
+    });
+    let reuse = settings
+        .reuse
+        .then(|| Reuse::new(cx, &table.rows().unwrap_or_default(), &candidates));
     // The agent's answers are stored in the run and replayed, within the run's LM budget.
     let asker = match &settings.agent {
         Some(agent) => Some(cx.asker(&agent.lm)?),
@@ -90,12 +99,28 @@ pub(crate) async fn launch(
                     )))
                 }),
                 recipes: recipes.clone(),
+                reuse: Vec::new(),
             }))
         },
-        |runtime, request, reporter| async move {
-            kiln_launch::launch(runtime, &request, reporter.as_ref())
-                .await
-                .map_err(|e| match e {
+        |runtime, request, reporter| {
+            let reuse = reuse.clone();
+            async move {
+                // With `reuse`, the instances of one repository launch one at a time, each given
+                // the environments built so far.
+                let (_turn, request) = match &reuse {
+                    Some(reuse) => {
+                        let turn = reuse.turn(&request.candidate.repo).await;
+                        let mut request = (*request).clone();
+                        request.reuse = reuse.sources(&request.candidate.repo);
+                        (Some(turn), Arc::new(request))
+                    }
+                    None => (None, request),
+                };
+                let launched = kiln_launch::launch(runtime, &request, reporter.as_ref()).await;
+                if let (Some(reuse), Ok(row)) = (&reuse, &launched) {
+                    reuse.built(&request.candidate, row);
+                }
+                launched.map_err(|e| match e {
                     kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
                     kiln_launch::LaunchError::RegistryDown { url, error } => {
                         PipelineError::RegistryDown {
@@ -108,6 +133,7 @@ pub(crate) async fn launch(
                         PipelineError::Host { what, message }
                     }
                 })
+            }
         },
         environment_outcome,
     )

@@ -8,6 +8,7 @@ pub(crate) mod export;
 mod filter;
 mod ingest;
 pub(crate) mod launch;
+mod reuse;
 mod split;
 mod validate;
 

@@ -10,3 +10,4 @@ mod engine;
 mod faults;
 mod gc;
 mod locks;
+mod reuse;

@@ -92,6 +92,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         base_image: "python:3.11-slim".into(),
         image: Some("kiln/owner-repo:abc".into()),
         image_digest: Some("sha256:0123abcd".into()),
+        reused_from: Some("o__r-0".into()),
         setup_commands: vec!["pip install -e .".into(), "pip install pytest".into()],
         repairs: vec!["pkg-config: ran `apt-get install pkg-config` first".into()],
         environment: BTreeMap::from([("NODE_OPTIONS".into(), "--openssl-legacy-provider".into())]),

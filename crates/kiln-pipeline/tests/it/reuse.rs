@@ -1,0 +1,82 @@
+//! Environment reuse through the launch stage, on a scripted engine.
+
+use std::sync::Arc;
+
+use kiln_core::config::Pipeline;
+use kiln_core::{ContainerRuntime, NullReporter};
+use kiln_pipeline::{RunOptions, RunSelection, Runner};
+use kiln_schema::EnvironmentRecord;
+
+/// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
+/// commit a descendant of the earlier one's. They launch oldest first whatever the task file's
+/// order, and the later one starts from the earlier one's environment.
+#[tokio::test]
+async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
+    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let layout = kiln_testkit::write_demo(&dir.join("fixtures")).unwrap();
+    let text = std::fs::read_to_string(&layout.tasks_file).unwrap();
+    let mut earlier: serde_json::Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|t| t["instance_id"] == "kiln-demo__calc-2")
+        .unwrap();
+    let repo = layout.repos_dir.join("kiln-demo/calc");
+    let head = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["rev-parse", "main"])
+        .output()
+        .unwrap();
+    let mut later = earlier.clone();
+    later["instance_id"] = "kiln-demo__calc-9".into();
+    later["base_commit"] = String::from_utf8_lossy(&head.stdout).trim().into();
+    later["created_at"] = "2030-01-01T00:00:00Z".into();
+    earlier["created_at"] = "2024-01-01T00:00:00Z".into();
+    // The later task first in the file: launch orders by creation time.
+    let tasks = dir.join("tasks.jsonl");
+    std::fs::write(&tasks, format!("{later}\n{earlier}\n")).unwrap();
+    let config = format!(
+        "[dataset]\nname = \"reuse\"\nroot = \"datasets\"\n\
+         [sources.tasks]\nkind = \"ingest\"\npath = {tasks:?}\nclone_url = \"{repos}/{{owner}}/{{name}}\"\n\
+         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\nreuse = true\nconcurrency = 2\n",
+        repos = layout.repos_dir.display(),
+    );
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, config).unwrap();
+    let pipeline = Pipeline::load(&path).unwrap();
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
+        ("tests/test_calc.py::test_add", "PASSED"),
+        ("tests/test_calc.py::test_other", "FAILED"),
+    ])));
+    let engine: Arc<dyn ContainerRuntime> = runtime.clone();
+    let mut runner = Runner::open(
+        pipeline,
+        &RunSelection::ResumeOrNew,
+        Arc::new(NullReporter),
+        Some(engine),
+    )
+    .unwrap();
+    runner.run_all(&RunOptions::default()).await.unwrap();
+    let rows: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
+    let by_id: std::collections::BTreeMap<String, &EnvironmentRecord> = rows
+        .iter()
+        .map(|r| (r.instance_id.to_string(), r))
+        .collect();
+    let first = by_id["kiln-demo__calc-2"];
+    let second = by_id["kiln-demo__calc-9"];
+    assert_eq!(first.status.as_str(), "built", "{first:?}");
+    assert_eq!(second.status.as_str(), "built", "{second:?}");
+    assert_eq!(first.reused_from, None);
+    assert_eq!(second.reused_from.as_deref(), Some("kiln-demo__calc-2"));
+    // The later one's setup container came from the earlier one's committed image.
+    let source = first.image_digest.clone().unwrap();
+    assert!(
+        runtime.containers().iter().any(|c| c.spec.image == source
+            && c.commands().iter().any(|s| s.contains("git ls-files -z"))),
+        "no container from {source}"
+    );
+}
