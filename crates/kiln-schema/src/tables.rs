@@ -175,6 +175,10 @@ table! {
         /// the checkout replaced by this base commit's, the setup steps run again); null for a
         /// cold launch.
         pub reused_from: Option<String>,
+        /// With `verify_reuse`: `same` when a cold launch of the instance gave the same baseline
+        /// statuses as the reused one, else `differs: ` and the tests whose status differs
+        /// (`id: reused → cold`); null when not checked.
+        pub reuse_check: Option<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
         /// Repair rules applied, in order: the rule's name, what it did and the output line

@@ -68,6 +68,9 @@ pub struct LaunchSettings {
     /// dataset): the checkout replaced, build outputs and installed dependencies kept, the
     /// setup steps run again and the same verification; a failure launches cold.
     pub reuse: bool,
+    /// With `reuse`: launch every Nth reused instance cold as well and compare the baselines
+    /// test by test (the row's `reuse_check`, the stage's `reuse.*` figures); 0: never.
+    pub verify_reuse: i64,
     /// Network of the baseline test run (setup steps always have the network).
     #[serde(flatten)]
     pub tests: TestNetwork,
@@ -220,6 +223,7 @@ pub(super) const LAUNCH_KEYS: &[&str] = &[
     "test_scope",
     "recipes",
     "reuse",
+    "verify_reuse",
     "network",
     "network_repos",
     "agent",
@@ -423,6 +427,7 @@ impl Compiler<'_> {
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         let recipes = self.read(keys, "recipes", true, ..);
         let reuse = self.read(keys, "reuse", false, ..);
+        let verify_reuse = self.read(keys, "verify_reuse", 0, 0..=1_000_000);
         let tests = self.test_network(keys);
         let agent = self.agent(keys, lm);
         Ok(LaunchSettings {
@@ -435,6 +440,7 @@ impl Compiler<'_> {
             test_scope: test_scope?,
             recipes: recipes?,
             reuse: reuse?,
+            verify_reuse: verify_reuse?,
             tests: tests?,
             agent: agent?,
         })

@@ -153,6 +153,7 @@ pub(crate) async fn launch_with(
             test_scope: "all".into(),
             recipes: true,
             reuse: false,
+            verify_reuse: 0,
             tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },

@@ -225,6 +225,7 @@ pub async fn launch_repo(
             test_scope: "auto".into(),
             recipes: true,
             reuse: at.reuse.is_some(),
+            verify_reuse: 0,
             tests: kiln_core::config::TestNetwork::default(),
             agent: None,
         },

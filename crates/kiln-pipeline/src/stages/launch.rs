@@ -45,6 +45,7 @@ pub(crate) async fn launch(
     let reuse = settings
         .reuse
         .then(|| Reuse::new(cx, &table.rows().unwrap_or_default(), &candidates));
+    let verify_every = settings.verify_reuse;
     // The agent's answers are stored in the run and replayed, within the run's LM budget.
     let asker = match &settings.agent {
         Some(agent) => Some(cx.asker(&agent.lm)?),
@@ -116,10 +117,19 @@ pub(crate) async fn launch(
                     }
                     None => (None, request),
                 };
-                let launched = kiln_launch::launch(runtime, &request, reporter.as_ref()).await;
-                if let (Some(reuse), Ok(row)) = (&reuse, &launched) {
-                    reuse.built(&request.candidate, row);
+                let launched = async {
+                    let mut row =
+                        kiln_launch::launch(Arc::clone(&runtime), &request, reporter.as_ref())
+                            .await?;
+                    if let Some(reuse) = &reuse {
+                        reuse.built(&request.candidate, &row);
+                        reuse
+                            .verify(runtime, &request, &mut row, reporter.as_ref(), verify_every)
+                            .await?;
+                    }
+                    Ok(row)
                 }
+                .await;
                 launched.map_err(|e| match e {
                     kiln_launch::LaunchError::Engine(e) => PipelineError::Engine(e),
                     kiln_launch::LaunchError::RegistryDown { url, error } => {
@@ -146,6 +156,22 @@ pub(crate) async fn launch(
     if let Some(asker) = &asker {
         let mut stats = table.manifest().stats.clone();
         asker.stats().add_to(&mut stats);
+        table.set_stats(stats)?;
+    }
+    if settings.reuse {
+        // Over the stage's rows: how many started from another environment, and how the
+        // cold checks of `verify_reuse` agreed.
+        let rows = table.rows()?;
+        let count = |keep: &dyn Fn(&EnvironmentRecord) -> bool| {
+            rows.iter().filter(|r| keep(r)).count() as f64
+        };
+        let mut stats = table.manifest().stats.clone();
+        stats.insert("reuse.reused".into(), count(&|r| r.reused_from.is_some()));
+        stats.insert("reuse.checked".into(), count(&|r| r.reuse_check.is_some()));
+        stats.insert(
+            "reuse.agreed".into(),
+            count(&|r| r.reuse_check.as_deref() == Some("same")),
+        );
         table.set_stats(stats)?;
     }
     let items: BTreeSet<InstanceId> = items.into_iter().collect();

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kiln_core::config::NodeKind;
-use kiln_schema::{Candidate, EnvironmentRecord, InstanceId};
+use kiln_core::{ContainerRuntime, Reporter};
+use kiln_launch::LaunchRequest;
+use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, InstanceId, TestStatus};
 
 use super::context::StageContext;
 
@@ -17,6 +19,8 @@ use super::context::StageContext;
 pub(super) struct Reuse {
     built: Arc<std::sync::Mutex<BTreeMap<String, Vec<kiln_launch::ReuseSource>>>>,
     turns: Arc<std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Reused launches so far, for `verify_reuse`.
+    reused: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Reuse {
@@ -30,6 +34,7 @@ impl Reuse {
         let reuse = Self {
             built: Arc::default(),
             turns: Arc::default(),
+            reused: Arc::default(),
         };
         let mut known: Vec<(EnvironmentRecord, Option<Candidate>)> = rows
             .iter()
@@ -108,5 +113,104 @@ impl Reuse {
                 base_commit: candidate.base_commit.clone(),
                 plan: row.plan.clone(),
             });
+    }
+
+    /// With `verify_reuse = every`, launches every `every`th reused instance cold as well (its
+    /// image tagged `<tag>.reuse-check` and removed after) and writes the comparison of the two
+    /// baselines into `row.reuse_check`.
+    ///
+    /// # Errors
+    /// As [`kiln_launch::launch`].
+    pub(super) async fn verify(
+        &self,
+        runtime: Arc<dyn ContainerRuntime>,
+        request: &LaunchRequest,
+        row: &mut EnvironmentRecord,
+        reporter: &dyn Reporter,
+        every: i64,
+    ) -> Result<(), kiln_launch::LaunchError> {
+        let Ok(every) = u64::try_from(every) else {
+            return Ok(());
+        };
+        if every == 0 || row.reused_from.is_none() {
+            return Ok(());
+        }
+        let n = self
+            .reused
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        if !n.is_multiple_of(every) {
+            return Ok(());
+        }
+        let mut cold = request.clone();
+        cold.settings.reuse = false;
+        cold.reuse.clear();
+        cold.image_tag = format!("{}.reuse-check", request.image_tag);
+        cold.log_dir = request.log_dir.join("reuse-check");
+        cold.log_dir_label = format!("{}/reuse-check", request.log_dir_label);
+        let checked = kiln_launch::launch(Arc::clone(&runtime), &cold, reporter).await?;
+        if checked.image.is_some() {
+            runtime.remove_image(&cold.image_tag).await?;
+        }
+        row.reuse_check = Some(compare(&row.baseline, &checked));
+        Ok(())
+    }
+}
+
+/// `same`, or `differs: ` and each test whose baseline status differs (`id: reused → cold`,
+/// `missing` where a side lacks it), or why the cold launch did not build.
+fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> String {
+    if cold.status != kiln_schema::EnvironmentStatus::Built {
+        return format!(
+            "differs: the cold launch did not build ({})",
+            cold.failure_class.map_or("unknown", FailureClass::as_str)
+        );
+    }
+    let shown = |s: Option<&TestStatus>| s.map_or("missing", |s| s.as_str());
+    let differing: Vec<String> = reused
+        .keys()
+        .chain(cold.baseline.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|id| reused.get(*id) != cold.baseline.get(*id))
+        .map(|id| {
+            format!(
+                "{id}: {} → {}",
+                shown(reused.get(id)),
+                shown(cold.baseline.get(id))
+            )
+        })
+        .collect();
+    if differing.is_empty() {
+        "same".into()
+    } else {
+        format!("differs: {}", differing.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baselines_are_compared_test_by_test() {
+        let statuses = |pairs: &[(&str, TestStatus)]| -> BTreeMap<String, TestStatus> {
+            pairs.iter().map(|(k, v)| ((*k).to_string(), *v)).collect()
+        };
+        let mut cold = EnvironmentRecord::new(InstanceId::new("o__r-1").unwrap());
+        cold.status = kiln_schema::EnvironmentStatus::Built;
+        cold.baseline = statuses(&[("a", TestStatus::Pass), ("b", TestStatus::Fail)]);
+        assert_eq!(compare(&cold.baseline.clone(), &cold), "same");
+        let reused = statuses(&[("a", TestStatus::Fail), ("c", TestStatus::Pass)]);
+        assert_eq!(
+            compare(&reused, &cold),
+            "differs: a: fail → pass, b: missing → fail, c: pass → missing"
+        );
+        cold.status = kiln_schema::EnvironmentStatus::Failed;
+        cold.failure_class = Some(FailureClass::Build);
+        assert_eq!(
+            compare(&reused, &cold),
+            "differs: the cold launch did not build (build)"
+        );
     }
 }

@@ -9,7 +9,8 @@ use kiln_schema::EnvironmentRecord;
 
 /// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
 /// commit a descendant of the earlier one's. They launch oldest first whatever the task file's
-/// order, and the later one starts from the earlier one's environment.
+/// order, and the later one starts from the earlier one's environment; `verify_reuse = 1`
+/// launches it cold as well and finds the same baseline.
 #[tokio::test]
 async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
     use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
@@ -40,7 +41,7 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     let config = format!(
         "[dataset]\nname = \"reuse\"\nroot = \"datasets\"\n\
          [sources.tasks]\nkind = \"ingest\"\npath = {tasks:?}\nclone_url = \"{repos}/{{owner}}/{{name}}\"\n\
-         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\nreuse = true\nconcurrency = 2\n",
+         [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\nreuse = true\nverify_reuse = 1\nconcurrency = 2\n",
         repos = layout.repos_dir.display(),
     );
     let path = dir.join("pipeline.toml");
@@ -72,6 +73,23 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     assert_eq!(second.status.as_str(), "built", "{second:?}");
     assert_eq!(first.reused_from, None);
     assert_eq!(second.reused_from.as_deref(), Some("kiln-demo__calc-2"));
+    // verify_reuse = 1: the reused one was launched cold too, with the same baseline, and the
+    // check's image is gone.
+    assert_eq!(second.reuse_check.as_deref(), Some("same"));
+    assert_eq!(first.reuse_check, None);
+    let manifest = kiln_store::Manifest::read(&runner.run_dir().join("launch")).unwrap();
+    for (figure, value) in [
+        ("reuse.reused", 1.0),
+        ("reuse.checked", 1.0),
+        ("reuse.agreed", 1.0),
+    ] {
+        assert_eq!(manifest.stats.get(figure), Some(&value), "{figure}");
+    }
+    let check_tag = format!("{}.reuse-check", second.image.clone().unwrap());
+    assert!(
+        runtime.image(&check_tag).is_none(),
+        "{check_tag} left behind"
+    );
     // The later one's setup container came from the earlier one's committed image.
     let source = first.image_digest.clone().unwrap();
     assert!(
