@@ -261,7 +261,7 @@ fn prepare(
         .map_err(|e| LaunchError::host("pack the checkout", e))?;
     let (version, license) = (about::version(&workdir), about::license(&workdir));
     let reuse = if request.settings.reuse {
-        nearest_ancestor(&workdir, &candidate.base_commit, &plan.name, &request.reuse)
+        nearest_ancestor(&workdir, &candidate.base_commit, &plan, &request.reuse)
     } else {
         None
     };
@@ -278,18 +278,18 @@ fn prepare(
     }))
 }
 
-/// Of the environments of the same plan, the one whose base commit is the nearest ancestor of
-/// `base` in the checkout at `workdir`: nothing of a later commit may reach this instance's
-/// environment, so a commit that is not an ancestor is never a source.
+/// Of the environments of the same plan on the same base image, the one whose base commit is
+/// the nearest ancestor of `base` in the checkout at `workdir`: nothing of a later commit may
+/// reach this instance's environment, so a commit that is not an ancestor is never a source.
 fn nearest_ancestor(
     workdir: &std::path::Path,
     base: &str,
-    plan: &str,
+    plan: &Plan,
     sources: &[ReuseSource],
 ) -> Option<ReuseSource> {
     sources
         .iter()
-        .filter(|s| s.plan == plan)
+        .filter(|s| s.plan == plan.name && s.base_image == plan.image.tag)
         .filter_map(|s| kiln_git::commits_ahead(workdir, &s.base_commit, base).map(|n| (n, s)))
         .min_by_key(|(n, _)| *n)
         .map(|(_, s)| s.clone())

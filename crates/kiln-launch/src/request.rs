@@ -62,6 +62,9 @@ pub struct ReuseSource {
     pub base_commit: String,
     /// The plan that built it: only an environment of the same plan is reused.
     pub plan: String,
+    /// The base image it was built on: only an environment on the image this launch's plan
+    /// chose is reused (another interpreter or toolchain is another environment).
+    pub base_image: String,
 }
 
 impl LaunchRequest {

@@ -177,7 +177,7 @@ table! {
         pub reused_from: Option<String>,
         /// With `verify_reuse`: `same` when a cold launch of the instance gave the same baseline
         /// statuses as the reused one, else `differs: ` and the tests whose status differs
-        /// (`id: reused → cold`); null when not checked.
+        /// (`id: reused → cold`), then both launch times in parentheses; null when not checked.
         pub reuse_check: Option<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,

@@ -818,6 +818,7 @@ async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
             image: record.image_digest.clone().unwrap(),
             base_commit: shas[commit].clone(),
             plan: record.plan.clone(),
+            base_image: record.base_image.clone(),
         };
 
     let (first, cold_first) = launch(0, 1, None).await;

@@ -942,6 +942,7 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
         image: source_image.clone(),
         base_commit: base_commit.into(),
         plan: cold.plan.clone(),
+        base_image: cold.base_image.clone(),
     };
     let reusing = |r: &mut LaunchRequest| {
         r.settings.reuse = true;
@@ -996,6 +997,16 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
     })
     .await;
     assert_eq!(unrelated.record().reused_from, None);
+    // Nor one built on another base image (another interpreter).
+    let other_image = launch_with(&runtime, PYTHON, |r| {
+        r.settings.reuse = true;
+        r.reuse = vec![kiln_launch::ReuseSource {
+            base_image: "kiln/python:2.7-buster".into(),
+            ..source(&r.candidate.base_commit)
+        }];
+    })
+    .await;
+    assert_eq!(other_image.record().reused_from, None);
     assert!(
         runtime.containers()[before..]
             .iter()

@@ -170,7 +170,11 @@ pub(crate) async fn launch(
         stats.insert("reuse.checked".into(), count(&|r| r.reuse_check.is_some()));
         stats.insert(
             "reuse.agreed".into(),
-            count(&|r| r.reuse_check.as_deref() == Some("same")),
+            count(&|r| {
+                r.reuse_check
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("same "))
+            }),
         );
         table.set_stats(stats)?;
     }

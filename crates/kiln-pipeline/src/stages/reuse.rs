@@ -112,6 +112,7 @@ impl Reuse {
                 image,
                 base_commit: candidate.base_commit.clone(),
                 plan: row.plan.clone(),
+                base_image: row.base_image.clone(),
             });
     }
 
@@ -152,7 +153,12 @@ impl Reuse {
         if checked.image.is_some() {
             runtime.remove_image(&cold.image_tag).await?;
         }
-        row.reuse_check = Some(compare(&row.baseline, &checked));
+        row.reuse_check = Some(format!(
+            "{} (cold launch {:.1} s, reused {:.1} s)",
+            compare(&row.baseline, &checked),
+            checked.total_seconds,
+            row.total_seconds
+        ));
         Ok(())
     }
 }
