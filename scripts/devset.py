@@ -207,6 +207,8 @@ concurrency = {args.concurrency}
 command_timeout = "{args.timeout}"
 test_timeout = "{args.timeout}"
 date_cutoff = {"false" if args.no_cutoff else "true"}
+reuse = {"true" if args.reuse else "false"}
+verify_reuse = {args.verify_reuse}
 
 [stages.validate]
 kind = "validate"
@@ -245,6 +247,8 @@ def main():
     r.add_argument("--kiln", default="kiln", help="the kiln binary")
     r.add_argument("--dataset", default="devset")
     r.add_argument("--only", nargs="*", default=[], help="only these instance ids")
+    r.add_argument("--reuse", action="store_true", help="launch with reuse = true (an instance starts from an ancestor commit's environment)")
+    r.add_argument("--verify-reuse", type=int, default=0, metavar="N", help="with --reuse: launch every Nth reused instance cold too and compare")
     r.add_argument("--repeats", type=int, default=2)
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--timeout", default="60m")

@@ -18,6 +18,7 @@ mod leftovers;
 mod lm;
 mod modules;
 mod refresh;
+mod registry;
 mod report;
 mod resume;
 mod tools;
@@ -172,4 +173,67 @@ fn remove_engine_leftovers(dir: &Path) {
 pub fn ca_bundle() -> Option<PathBuf> {
     let path = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
     path.exists().then_some(path)
+}
+
+/// A Docker registry (Debian's `docker-registry`, which scripts/test.sh installs) on a free
+/// loopback port, stopped when dropped.
+pub struct Registry {
+    child: std::process::Child,
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+}
+
+impl Registry {
+    /// Starts one with its storage under `dir`.
+    pub fn start(dir: &std::path::Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let address = format!("127.0.0.1:{port}");
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+                dir.join("registry").display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start docker-registry ({e}); scripts/test.sh installs Debian's docker-registry")
+            });
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(&address).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Self { child, address }
+    }
+
+    /// The tags the registry holds for `repository`.
+    pub fn tags(&self, repository: &str) -> Vec<String> {
+        let output = run(std::process::Command::new("python3").arg("-c").arg(format!(
+            "import json, urllib.request; print('\\n'.join(json.load(urllib.request.urlopen('http://{}/v2/{repository}/tags/list'))['tags'] or []))",
+            self.address
+        )));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

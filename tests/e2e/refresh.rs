@@ -11,7 +11,7 @@ use chrono::Duration;
 use kiln_schema::ReleaseInstance;
 use kiln_testkit::github::FakeGitHub;
 
-use crate::{ca_bundle, kiln, run, tempdir, text, workspace_root};
+use crate::{Registry, ca_bundle, kiln, run, tempdir, text, workspace_root};
 use kiln_testkit::hub::FakeHub;
 
 const TOKEN_ENV: &str = "KILN_E2E_REFRESH_TOKEN";
@@ -49,67 +49,6 @@ fn card_counts(release: &Path) -> (BTreeMap<String, usize>, Vec<String>) {
         .filter_map(|l| l.trim().strip_prefix("- split: ").map(str::to_string))
         .collect();
     (counts, declared)
-}
-
-/// A Docker registry (Debian's `docker-registry`, which scripts/test.sh installs) on a free
-/// loopback port, stopped when dropped.
-struct Registry {
-    child: std::process::Child,
-    address: String,
-}
-
-impl Registry {
-    fn start(dir: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap();
-        let address = format!("127.0.0.1:{port}");
-        let config = dir.join("registry.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-                dir.join("registry").display()
-            ),
-        )
-        .unwrap();
-        let child = std::process::Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start docker-registry ({e}); scripts/test.sh installs Debian's docker-registry")
-            });
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(&address).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        Self { child, address }
-    }
-
-    /// The tags the registry holds for `repository`.
-    fn tags(&self, repository: &str) -> Vec<String> {
-        let output = run(std::process::Command::new("python3").arg("-c").arg(format!(
-            "import json, urllib.request; print('\\n'.join(json.load(urllib.request.urlopen('http://{}/v2/{repository}/tags/list'))['tags'] or []))",
-            self.address
-        )));
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn push(release: &Path, hub: &FakeHub, extra: &[&str]) -> std::process::Output {

@@ -128,6 +128,18 @@ pub async fn launch(
             Err(e) => return Err(LaunchError::Engine(e)),
         });
     }
+    // With `[docker] registry`, the environment goes to the registry, and the row names it
+    // there, so that validation and evaluation can run on another machine.
+    if let (Ok(None), Some(registry), Some(local)) =
+        (&outcome, &request.docker.registry, record.image.clone())
+    {
+        step("push the image");
+        let published = format!("{registry}/{local}");
+        runtime.tag_image(&local, &published).await?;
+        let mut sink = |_: &[u8]| {};
+        runtime.push_image(&published, &mut sink).await?;
+        record.image = Some(published);
+    }
     record.total_seconds = started.elapsed().as_secs_f64();
     match outcome {
         Ok(None) => record.status = EnvironmentStatus::Built,

@@ -121,9 +121,29 @@ pub async fn evaluate(
         evaluation.reason = Some("no prediction for this instance".into());
         return Ok(evaluation);
     };
+    // The image the row recorded, by its digest where it has one (pulled from the registry its
+    // name is on, when the engine lacks it).
+    let image = instance
+        .image_digest
+        .clone()
+        .unwrap_or_else(|| instance.image.clone());
+    if !crate::run::have_or_pull(runtime.as_ref(), &image, &instance.image).await? {
+        evaluation.resolution = Resolution::InfraFailure;
+        evaluation.reason = Some(format!(
+            "the environment image {} is not on the engine{}, nor on a registry its name is on",
+            instance.image,
+            if image == instance.image {
+                String::new()
+            } else {
+                format!(" as the recorded {image}")
+            }
+        ));
+        evaluation.seconds = started.elapsed().as_secs_f64();
+        return Ok(evaluation);
+    }
     let test_command = instance.test_command();
     let spec = RunSpec {
-        image: &instance.image,
+        image: &image,
         patches: vec![
             ("test", instance.test_patch.as_str()),
             ("model", model_patch),

@@ -26,7 +26,7 @@ use kiln_schema::{
 
 pub use decide::{Decision, RunResult, Side, decide};
 pub use evaluate::{EvaluateRequest, Evaluation, Resolution, evaluate};
-pub use run::{RunFailure, RunOutput, RunSpec, run_tests};
+pub use run::{RunFailure, RunOutput, RunSpec, have_or_pull, run_tests};
 
 /// Everything validation needs for one instance.
 #[derive(Debug, Clone)]
@@ -122,11 +122,11 @@ pub async fn validate(
         return Ok(record);
     }
 
-    if !runtime.image_exists(&image).await? {
+    if !run::have_or_pull(runtime.as_ref(), &image, &tag).await? {
         record.failure_class = Some(FailureClass::Infra);
         record.reason = Some(format!(
-            "the environment image {} is gone from the engine{}; launch the instance again \
-             (kiln stage <launch> --only {} --force)",
+            "the environment image {} is gone from the engine (and from its registry, if it names \
+             one){}; launch the instance again (kiln stage <launch> --only {} --force)",
             tag,
             if image == tag {
                 String::new()

@@ -303,3 +303,30 @@ async fn run_in(
     }
     Ok((outcome, patch_methods))
 }
+
+/// Whether the engine has `image` (an id or a name). When it lacks it and `name` is on a
+/// registry (`host:port/...`, `registry.example.com/...`), `name` is pulled first: launch
+/// pushed it there (`[docker] registry`), and the stages may run on different machines.
+///
+/// # Errors
+/// When the engine fails.
+pub async fn have_or_pull(
+    runtime: &dyn ContainerRuntime,
+    image: &str,
+    name: &str,
+) -> Result<bool, RuntimeError> {
+    if runtime.image_exists(image).await? {
+        return Ok(true);
+    }
+    let on_registry = name
+        .split_once('/')
+        .is_some_and(|(host, _)| host.contains(['.', ':']) || host == "localhost");
+    if !on_registry {
+        return Ok(false);
+    }
+    let mut sink = |_: &[u8]| {};
+    if !runtime.pull_image(name, &mut sink).await? {
+        return Ok(false);
+    }
+    runtime.image_exists(image).await
+}

@@ -791,6 +791,11 @@ discover = { language = "Rust", min_stars = 10, max_stars = 5, stars = 1 }
                 "docker.image_prefix: \"Kiln Env\" is not an image repository prefix",
             ),
             (
+                "name = \"demo\"",
+                "name = \"demo\"\n[docker]\nregistry = \"kiln\"",
+                "docker.registry: \"kiln\" is not a registry and prefix",
+            ),
+            (
                 "path = \"tasks.jsonl\"",
                 "path = \"tasks.jsonl\"\ninstances = [\"ok__id-1\", \"../x\"]",
                 "sources.tasks.instances: \"../x\" is not an instance id: it contains a path separator",

@@ -23,6 +23,10 @@ pub struct DockerSettings {
     pub disk_bytes: i64,
     /// Prefix of the environment image tags (`<prefix>/<dataset>-<directory hash>:<instance>`).
     pub image_prefix: String,
+    /// A registry (`host:port/prefix`) that launch pushes every environment image to, under
+    /// `<registry>/<image>`, which the row then names; validate and evaluate pull an image the
+    /// engine lacks from there, so that the stages can run on different machines.
+    pub registry: Option<String>,
 }
 
 impl Default for DockerSettings {
@@ -35,6 +39,7 @@ impl Default for DockerSettings {
             pids: 4096,
             disk_bytes: 20 << 30,
             image_prefix: "kiln-env".into(),
+            registry: None,
         }
     }
 }
@@ -105,6 +110,7 @@ const DOCKER_KEYS: &[&str] = &[
     "pids",
     "disk",
     "image_prefix",
+    "registry",
 ];
 
 impl Compiler<'_> {
@@ -159,8 +165,34 @@ impl Compiler<'_> {
                     Err(())
                 }
             });
+        let registry_at = keys.get("registry").map_or(0, |v| v.span().start);
+        let registry = match self.string(&mut keys, "registry") {
+            Some(Some(registry)) => {
+                let host = registry.split('/').next().unwrap_or_default();
+                let has_host =
+                    registry.contains('/') && (host.contains(['.', ':']) || host == "localhost");
+                if is_image_prefix(&registry) && has_host {
+                    Ok(Some(registry))
+                } else {
+                    self.error_at(
+                        registry_at,
+                        "docker.registry",
+                        format!(
+                            "\"{}\" is not a registry and prefix: a host (with a `.` or a `:port`, \
+                             or `localhost`), then lowercase path components, such as \
+                             `localhost:5000/kiln` or `registry.example.com/team/kiln`",
+                            cut(&registry)
+                        ),
+                    );
+                    Err(())
+                }
+            }
+            Some(None) => Err(()),
+            None => Ok(None),
+        };
         keys.finish(self, DOCKER_KEYS);
         Some(DockerSettings {
+            registry: registry.ok()?,
             ca_bundle: ca_bundle.ok()?,
             memory_bytes: memory.ok()?,
             cpus: cpus.ok()?,

@@ -24,11 +24,22 @@ async fn evaluate_on(
     runtime: &Arc<ScriptedRuntime>,
     model_patch: Option<&str>,
 ) -> Result<Evaluation, RuntimeError> {
+    evaluate_image(runtime, model_patch, IMAGE, None).await
+}
+
+/// [`evaluate_on`] of a release row naming `image`, with `digest` recorded.
+async fn evaluate_image(
+    runtime: &Arc<ScriptedRuntime>,
+    model_patch: Option<&str>,
+    image: &str,
+    digest: Option<String>,
+) -> Result<Evaluation, RuntimeError> {
     let tmp = tempfile::tempdir().unwrap();
     let request = EvaluateRequest {
         instance: ReleaseInstance {
             repo: "scripted/demo".into(),
-            image: IMAGE.into(),
+            image: image.into(),
+            image_digest: digest,
             test_patch: TEST_PATCH.into(),
             test_cmds: vec![TEST_COMMAND.into()],
             parser: "pytest".into(),
@@ -158,7 +169,44 @@ async fn a_missing_image_is_an_infra_failure_and_other_engine_failures_are_error
     assert_eq!(evaluation.resolution, Resolution::InfraFailure);
     assert_eq!(
         evaluation.reason.as_deref(),
-        Some(format!("failed to find image {IMAGE}").as_str())
+        Some(
+            format!(
+                "the environment image {IMAGE} is not on the engine, nor on a registry its name is on"
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        runtime.count(Operation::PullImage),
+        0,
+        "a local name is not pulled"
+    );
+
+    // A name on a registry is pulled when the engine lacks it; a digest the pulled image does
+    // not have is refused.
+    let registry_image = "localhost:5000/kiln/env:1";
+    let runtime = crate::runtime();
+    let pulled = evaluate_image(&runtime, Some(MODEL_PATCH), registry_image, None)
+        .await
+        .unwrap();
+    assert_eq!(runtime.count(Operation::PullImage), 1);
+    assert_ne!(pulled.resolution, Resolution::InfraFailure, "{pulled:?}");
+    let runtime = crate::runtime();
+    let changed = evaluate_image(
+        &runtime,
+        Some(MODEL_PATCH),
+        registry_image,
+        Some("sha256:recorded".into()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(changed.resolution, Resolution::InfraFailure);
+    assert!(
+        changed
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("as the recorded sha256:recorded")),
+        "{changed:?}"
     );
 
     // An engine that goes away mid-run stops the evaluation.
