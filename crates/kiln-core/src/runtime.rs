@@ -290,6 +290,12 @@ pub trait ContainerRuntime: Send + Sync {
             message: "this runtime cannot inspect images".into(),
         })
     }
+    /// The engine's data root (where images and containers live) and the bytes free under it,
+    /// when the engine runs on this host; `None` when that cannot be known (a remote engine,
+    /// or a test engine that keeps this default).
+    async fn free_bytes(&self) -> Result<Option<(String, u64)>, RuntimeError> {
+        Ok(None)
+    }
     /// The local images carrying `label=value` (with an empty `value`: carrying `label`).
     /// Engines of tests that never need it keep this default, which refuses.
     async fn list_images(&self, label: &str, value: &str) -> Result<Vec<ImageInfo>, RuntimeError> {

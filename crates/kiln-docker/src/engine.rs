@@ -558,6 +558,33 @@ impl ContainerRuntime for DockerRuntime {
         })
     }
 
+    async fn free_bytes(&self) -> Result<Option<(String, u64)>, RuntimeError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(|e| self.fail("read the engine's information".to_string(), &e))?;
+        let Some(root) = info.docker_root_dir else {
+            return Ok(None);
+        };
+        // The data root is a path on the engine's machine: only when it exists here (a local
+        // engine) does `df` on this host say anything about it.
+        if !std::path::Path::new(&root).is_dir() {
+            return Ok(None);
+        }
+        let output = tokio::process::Command::new("df")
+            .args(["-B1", "--output=avail", &root])
+            .output()
+            .await;
+        let free = output.ok().and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .nth(1)
+                .and_then(|l| l.trim().parse::<u64>().ok())
+        });
+        Ok(free.map(|free| (root, free)))
+    }
+
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
         match self.docker.inspect_image(image).await {
             Ok(_) => Ok(true),

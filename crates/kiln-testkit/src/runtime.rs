@@ -645,6 +645,8 @@ struct State {
     files: Vec<(String, Vec<u8>)>,
     unpullable: bool,
     next_id: usize,
+    /// What `free_bytes` answers.
+    free_bytes: Option<u64>,
 }
 
 impl State {
@@ -763,6 +765,12 @@ impl ScriptedRuntime {
         image.labels = labels;
         image.env = env;
         state.put_image(image);
+    }
+
+    /// Makes `free_bytes` answer this many bytes free under `/var/lib/docker` (`None`: unknown,
+    /// the default).
+    pub fn set_free_bytes(&self, free: Option<u64>) {
+        self.state().free_bytes = free;
     }
 
     /// Makes registries have no image at all: pulls answer `Ok(false)`.
@@ -892,6 +900,13 @@ impl ContainerRuntime for ScriptedRuntime {
         let mut state = self.state();
         state.enter(Call::ImageExists(image.to_string()))?;
         Ok(state.find_image(image).is_some())
+    }
+
+    async fn free_bytes(&self) -> Result<Option<(String, u64)>, RuntimeError> {
+        Ok(self
+            .state()
+            .free_bytes
+            .map(|free| ("/var/lib/docker".to_string(), free)))
     }
 
     async fn image_id(&self, image: &str) -> Result<Option<String>, RuntimeError> {

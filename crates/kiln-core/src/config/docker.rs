@@ -23,6 +23,9 @@ pub struct DockerSettings {
     pub disk_bytes: i64,
     /// Prefix of the environment image tags (`<prefix>/<dataset>-<directory hash>:<instance>`).
     pub image_prefix: String,
+    /// Bytes that must stay free under the engine's data root: launch and validate refuse to
+    /// start below it and wait between items when a run falls below it (0: no floor).
+    pub min_free_bytes: i64,
     /// A registry (`host:port/prefix`) that launch pushes every environment image to, under
     /// `<registry>/<image>`, which the row then names; validate and evaluate pull an image the
     /// engine lacks from there, so that the stages can run on different machines.
@@ -39,6 +42,7 @@ impl Default for DockerSettings {
             pids: 4096,
             disk_bytes: 20 << 30,
             image_prefix: "kiln-env".into(),
+            min_free_bytes: 5 << 30,
             registry: None,
         }
     }
@@ -111,6 +115,7 @@ const DOCKER_KEYS: &[&str] = &[
     "disk",
     "image_prefix",
     "registry",
+    "min_free",
 ];
 
 impl Compiler<'_> {
@@ -143,6 +148,16 @@ impl Compiler<'_> {
         };
         let memory = self.size(&mut keys, "memory", "4g");
         let disk = self.size(&mut keys, "disk", "20g");
+        // "0" turns the floor off; any other value is a size.
+        let min_free_at = keys.get("min_free").map_or(0, |v| v.span().start);
+        let min_free = self
+            .string_or(&mut keys, "min_free", "5g")
+            .and_then(|text| match text.trim() {
+                "0" => Ok(0),
+                _ => parse_size(&text).map_err(|message| {
+                    self.error_at(min_free_at, "docker.min_free", message);
+                }),
+            });
         let cpus = self.read(&mut keys, "cpus", defaults.cpus, 0.1..=1024.0);
         let pids = self.read(&mut keys, "pids", defaults.pids, 64..=1 << 22);
         let image_prefix_at = keys.get("image_prefix").map_or(0, |v| v.span().start);
@@ -193,6 +208,7 @@ impl Compiler<'_> {
         keys.finish(self, DOCKER_KEYS);
         Some(DockerSettings {
             registry: registry.ok()?,
+            min_free_bytes: min_free.ok()?,
             ca_bundle: ca_bundle.ok()?,
             memory_bytes: memory.ok()?,
             cpus: cpus.ok()?,

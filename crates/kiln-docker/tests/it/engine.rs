@@ -739,3 +739,28 @@ async fn an_engine_that_goes_away_mid_command_is_unreachable_not_a_failed_comman
         "{created:?}"
     );
 }
+
+/// The engine here runs on this host: its data root and the bytes free under it are known,
+/// as `df` reports them.
+#[tokio::test]
+async fn the_free_bytes_of_a_local_engines_data_root_are_read() {
+    let runtime = runtime().await;
+    let (root, free) = runtime
+        .free_bytes()
+        .await
+        .unwrap()
+        .expect("a local engine's data root");
+    assert!(std::path::Path::new(&root).is_dir(), "{root}");
+    let df = std::process::Command::new("df")
+        .args(["-B1", "--output=avail", &root])
+        .output()
+        .unwrap();
+    let reported: u64 = String::from_utf8_lossy(&df.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap();
+    // Other work writes meanwhile: the two readings agree within a gigabyte.
+    assert!(free.abs_diff(reported) < 1 << 30, "{free} against {reported}");
+    assert!(free > 0);
+}

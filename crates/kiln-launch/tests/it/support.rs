@@ -236,6 +236,7 @@ pub async fn launch_repo(
             pids: 4096,
             disk_bytes: 20 << 30,
             image_prefix: "kiln-it".into(),
+            min_free_bytes: 0,
             registry: None,
         },
         stage: "launch".into(),

@@ -63,6 +63,18 @@ where
         });
     }
     let runtime = cx.runtime()?;
+    let floor = u64::try_from(cx.pipeline.docker.min_free_bytes).unwrap_or(0);
+    if let Some((root, free)) = below_floor(runtime.as_ref(), floor).await? {
+        return Err(PipelineError::Host {
+            what: format!("start stage `{}`", cx.node.name),
+            message: format!(
+                "the engine's data root {root} has {} free, under [docker] min_free ({}); make room \
+                 (`kiln gc`, `docker system prune`) or lower min_free",
+                gigabytes(free),
+                gigabytes(floor)
+            ),
+        });
+    }
     let removals = Removals::default();
     let mut requests: BTreeMap<InstanceId, Arc<Q>> = BTreeMap::new();
     for id in &todo {
@@ -88,8 +100,16 @@ where
             let request = requests.get(&id).map(Arc::clone);
             let runtime = Arc::clone(&runtime);
             let reporter = Arc::clone(&cx.reporter);
+            let room = wait_for_room(
+                Arc::clone(&runtime),
+                floor,
+                Arc::clone(&reporter),
+                cx.node.name.clone(),
+                ROOM_POLL,
+            );
             let future = request.map(|request| work(runtime, request, reporter));
             async move {
+                room.await?;
                 match future {
                     Some(future) => future.await,
                     None => Err(PipelineError::Internal(format!("no request for {id}"))),
@@ -104,4 +124,108 @@ where
         processed: processed?,
         skipped,
     })
+}
+
+/// How often a stage waiting for disk space looks again.
+const ROOM_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `bytes` in gigabytes, for messages.
+fn gigabytes(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+/// The engine's data root and its free bytes when they are under `floor` (never when the floor
+/// is 0 or the engine cannot tell).
+async fn below_floor(
+    runtime: &dyn ContainerRuntime,
+    floor: u64,
+) -> Result<Option<(String, u64)>, PipelineError> {
+    if floor == 0 {
+        return Ok(None);
+    }
+    Ok(runtime
+        .free_bytes()
+        .await?
+        .filter(|(_, free)| *free < floor))
+}
+
+/// Waits, before an item starts, until the engine's data root has `floor` bytes free again,
+/// saying once that the stage waits and why.
+pub(super) async fn wait_for_room(
+    runtime: Arc<dyn ContainerRuntime>,
+    floor: u64,
+    reporter: Arc<dyn Reporter>,
+    stage: String,
+    poll: std::time::Duration,
+) -> Result<(), PipelineError> {
+    let mut said = false;
+    while let Some((root, free)) = below_floor(runtime.as_ref(), floor).await? {
+        if !said {
+            reporter.report(kiln_core::Event::Note {
+                message: format!(
+                    "{stage}: waiting before the next item: the engine's data root {root} has {} free, \
+                     under [docker] min_free ({}); make room (`kiln gc`, `docker system prune`)",
+                    gigabytes(free),
+                    gigabytes(floor)
+                ),
+            });
+            said = true;
+        }
+        tokio::time::sleep(poll).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use kiln_core::{Event, Reporter};
+    use kiln_testkit::runtime::ScriptedRuntime;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Notes(Mutex<Vec<String>>);
+
+    impl Reporter for Notes {
+        fn report(&self, event: Event) {
+            if let Event::Note { message } = event {
+                self.0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(message);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_item_waits_while_the_data_root_is_under_the_floor_and_goes_on_once_it_is_not() {
+        let runtime = Arc::new(ScriptedRuntime::new());
+        runtime.set_free_bytes(Some(1 << 30));
+        let notes = Arc::new(Notes::default());
+        let engine: Arc<dyn ContainerRuntime> = runtime.clone();
+        let waiting = tokio::spawn(wait_for_room(
+            engine,
+            2 << 30,
+            notes.clone(),
+            "launch".into(),
+            std::time::Duration::from_millis(10),
+        ));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "it went on under the floor");
+        runtime.set_free_bytes(Some(3 << 30));
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+        assert!(matches!(waited, Ok(Ok(Ok(())))), "{waited:?}");
+        let notes = notes
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        assert_eq!(notes.len(), 1, "said once: {notes:?}");
+        assert!(
+            notes[0].contains("/var/lib/docker has 1.1 GB free, under [docker] min_free (2.1 GB)"),
+            "{notes:?}"
+        );
+    }
 }

@@ -257,3 +257,48 @@ async fn a_registry_outage_defers_launch_items_and_the_resume_builds_them() {
     assert_eq!(built.len(), 2, "{built:?}");
     assert!(built.iter().all(|(_, s)| *s == "built"), "{built:?}");
 }
+
+/// Under the free-disk floor (`[docker] min_free`, 5g by default) of the engine's data root,
+/// launch refuses to start, with the reading and what to do, and writes nothing; with room it
+/// runs.
+#[tokio::test]
+async fn launch_refuses_to_start_below_the_free_disk_floor() {
+    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = pipeline(tmp.path(), "faults-disk-floor");
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
+        ("tests/test_calc.py::test_add", "PASSED"),
+        ("tests/test_calc.py::test_other", "FAILED"),
+    ])));
+    runtime.set_free_bytes(Some(1 << 30));
+    let engine: Arc<dyn ContainerRuntime> = runtime.clone();
+    let mut runner = Runner::open(
+        pipeline.clone(),
+        &RunSelection::ResumeOrNew,
+        Arc::new(NullReporter),
+        Some(engine),
+    )
+    .unwrap();
+    let options = RunOptions::default();
+    runner.run_stage("tasks", &options).await.unwrap();
+    let error = runner.run_stage("launch", &options).await.err();
+    let message = error.as_ref().map(ToString::to_string).unwrap_or_default();
+    assert!(
+        matches!(error, Some(PipelineError::Host { .. })),
+        "{error:?}"
+    );
+    assert!(
+        message.contains("/var/lib/docker has 1.1 GB free, under [docker] min_free (5.4 GB)"),
+        "{message}"
+    );
+    let rows: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap_or_default();
+    assert!(rows.is_empty());
+    assert_eq!(runtime.count(kiln_testkit::runtime::Operation::Create), 0);
+    runtime.set_free_bytes(Some(100 << 30));
+    runner.run_stage("launch", &options).await.unwrap();
+    let rows: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
+    assert!(!rows.is_empty());
+}
