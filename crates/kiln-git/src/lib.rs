@@ -509,9 +509,66 @@ pub fn commits_ahead(repo: &Path, older: &str, newer: &str) -> Option<u64> {
     .ok()
 }
 
+/// How the tree of `newer` differs from that of `older`: the paths added or changed (file
+/// contents, modes, symlinks), and the paths deleted, renames counted as both. `None` when a
+/// submodule changed (its contents are not in this repository) or git fails.
+#[must_use]
+pub fn tree_changes(repo: &Path, older: &str, newer: &str) -> Option<TreeChanges> {
+    let raw = git(
+        Some(repo),
+        &["diff", "--raw", "--no-renames", "-z", older, newer],
+    )
+    .ok()?;
+    let mut changes = TreeChanges::default();
+    let mut fields = raw.split('\0').filter(|f| !f.is_empty());
+    while let Some(meta) = fields.next() {
+        let path = fields.next()?.to_string();
+        // `:<old mode> <new mode> <old sha> <new sha> <status>`
+        let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        if parts.len() < 5 || parts[0] == "160000" || parts[1] == "160000" {
+            return None;
+        }
+        if parts[4].starts_with('D') {
+            changes.deleted.push(path);
+        } else {
+            changes.written.push(path);
+        }
+    }
+    Some(changes)
+}
+
+/// What [`tree_changes`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeChanges {
+    /// Paths added or changed.
+    pub written: Vec<String>,
+    /// Paths deleted.
+    pub deleted: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_changes_list_written_and_deleted_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(Some(dir), &["init", "-q", "-b", "main"]).unwrap();
+        std::fs::write(dir.join("gone"), "x").unwrap();
+        std::fs::write(dir.join("kept"), "x").unwrap();
+        let first = commit(dir, "changed", "1");
+        std::fs::remove_file(dir.join("gone")).unwrap();
+        std::fs::write(dir.join("new file"), "y").unwrap();
+        let second = commit(dir, "changed", "2");
+        let changes = tree_changes(dir, &first, &second).unwrap();
+        assert_eq!(changes.written, ["changed", "new file"]);
+        assert_eq!(changes.deleted, ["gone"]);
+        assert_eq!(
+            tree_changes(dir, &second, &second),
+            Some(TreeChanges::default())
+        );
+    }
 
     #[test]
     fn commits_ahead_counts_only_from_an_ancestor() {

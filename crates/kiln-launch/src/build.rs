@@ -203,8 +203,17 @@ struct Prepared {
     /// The repository's version (`major.minor`) and licence at the base commit.
     version: Option<String>,
     license: String,
-    /// The environment to start from (`reuse`): the nearest ancestor's of the same plan.
-    reuse: Option<ReuseSource>,
+    /// The environment to start from (`reuse`): the nearest ancestor's of the same plan, with
+    /// what its checkout lacks when that is known.
+    reuse: Option<(ReuseSource, Option<Delta>)>,
+}
+
+/// What turns an earlier commit's checkout into this one's: the changed and added files with
+/// the new `.git` (a tar under `testbed/`), and the deleted paths. Unchanged files keep their
+/// times, so the build outputs of the earlier commit stay up to date for them.
+struct Delta {
+    tar: Vec<u8>,
+    deleted: Vec<String>,
 }
 
 /// Clones the candidate's repository at its base commit, fetches its submodules, reads the
@@ -273,7 +282,19 @@ fn prepare(
         .map_err(|e| LaunchError::host("pack the checkout", e))?;
     let (version, license) = (about::version(&workdir), about::license(&workdir));
     let reuse = if request.settings.reuse {
-        nearest_ancestor(&workdir, &candidate.base_commit, &plan, &request.reuse)
+        nearest_ancestor(&workdir, &candidate.base_commit, &plan, &request.reuse).map(|source| {
+            let delta =
+                kiln_git::tree_changes(&workdir, &source.base_commit, &candidate.base_commit)
+                    .and_then(|changes| {
+                        let prefix = WORKDIR.trim_start_matches('/');
+                        let tar = repo::tar_paths(&workdir, prefix, &changes.written).ok()?;
+                        Some(Delta {
+                            tar,
+                            deleted: changes.deleted,
+                        })
+                    });
+            (source, delta)
+        })
     } else {
         None
     };
@@ -376,8 +397,10 @@ async fn build(
 
         // The first attempt may start from an earlier commit's environment, if it is still there.
         let reused = match reuse.take() {
-            Some(source) if runtime.image_exists(&source.image).await? => Some(source),
-            Some(source) => {
+            Some((source, delta)) if runtime.image_exists(&source.image).await? => {
+                Some((source, delta))
+            }
+            Some((source, _)) => {
                 version_reason.push_str(&format!(
                     "; reuse: the environment of {} is gone, launched cold",
                     source.instance_id
@@ -406,7 +429,7 @@ async fn build(
 
         step(
             match &reused {
-                Some(source) => {
+                Some((source, _)) => {
                     format!("start container from {}'s environment", source.instance_id)
                 }
                 None => "start container".to_string(),
@@ -416,7 +439,7 @@ async fn build(
         let spec = ContainerSpec {
             image: reused
                 .as_ref()
-                .map_or_else(|| plan.image.tag.clone(), |s| s.image.clone()),
+                .map_or_else(|| plan.image.tag.clone(), |(s, _)| s.image.clone()),
             env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
             labels: request.labels.clone(),
             limits: request.docker.limits(),
@@ -442,9 +465,14 @@ async fn build(
                 ecosystem,
                 plan: &plan,
                 spec: &spec,
-                reused: reused.is_some(),
+                reused: reused
+                    .as_ref()
+                    .map(|(_, delta)| delta.as_ref().map(|d| &d.deleted)),
             },
-            tar.clone(),
+            match &reused {
+                Some((_, Some(delta))) => delta.tar.clone(),
+                _ => tar.clone(),
+            },
             step,
             &mut phases,
         )
@@ -466,7 +494,7 @@ async fn build(
                 let _ = std::fs::rename(&log, request.log_dir.join("launch-reused.log"));
                 version_reason.push_str(&format!(
                     "; reuse: starting from {}'s environment failed ({}), launched cold",
-                    reused.as_ref().map_or("", |s| s.instance_id.as_str()),
+                    reused.as_ref().map_or("", |(s, _)| s.instance_id.as_str()),
                     failure.class
                 ));
                 record.repairs.clear();
@@ -506,7 +534,7 @@ async fn build(
             Attempt::Done(failure) => {
                 phases.write(&request.log_dir.join("launch.log"));
                 if failure.is_none() {
-                    record.reused_from = reused.map(|s| s.instance_id);
+                    record.reused_from = reused.map(|(s, _)| s.instance_id);
                     *verify_context = context;
                 }
                 return Ok(failure);
@@ -527,14 +555,15 @@ enum Attempt {
     Restart(Suite, Option<kiln_core::ImageBuild>),
 }
 
-/// What one attempt runs: the plan of an ecosystem in a container of `spec`; `reused` when
-/// `spec`'s image is an earlier commit's environment, whose checkout is replaced first.
+/// What one attempt runs: the plan of an ecosystem in a container of `spec`. `reused` when
+/// `spec`'s image is an earlier commit's environment: `Some(deleted)` when the archive holds
+/// only what changed since (and these paths are gone), `None` when it is the whole checkout.
 #[derive(Clone, Copy)]
 struct Attempted<'a> {
     ecosystem: Ecosystem,
     plan: &'a Plan,
     spec: &'a ContainerSpec,
-    reused: bool,
+    reused: Option<Option<&'a Vec<String>>>,
 }
 
 /// Removes an earlier commit's checkout from a reused environment: its tracked files and its
@@ -542,6 +571,18 @@ struct Attempted<'a> {
 /// build directories, caches) stays for the setup steps to reuse.
 const CLEAR_CHECKOUT: &str = "cd /testbed && git ls-files -z | xargs -0 -r rm -f -- && rm -rf .git \
      && find . -mindepth 1 -depth -type d -empty -delete";
+
+/// Turns an earlier commit's checkout back into that commit exactly (what its build changed in
+/// tracked files undone; unchanged files keep their times), removes its `.git` and the paths
+/// this commit deleted; the archive then brings the changed files and the new `.git`.
+fn clear_for_delta(deleted: &[String]) -> String {
+    let mut script = "cd /testbed && git reset -q --hard && rm -rf .git".to_string();
+    for path in deleted {
+        script.push_str(" && rm -f -- ");
+        script.push_str(&crate::shell::quote(path));
+    }
+    script
+}
 
 /// Adds the `[kiln] ...` lines a repaired command printed (what it dropped, which package
 /// held a header) to the latest repair of the row, from `from` on.
@@ -659,14 +700,13 @@ async fn run_plan(
         reused,
     } = attempted;
     let runtime = Arc::clone(session.runtime());
-    if reused {
-        let cleared = session
-            .run(CLEAR_CHECKOUT, Duration::from_secs(600))
-            .await?;
+    if let Some(delta) = reused {
+        let clear = delta.map_or_else(|| CLEAR_CHECKOUT.to_string(), |d| clear_for_delta(d));
+        let cleared = session.run(&clear, Duration::from_secs(600)).await?;
         if cleared.exit_code != 0 {
             return Ok(Attempt::Done(Some(Failure::new(
                 FailureClass::Build,
-                Some(CLEAR_CHECKOUT),
+                Some(&clear),
                 &cleared.output,
             ))));
         }

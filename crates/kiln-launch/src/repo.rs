@@ -18,9 +18,57 @@ pub fn tar_dir(dir: &Path, prefix: &str) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
+/// Packs `paths` of `dir` (files and symlinks, relative to `dir`) and the whole of `dir/.git`
+/// as a tar archive under `prefix/`: what an earlier checkout of the same repository lacks.
+/// Entries keep their modification times (the checkout's, newer than anything built before
+/// it), so that mtime-based builds redo exactly what the changed files touch.
+///
+/// # Errors
+/// When a file cannot be read.
+pub fn tar_paths(dir: &Path, prefix: &str, paths: &[String]) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    builder.sparse(false);
+    let git = dir.join(".git");
+    if git.is_dir() {
+        builder.append_dir_all(format!("{prefix}/.git"), &git)?;
+    }
+    for path in paths {
+        builder.append_path_with_name(dir.join(path), format!("{prefix}/{path}"))?;
+    }
+    builder.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_named_paths_and_the_git_directory_are_packed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/objects")).unwrap();
+        std::fs::write(dir.path().join(".git/HEAD"), "ref").unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/changed.rs"), "new").unwrap();
+        std::fs::write(dir.path().join("src/same.rs"), "old").unwrap();
+        let packed = tar_paths(dir.path(), "testbed", &["src/changed.rs".into()]).unwrap();
+        let mut archive = tar::Archive::new(packed.as_slice());
+        let mut names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert!(
+            names.contains(&"testbed/.git/HEAD".to_string()),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"testbed/src/changed.rs".to_string()),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.ends_with("same.rs")), "{names:?}");
+    }
 
     #[test]
     fn a_file_with_holes_is_packed_as_a_plain_file() {

@@ -761,6 +761,9 @@ async fn the_free_bytes_of_a_local_engines_data_root_are_read() {
         .and_then(|l| l.trim().parse().ok())
         .unwrap();
     // Other work writes meanwhile: the two readings agree within a gigabyte.
-    assert!(free.abs_diff(reported) < 1 << 30, "{free} against {reported}");
+    assert!(
+        free.abs_diff(reported) < 1 << 30,
+        "{free} against {reported}"
+    );
     assert!(free > 0);
 }

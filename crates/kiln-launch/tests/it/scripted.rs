@@ -963,7 +963,7 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
         .collect();
     assert_eq!(from_source.len(), 1, "one setup container from the source");
     let commands = from_source[0].commands();
-    assert!(commands[0].contains("git ls-files -z"), "{commands:?}");
+    assert!(commands[0].contains("git reset -q --hard"), "{commands:?}");
     assert!(
         commands.iter().any(|c| c.contains(" -e '.[test]'")),
         "the setup steps run again: {commands:?}"

@@ -95,7 +95,9 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     let source = first.image_digest.clone().unwrap();
     assert!(
         runtime.containers().iter().any(|c| c.spec.image == source
-            && c.commands().iter().any(|s| s.contains("git ls-files -z"))),
+            && c.commands()
+                .iter()
+                .any(|s| s.contains("git reset -q --hard"))),
         "no container from {source}"
     );
 }
