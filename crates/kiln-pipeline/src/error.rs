@@ -17,7 +17,7 @@ pub enum PipelineError {
     /// container. The item is deferred: [`for_each_item`](crate::stages) goes on with the
     /// others and then stops the stage with [`PipelineError::Deferred`].
     #[error(
-        "launch {item}: its package registry {url} does not answer from the container ({error})"
+        "build {item}: its package registry {url} does not answer from the container ({error})"
     )]
     RegistryDown {
         /// The item.
