@@ -112,7 +112,10 @@ pub(crate) async fn launch(
                     Some(reuse) => {
                         let turn = reuse.turn(&request.candidate.repo).await;
                         let mut request = (*request).clone();
+                        // Never its own earlier environment: a forced launch starts over.
+                        let own = request.candidate.instance_id.as_str();
                         request.reuse = reuse.sources(&request.candidate.repo);
+                        request.reuse.retain(|s| s.instance_id != own);
                         (Some(turn), Arc::new(request))
                     }
                     None => (None, request),
