@@ -16,6 +16,17 @@ pub const LABEL_RUN: &str = "kiln.run";
 /// a process holds the dataset's lock, every container with this label that the process did
 /// not start is a leftover of a dead run.
 pub const LABEL_DATASET: &str = "kiln.dataset";
+
+/// The registry host an image name names (`registry.example.com:5000/team/x` gives
+/// `registry.example.com:5000`, `localhost/x` gives `localhost`); `None` when its first
+/// part is no host (`kiln-env/demo`, which Docker takes for Docker Hub).
+#[must_use]
+pub fn registry_of(name: &str) -> Option<&str> {
+    match name.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => Some(first),
+        _ => None,
+    }
+}
 /// Label of an image that only lives while kiln checks something (the Dockerfile rebuild):
 /// one still there when no process holds its dataset's lock is a leftover.
 pub const LABEL_SCRATCH: &str = "kiln.scratch";

@@ -438,10 +438,7 @@ fn describe(e: &BollardError) -> String {
 /// The registry host of an image name (`registry.example.com:5000/team/x` gives
 /// `registry.example.com:5000`), or `docker.io` when the first part is no host.
 fn registry_host(repo: &str) -> &str {
-    match repo.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
-    }
+    kiln_core::runtime::registry_of(repo).unwrap_or("docker.io")
 }
 
 /// The login `docker login` stored for `host` in the client's config

@@ -318,10 +318,7 @@ pub async fn have_or_pull(
     if runtime.image_exists(image).await? {
         return Ok(true);
     }
-    let on_registry = name
-        .split_once('/')
-        .is_some_and(|(host, _)| host.contains(['.', ':']) || host == "localhost");
-    if !on_registry {
+    if kiln_core::runtime::registry_of(name).is_none() {
         return Ok(false);
     }
     let mut sink = |_: &[u8]| {};

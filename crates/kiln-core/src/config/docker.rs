@@ -183,9 +183,7 @@ impl Compiler<'_> {
         let registry_at = keys.get("registry").map_or(0, |v| v.span().start);
         let registry = match self.string(&mut keys, "registry") {
             Some(Some(registry)) => {
-                let host = registry.split('/').next().unwrap_or_default();
-                let has_host =
-                    registry.contains('/') && (host.contains(['.', ':']) || host == "localhost");
+                let has_host = crate::runtime::registry_of(&registry).is_some();
                 if is_image_prefix(&registry) && has_host {
                     Ok(Some(registry))
                 } else {

@@ -28,7 +28,8 @@ fn pipeline(dir: &Path, dataset: &str) -> Pipeline {
     Pipeline::load(&path).unwrap()
 }
 
-fn open(pipeline: &Pipeline, engine: &Arc<BrokenEngine>) -> Runner {
+/// Opens (or resumes) the run of `pipeline` on `engine`.
+pub(crate) fn open<E: ContainerRuntime + 'static>(pipeline: &Pipeline, engine: &Arc<E>) -> Runner {
     let runtime: Arc<dyn ContainerRuntime> = engine.clone();
     Runner::open(
         pipeline.clone(),
@@ -188,16 +189,6 @@ async fn a_registry_outage_defers_launch_items_and_the_resume_builds_them() {
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, &text).unwrap();
     let pipeline = Pipeline::load(&path).unwrap();
-    let open = |runtime: &Arc<ScriptedRuntime>| {
-        let runtime: Arc<dyn ContainerRuntime> = runtime.clone();
-        Runner::open(
-            pipeline.clone(),
-            &RunSelection::ResumeOrNew,
-            Arc::new(NullReporter),
-            Some(runtime),
-        )
-        .unwrap()
-    };
 
     // The outage: installs cannot fetch, and the check finds PyPI silent.
     let outage = Arc::new(ScriptedRuntime::new());
@@ -207,7 +198,7 @@ async fn a_registry_outage_defers_launch_items_and_the_resume_builds_them() {
     outage.script(Script::contains("kiln-registry:").answer(Answer::ok().output(
         "kiln-registry: down https://pypi.org/simple/: curl: (6) Could not resolve host: pypi.org\n",
     )));
-    let mut runner = open(&outage);
+    let mut runner = open(&pipeline, &outage);
     let options = RunOptions::default();
     runner.run_stage("tasks", &options).await.unwrap();
     let error = runner.run_stage("launch", &options).await.err();
@@ -246,7 +237,7 @@ async fn a_registry_outage_defers_launch_items_and_the_resume_builds_them() {
         ("tests/test_calc.py::test_add", "PASSED"),
         ("tests/test_calc.py::test_other", "FAILED"),
     ])));
-    let mut runner = open(&answering);
+    let mut runner = open(&pipeline, &answering);
     assert_eq!(runner.run_dir(), run_dir);
     runner.run_stage("launch", &options).await.unwrap();
     let rows: Vec<EnvironmentRecord> = kiln_store::read_rows(&launch).unwrap();
@@ -272,14 +263,7 @@ async fn launch_refuses_to_start_below_the_free_disk_floor() {
         ("tests/test_calc.py::test_other", "FAILED"),
     ])));
     runtime.set_free_bytes(Some(1 << 30));
-    let engine: Arc<dyn ContainerRuntime> = runtime.clone();
-    let mut runner = Runner::open(
-        pipeline.clone(),
-        &RunSelection::ResumeOrNew,
-        Arc::new(NullReporter),
-        Some(engine),
-    )
-    .unwrap();
+    let mut runner = open(&pipeline, &runtime);
     let options = RunOptions::default();
     runner.run_stage("tasks", &options).await.unwrap();
     let error = runner.run_stage("launch", &options).await.err();

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use kiln_core::config::Pipeline;
-use kiln_core::{ContainerRuntime, NullReporter};
-use kiln_pipeline::{RunOptions, RunSelection, Runner};
+use kiln_pipeline::RunOptions;
 use kiln_schema::EnvironmentRecord;
 
 /// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
@@ -52,14 +51,7 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
         ("tests/test_calc.py::test_add", "PASSED"),
         ("tests/test_calc.py::test_other", "FAILED"),
     ])));
-    let engine: Arc<dyn ContainerRuntime> = runtime.clone();
-    let mut runner = Runner::open(
-        pipeline,
-        &RunSelection::ResumeOrNew,
-        Arc::new(NullReporter),
-        Some(engine),
-    )
-    .unwrap();
+    let mut runner = crate::faults::open(&pipeline, &runtime);
     runner.run_all(&RunOptions::default()).await.unwrap();
     let rows: Vec<EnvironmentRecord> =
         kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
