@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kiln_schema::EnvironmentRecord;
+use kiln_schema::{EnvironmentRecord, ReleaseInstance};
 
 use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 
@@ -217,4 +217,41 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
         failures.join("\n\n")
     );
     assert!(output.status.success(), "{}", text(&output));
+
+    // The official SWE-bench harness grades the release unchanged: every row but the Java one
+    // names a parser of its registry (jest's report, CTest's lines and go's JSON events through
+    // the id scripts, cargo's through its filter), gold patches resolve those rows, a no-op and
+    // empty patches none. Surefire's XML reports have no harness parser yet.
+    let tag = crate::release_dir(&dir, "eco");
+    let rows: Vec<ReleaseInstance> =
+        kiln_store::read_parquet(&tag.join("data/test-00000-of-00001.parquet")).unwrap();
+    let parsers: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r.instance_id.as_str(), r.log_parser.as_str()))
+        .collect();
+    assert_eq!(
+        parsers,
+        BTreeMap::from([
+            ("kiln-eco__csvline-15", ""),
+            ("kiln-eco__durations-12", "parse_log_jest_json"),
+            ("kiln-eco__ringbuf-14", "parse_log_jest_json"),
+            ("kiln-eco__runlength-11", "parse_log_cargo"),
+            ("kiln-eco__semver-13", "parse_log_jest_json"),
+        ]),
+        "{rows:#?}"
+    );
+    let check = run(std::process::Command::new("bash")
+        .arg(crate::workspace_root().join("scripts/swebench-check.sh"))
+        .arg(&tag)
+        .arg("--work")
+        .arg(tmp.path().join("swebench")));
+    assert!(check.status.success(), "{}", text(&check));
+    let printed = String::from_utf8_lossy(&check.stdout);
+    for line in [
+        "gold resolves 4 of 4",
+        "a no-op patch resolves 0 of 4 (4 completed)",
+        "empty patches resolve 0 of 4",
+    ] {
+        assert!(printed.contains(line), "{line}\n{}", text(&check));
+    }
 }

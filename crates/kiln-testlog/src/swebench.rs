@@ -31,10 +31,47 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
         // of tests, `parse_log_jest_json` (a `[PASSED] <id>` line reader) those of doctests too.
         "cargo" => &["parse_log_cargo", "parse_log_jest_json"],
         "go-test" => &["parse_log_gotest"],
-        "tap" => &["parse_log_tap"],
-        // A parser script's lines, printed after the test output by the eval script.
-        "status-lines" => &["parse_log_jest_json"],
+        // `parse_log_tap` keeps the ` - ` before a description in its ids; the lines of
+        // [`id_script`] carry kiln's ids.
+        "tap" => &["parse_log_tap", "parse_log_jest_json"],
+        // A parser script's lines, printed after the test output by the eval script; for the
+        // formats of [`id_script`], its lines.
+        "status-lines" | "jest-json" | "vitest-json" | "mocha-json" | "ctest" | "go-test-json" => {
+            &["parse_log_jest_json"]
+        }
         _ => &[],
+    }
+}
+
+/// For a kiln parser whose ids no harness parser reads from the output as it is, a `sh` script
+/// (the shape of a parser script of the launch agent) that reads the test output on
+/// its standard input and prints `[PASSED] <id>` or `[FAILED] <id>` for every test that ran,
+/// under kiln's ids, which `parse_log_jest_json` reads: node reads the JSON reports of jest,
+/// vitest and mocha (node is in every image that runs them), awk (in every Debian image) TAP,
+/// CTest and `go test -json` events. The scripts port this crate's readers of those formats; validation runs the script
+/// in a fresh container of the environment image and grades the harness's view on what it
+/// printed there, so a case the port reads differently costs the row its harness parser, never
+/// a wrong grade. `None` for other parsers.
+#[must_use]
+pub fn id_script(kiln_parser: &str) -> Option<String> {
+    const STATUS_AWK: &str = include_str!("status_ids.awk");
+    let awk = |program: &str| format!("awk '\n{STATUS_AWK}{program}'\n");
+    match kiln_parser {
+        "jest-json" | "vitest-json" | "mocha-json" => {
+            let mode = if kiln_parser == "mocha-json" {
+                "mocha"
+            } else {
+                "jest"
+            };
+            Some(format!(
+                "node -e '\n{}' {mode}\n",
+                include_str!("report_ids.js")
+            ))
+        }
+        "tap" => Some(awk(include_str!("tap_ids.awk"))),
+        "ctest" => Some(awk(include_str!("ctest_ids.awk"))),
+        "go-test-json" => Some(awk(include_str!("go_json_ids.awk"))),
+        _ => None,
     }
 }
 

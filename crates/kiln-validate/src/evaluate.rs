@@ -158,6 +158,7 @@ pub async fn evaluate(
         log: request.log_dir.join("evaluate.log"),
         labels: &request.labels,
         removals: None,
+        harness_view: false,
     };
     let result = run_tests(runtime, &spec).await;
     evaluation.seconds = started.elapsed().as_secs_f64();

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use kiln_core::runtime::WORKDIR;
 use kiln_testlog::swebench::{
     HarnessStatuses, OUTPUT_FILTER, harness_exit_code_agrees, harness_maintained, harness_parsers,
-    harness_passed, output_filter,
+    harness_passed, id_script, output_filter,
 };
 
 use crate::decide::Side;
@@ -206,7 +206,7 @@ pub fn eval_script(
     }
     let filter = match parser_script {
         Some(parser_script) => Some(script_filter(parser_script)),
-        None => output_filter(parser),
+        None => output_filter(parser).or_else(|| id_script(parser).map(|s| script_filter(&s))),
     };
     if let Some(filter) = &filter {
         let _ = writeln!(script, "{filter}");

@@ -171,6 +171,7 @@ pub async fn validate(
                     .join(format!("{}-{repeat}.log", side.as_str())),
                 labels: &request.labels,
                 removals: Some(&request.removals),
+                harness_view: true,
             };
             let output = match run_tests(Arc::clone(&runtime), &spec).await {
                 Ok(output) => output,

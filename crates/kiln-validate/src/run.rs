@@ -41,6 +41,9 @@ pub struct RunSpec<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// Where the container's removal goes; `None` removes it before returning.
     pub removals: Option<&'a Removals>,
+    /// Whether to read the output as the SWE-bench harness would too (validation, to choose the
+    /// row's `log_parser`): the parser's id script then runs in a container of its own.
+    pub harness_view: bool,
 }
 
 /// What a finished run produced.
@@ -97,6 +100,15 @@ impl From<RuntimeError> for RunFailure {
 /// files are gone before it runs.
 ///
 /// # Errors
+/// The id script of the run's parser ([`kiln_testlog::swebench::id_script`]) when the run is
+/// read as the harness reads it, unless the row has a parser script of its own.
+fn id_script(spec: &RunSpec<'_>) -> Option<String> {
+    if spec.parser_script.is_some() || !spec.harness_view {
+        return None;
+    }
+    kiln_testlog::swebench::id_script(spec.parser)
+}
+
 /// See [`RunFailure`].
 pub async fn run_tests(
     runtime: Arc<dyn ContainerRuntime>,
@@ -130,7 +142,7 @@ pub async fn run_tests(
         ),
         Some(script) => {
             let ran = kiln_core::parser_script::run(
-                runtime,
+                Arc::clone(&runtime),
                 &container,
                 script,
                 &outcome.output,
@@ -154,7 +166,21 @@ pub async fn run_tests(
     };
     let parsed = parsed.relative_to(WORKDIR);
     // The harness reads the output as the eval script prints it: through kiln's output filter
-    // where the row's parser has one, followed by the parser script's lines where it has one.
+    // where the row's parser has one, followed by the lines of the parser script or of the
+    // parser's id script where it has one (run here as the eval script runs it, in the image).
+    let script_output = match (script_output, id_script(spec)) {
+        (Some(lines), _) => Some(lines),
+        (None, Some(script)) => {
+            let log = spec.log.with_extension("ids.log");
+            let ran =
+                kiln_core::parser_script::run(runtime, &container, &script, &outcome.output, &log)
+                    .await?;
+            // A script that fails (no node in the image) prints no id: no harness parser then
+            // agrees, and the row says which test it misses.
+            Some(ran.output).filter(|_| ran.exit_code == 0)
+        }
+        (None, None) => None,
+    };
     let harness_log = match script_output {
         Some(lines) => std::borrow::Cow::Owned(format!("{}\n{lines}", outcome.output)),
         None => kiln_testlog::swebench::harness_log(spec.parser, &outcome.output),

@@ -569,6 +569,23 @@ async fn run_read_by(
     rebuild: &[String],
     parser_script: Option<&str>,
 ) -> Result<kiln_validate::RunOutput, RunFailure> {
+    let parser = if parser_script.is_some() {
+        "status-lines"
+    } else {
+        "pytest"
+    };
+    run_parsed_by(runtime, rebuild, parser, parser_script, true).await
+}
+
+/// One run of `run_tests` whose output `parser` reads (or `parser_script`), read as the harness
+/// reads it too when `harness_view` is set.
+async fn run_parsed_by(
+    runtime: &Arc<ScriptedRuntime>,
+    rebuild: &[String],
+    parser: &str,
+    parser_script: Option<&str>,
+    harness_view: bool,
+) -> Result<kiln_validate::RunOutput, RunFailure> {
     let tmp = tempfile::tempdir().unwrap();
     let docker = DockerSettings::default();
     let labels = BTreeMap::new();
@@ -577,11 +594,7 @@ async fn run_read_by(
         patches: vec![("test", TEST_PATCH), ("gold", GOLD_PATCH), ("model", " \n")],
         rebuild,
         test_command: TEST_COMMAND,
-        parser: if parser_script.is_some() {
-            "status-lines"
-        } else {
-            "pytest"
-        },
+        parser,
         parser_script,
         docker: &docker,
         network: NetworkMode::Bridge,
@@ -589,6 +602,7 @@ async fn run_read_by(
         log: tmp.path().join("run.log"),
         labels: &labels,
         removals: None,
+        harness_view,
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let output = run_tests(engine, &spec).await;
@@ -667,6 +681,76 @@ async fn a_parser_script_reads_the_output_in_a_fresh_container() {
             .any(|c| c.contains("kiln-parser")),
         "the script never runs where the tests ran"
     );
+}
+
+/// A mocha row is read as the harness would read it through its eval script: the parser's id
+/// script runs over the output in a container of its own, from the image, without network, and
+/// `parse_log_jest_json` reads the lines it printed. A script that fails (an image without node)
+/// gives the harness no id; evaluation, which grades with kiln's parser, starts no such container.
+#[tokio::test]
+async fn a_report_row_is_read_for_the_harness_by_its_id_script_in_a_fresh_container() {
+    let report = r#"{"stats": {"passes": 1, "failures": 1, "pending": 0},
+ "passes": [{"title": "adds", "fullTitle": "math adds", "file": "/testbed/test/a.js"}],
+ "failures": [{"title": "subtracts", "fullTitle": "math subtracts", "file": "/testbed/test/a.js"}],
+ "pending": []}"#;
+    let script = kiln_testlog::swebench::id_script("mocha-json").unwrap();
+    let engine = runtime();
+    engine.script(Script::contains(TEST_COMMAND).answer(Answer::exit(1).output(report)));
+    engine.script(
+        Script::contains(kiln_core::parser_script::command()).answer(
+            Answer::ok()
+                .output("[PASSED] test/a.js::math adds\n[FAILED] test/a.js::math subtracts\n"),
+        ),
+    );
+    let run = run_parsed_by(&engine, &[], "mocha-json", None, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        run.statuses.get("test/a.js::math adds"),
+        Some(&TestStatus::Pass)
+    );
+    let (name, map) = &run.harness[0];
+    assert_eq!(*name, "parse_log_jest_json");
+    assert_eq!(
+        map.get("test/a.js::math adds").map(String::as_str),
+        Some("PASSED")
+    );
+    assert_eq!(
+        map.get("test/a.js::math subtracts").map(String::as_str),
+        Some("FAILED")
+    );
+    let containers = engine.containers();
+    assert_eq!(containers.len(), 2);
+    let reader = &containers[1];
+    assert_eq!(
+        (reader.spec.image.as_str(), reader.spec.network),
+        (IMAGE, NetworkMode::None)
+    );
+    let written = reader.file(kiln_core::parser_script::SCRIPT_PATH).unwrap();
+    assert_eq!(String::from_utf8_lossy(&written), script);
+    let copied = reader.file(kiln_core::parser_script::OUTPUT_PATH).unwrap();
+    assert_eq!(String::from_utf8_lossy(&copied), report);
+
+    // No node in the image: the script fails and the harness reads no id.
+    let nodeless = runtime();
+    nodeless.script(Script::contains(TEST_COMMAND).answer(Answer::exit(1).output(report)));
+    nodeless.script(
+        Script::contains(kiln_core::parser_script::command())
+            .answer(Answer::exit(127).output("sh: 1: node: not found\n")),
+    );
+    let run = run_parsed_by(&nodeless, &[], "mocha-json", None, true)
+        .await
+        .unwrap();
+    assert_eq!(run.harness[0].1, Default::default());
+    assert_eq!(run.statuses.len(), 2, "kiln's own reading is unchanged");
+
+    // Evaluation grades with kiln's parser only.
+    let evaluation = runtime();
+    evaluation.script(Script::contains(TEST_COMMAND).answer(Answer::exit(1).output(report)));
+    run_parsed_by(&evaluation, &[], "mocha-json", None, false)
+        .await
+        .unwrap();
+    assert_eq!(evaluation.containers().len(), 1);
 }
 
 /// Statuses that contradict the exit code make the run invalid, on every run.

@@ -1,0 +1,192 @@
+//! The scripts of `swebench::id_script` print, for every captured log of their formats in
+//! `tests/data/`, exactly the ids and verdicts kiln's own parser reads (as the SWE-bench
+//! harness's `parse_log_jest_json` reads the lines back), on the host's node and awk (Debian's
+//! mawk, as in the images) and on gawk and busybox awk where they are installed.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use kiln_testlog::swebench::{harness_parse, harness_parsers, id_script};
+
+/// Runs `script` under `sh` with `log` on its standard input; `shim` comes first (an `awk`
+/// function standing in for another awk).
+fn run_script(shim: &str, script: &str, log: &str) -> String {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{shim}{script}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(log.as_bytes()).expect("write the log");
+    drop(stdin);
+    let out = child.wait_with_output().expect("run the script");
+    assert!(
+        out.status.success(),
+        "the script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Other awks installed here, each as a shell function named `awk`.
+fn other_awks() -> Vec<String> {
+    let mut shims = vec![String::new()];
+    for (tool, args) in [("gawk", ""), ("busybox", "awk")] {
+        let found = Command::new(tool)
+            .args(args.split_whitespace())
+            .arg("BEGIN {}")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            shims.push(format!("awk() {{ {tool} {args} \"$@\"; }}\n"));
+        }
+    }
+    shims
+}
+
+/// kiln's verdicts of `log` as the harness lines must carry them: passed, failed (an error
+/// too), and nothing for a skipped test; ids relative to /testbed as validation keeps them.
+fn expected(parser: &str, log: &str) -> Vec<(String, String)> {
+    let parsed = kiln_testlog::parse(parser, log)
+        .expect("parses")
+        .relative_to("/testbed");
+    parsed
+        .statuses
+        .iter()
+        .filter_map(|(id, status)| {
+            let word = match status.as_str() {
+                "pass" => "PASSED",
+                "skip" => return None,
+                _ => "FAILED",
+            };
+            Some((id.clone(), word.to_string()))
+        })
+        .collect()
+}
+
+fn check_format(parser: &str, logs: &[(String, String)]) {
+    let script = id_script(parser).unwrap_or_else(|| panic!("{parser} has an id script"));
+    assert_eq!(harness_parsers(parser).last(), Some(&"parse_log_jest_json"));
+    let shims = if script.starts_with("awk") {
+        other_awks()
+    } else {
+        vec![String::new()]
+    };
+    for (name, log) in logs {
+        let want = expected(parser, log);
+        assert!(!want.is_empty(), "{name}: kiln reads no test that ran");
+        for shim in &shims {
+            let printed = run_script(shim, &script, log);
+            let read: Vec<(String, String)> = harness_parse("parse_log_jest_json", &printed)
+                .expect("ported")
+                .into_iter()
+                .collect();
+            assert_eq!(read, want, "{parser} {name} with {shim:?}:\n{printed}");
+        }
+    }
+}
+
+/// Every log of `tests/data/<dir>`, plus each with its paths moved under /testbed.
+fn logs(dir: &str) -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(dir);
+    let mut found: Vec<(String, String)> = std::fs::read_dir(&root)
+        .expect("data dir")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).expect("log"))
+        })
+        .collect();
+    found.sort();
+    let moved: Vec<(String, String)> = found
+        .iter()
+        .filter(|(_, log)| log.contains("/tmp/jsproj/"))
+        .map(|(name, log)| {
+            (
+                format!("{name} under /testbed"),
+                log.replace("/tmp/jsproj/", "/testbed/"),
+            )
+        })
+        .collect();
+    found.extend(moved);
+    found
+}
+
+#[test]
+fn report_scripts_print_the_ids_kiln_reads() {
+    for parser in ["jest-json", "vitest-json", "mocha-json"] {
+        check_format(parser, &logs(parser));
+    }
+}
+
+#[test]
+fn tap_and_ctest_scripts_print_the_ids_kiln_reads() {
+    let mut tap = logs("tap");
+    // Directives, escaped hashes, numbers without descriptions, timing suffixes, an unclosed
+    // subtest and a second stream.
+    tap.push((
+        "edge cases".into(),
+        "TAP version 13\n\
+         ok 1 - plain \\# not a directive\n\
+         ok 2 # SKIP no database\n\
+         not ok 3 - todo one # TODO later\n\
+         not ok 4\n\
+         ok 5 - timed (12 ms)\n\
+         # Subtest: group\n    ok 1 - inner\n    not ok 2 - inner fails\nnot ok 6 - group\n\
+         # Subtest: open\n    ok 1 - left open\n\
+         TAP version 13\n\
+         ok 1 - second stream\n\
+         1..1\n"
+            .into(),
+    ));
+    check_format("tap", &tap);
+    let mut ctest = logs("ctest");
+    ctest.push((
+        "long names".into(),
+        "1/3 Test #1: a_name_longer_than_the_dots_allow   Passed    0.01 sec\n\
+         2/3 Test #2: crashes ..........................***Exception: SegFault  0.02 sec\n\
+         3/3 Test #3: missing ..........................***Not Run   0.00 sec\n"
+            .into(),
+    ));
+    check_format("ctest", &ctest);
+}
+
+#[test]
+fn the_go_json_script_prints_the_ids_kiln_reads() {
+    let mut go = logs("go-test-json");
+    // Escapes in names, a test that never finished, a package that failed without a failed
+    // test, and test2json turning a test's own `--- FAIL` output into an event without a run.
+    go.push((
+        "edge cases".into(),
+        concat!(
+            r#"{"Action":"run","Package":"example.com/a","Test":"TestQuote/\"x\"_\u003c1\u003e"}"#,
+            "\n",
+            r#"{"Action":"pass","Package":"example.com/a","Test":"TestQuote/\"x\"_\u003c1\u003e"}"#,
+            "\n",
+            r#"{"Action":"run","Package":"example.com/a","Test":"TestHangs"}"#,
+            "\n",
+            r#"{"Action":"fail","Package":"example.com/a","Test":"TestNested"}"#,
+            "\n",
+            r#"{"Action":"output","Package":"example.com/b","Output":"{\"Action\":\"pass\"}\n"}"#,
+            "\n",
+            r#"{"Action":"fail","Package":"example.com/b"}"#,
+            "\n",
+            "FAIL\texample.com/c [build failed]\n",
+        )
+        .into(),
+    ));
+    check_format("go-test-json", &go);
+}
+
+#[test]
+fn formats_the_harness_reads_as_printed_have_no_script() {
+    for parser in ["pytest", "cargo", "go-test", "status-lines", "junit-xml"] {
+        assert!(id_script(parser).is_none(), "{parser}");
+    }
+}
