@@ -673,6 +673,20 @@ fn apply_repair(
             work.test.set(test, record);
             work.queue.push_front(failed);
         }
+        Repair::Retarget {
+            step, test, scope, ..
+        } => {
+            for rebuild in &mut work.rebuild {
+                if *rebuild == failed {
+                    *rebuild = step.clone();
+                }
+            }
+            work.test.set(test, record);
+            if let Some(scope) = scope {
+                record.test_scope = scope;
+            }
+            work.queue.push_front(step);
+        }
         Repair::Interpreter(suite) => return Some(suite),
         Repair::Skip(step) => work.rebuild.retain(|s| *s != step),
         Repair::DropCutoff(step) => {
@@ -727,6 +741,8 @@ async fn run_plan(
 
     let rules = ecosystems::rules(ecosystem);
     let mut tried: Vec<&'static str> = Vec::new();
+    // What the rules see of the plan; a repair that retargets the commands updates it.
+    let mut context = plan.repair.clone();
     // The row's repairs from this index on may still gain what their commands report.
     let repaired_from = record.repairs.len();
     let mut work = Work {
@@ -768,7 +784,7 @@ async fn run_plan(
             output: &outcome.output,
         };
         let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
-            .then(|| repair::find(&failed, &plan.repair, &rules, &tried))
+            .then(|| repair::find(&failed, &context, &rules, &tried))
             .flatten();
         let Some((rule, repair, matched)) = found else {
             record.setup_seconds = setup_started.elapsed().as_secs_f64();
@@ -783,6 +799,9 @@ async fn run_plan(
             return Ok(Attempt::Done(end));
         };
         record_repair(session, record, &mut tried, rule, &repair, &matched);
+        if let Repair::Retarget { cargo, .. } = &repair {
+            context.cargo = Some(cargo.clone());
+        }
         if let Some(suite) = apply_repair(session, record, &mut work, setup_step, repair) {
             record.setup_seconds = setup_started.elapsed().as_secs_f64();
             let ca_bundle = request.ca_bundle.as_deref().map(Vec::as_slice);
@@ -823,7 +842,7 @@ async fn run_plan(
             output: &outcome.output,
         };
         let found = (!outcome.timed_out && !outcome.oom_killed && tried.len() < MAX_REPAIRS)
-            .then(|| repair::find(&failed, &plan.repair, &rules, &tried))
+            .then(|| repair::find(&failed, &context, &rules, &tried))
             .flatten();
         let Some((rule, repair, matched)) = found else {
             // The image of a failed launch is no environment.

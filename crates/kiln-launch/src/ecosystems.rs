@@ -69,7 +69,7 @@ static REGISTRY: &[Entry] = &[
     Entry {
         ecosystem: Ecosystem::Rust,
         plan: rust::plan,
-        rules: &[repair::SYSTEM, repair::LAST],
+        rules: &[repair::SYSTEM, rust::repairs::RULES, repair::LAST],
         interpreter: None,
     },
     Entry {

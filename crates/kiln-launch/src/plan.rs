@@ -101,6 +101,17 @@ pub struct RepairContext {
     /// fails and no other rule repairs it, the launch goes on without it and the baseline run
     /// decides.
     pub optional: Vec<Step>,
+    /// The packages and features of a Cargo plan's commands, for repairs that widen them.
+    pub cargo: Option<CargoScope>,
+}
+
+/// What a Cargo plan's compile step and test command select.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CargoScope {
+    /// The `-p` specs of the packages the test patch touches; empty for the whole workspace.
+    pub packages: Vec<String>,
+    /// The features the commands turn on (`pkg/feature` or bare names).
+    pub features: Vec<String>,
 }
 
 /// The body of one `[section]` of an INI file, `None` when the section is absent.

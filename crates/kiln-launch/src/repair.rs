@@ -17,7 +17,7 @@ use std::sync::{LazyLock, Mutex};
 use regex::Regex;
 
 use crate::debian::Suite;
-use crate::plan::RepairContext;
+use crate::plan::{CargoScope, RepairContext};
 use crate::shell;
 use crate::steps::{PipPurpose, Step, TestCommand};
 
@@ -106,6 +106,19 @@ pub enum Repair {
     /// Runs this step, which resolves without the dependency cut-off, in place of the failing
     /// one; the row's cut-off is cleared.
     DropCutoff(Step),
+    /// Runs `step` in place of the failing one, wherever that one is a rebuild step too, and the
+    /// tests with `test`: the compile step and the test command select other packages or
+    /// features together.
+    Retarget {
+        /// The step that replaces the failing one.
+        step: Step,
+        /// The test command from now on.
+        test: TestCommand,
+        /// What the commands select now (the row's `test_scope`), when that changes.
+        scope: Option<String>,
+        /// What later rules see of the Cargo commands (`RepairContext::cargo`).
+        cargo: CargoScope,
+    },
 }
 
 /// What failed.
@@ -356,6 +369,9 @@ pub fn describe(rule: &Rule, repair: &Repair, matched: &str) -> String {
                 step.render()
             )
         }
+        Repair::Retarget { step, .. } => {
+            format!("compiled and tested as `{}`", step.render())
+        }
         Repair::Before(_)
         | Repair::Replace(_)
         | Repair::ReplaceWithRebuild { .. }
@@ -402,6 +418,7 @@ pub(crate) mod testutil {
             }),
             optional: vec![Step::shell("npm run build")],
             node_major: 18,
+            cargo: None,
         }
     }
 
@@ -411,11 +428,21 @@ pub(crate) mod testutil {
         step: &Step,
         output: &str,
     ) -> Option<(&'static str, Repair)> {
+        step_repair_in(rules, step, output, &cx())
+    }
+
+    /// [`step_repair`] for a plan whose repair context is `context`.
+    pub(crate) fn step_repair_in(
+        rules: &[&'static Rule],
+        step: &Step,
+        output: &str,
+        context: &RepairContext,
+    ) -> Option<(&'static str, Repair)> {
         let failed = Failed {
             failing: Failing::Step(step),
             output,
         };
-        find(&failed, &cx(), rules, &[]).map(|(rule, repair, _)| (rule.name, repair))
+        find(&failed, context, rules, &[]).map(|(rule, repair, _)| (rule.name, repair))
     }
 
     /// The rule of `rules` that repairs a failed test run, and its repair.

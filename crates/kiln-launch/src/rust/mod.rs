@@ -5,10 +5,11 @@
 use kiln_core::ImageBuild;
 
 use crate::images;
-use crate::plan::{Plan, PlanContext, RepairContext, read};
+use crate::plan::{CargoScope, Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
 use crate::steps::{Step, TestCommand};
 
+pub mod repairs;
 pub mod workspace;
 
 /// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
@@ -183,22 +184,44 @@ pub fn version_reason(project: &RustProject) -> String {
     }
 }
 
-/// `--features pkg/feat,...` for the test features of the root package, or an empty string.
-fn features_flag(project: &RustProject) -> String {
+/// `pkg/feat` for the test features of the root package.
+fn test_features(project: &RustProject) -> Vec<String> {
     let Some(package) = &project.package else {
-        return String::new();
+        return Vec::new();
     };
-    if project.test_features.is_empty() {
-        return String::new();
-    }
     // `pkg/feature` is accepted whichever packages `--workspace` selects, where a bare name is
     // an error in a workspace whose other members lack the feature.
-    let list: Vec<String> = project
+    project
         .test_features
         .iter()
         .map(|f| format!("{package}/{f}"))
-        .collect();
-    format!(" --features {}", shell_quote(&list.join(",")))
+        .collect()
+}
+
+/// The compile step and the test command of a Cargo plan selecting `scope`.
+#[must_use]
+pub fn commands(scope: &CargoScope) -> (Step, TestCommand) {
+    let packages = if scope.packages.is_empty() {
+        "--workspace".to_string()
+    } else {
+        scope
+            .packages
+            .iter()
+            .map(|p| format!("-p {}", shell_quote(p)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let features = if scope.features.is_empty() {
+        String::new()
+    } else {
+        format!(" --features {}", shell_quote(&scope.features.join(",")))
+    };
+    (
+        Step::Shell(format!("cargo test {packages} --no-run{features}")),
+        TestCommand::plain(format!(
+            "cargo test {packages} --no-fail-fast{features} 2>&1"
+        )),
+    )
 }
 
 /// The Rust plan, when the root holds a `Cargo.toml`.
@@ -208,16 +231,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let selection = workspace::select(cx.root, cx.scope, cx.test_files);
     // Test features are the root package's: with a selection, only when it is selected.
     let features = match (&selection, &project.package) {
-        (Some(s), Some(root)) if !s.packages.contains(root) => String::new(),
-        _ => features_flag(&project),
+        (Some(s), Some(root)) if !s.packages.contains(root) => Vec::new(),
+        _ => test_features(&project),
     };
     let (packages, test_scope) = match &selection {
         Some(s) => (
-            s.specs
-                .iter()
-                .map(|p| format!("-p {}", shell_quote(p)))
-                .collect::<Vec<_>>()
-                .join(" "),
+            s.specs.clone(),
             format!(
                 "touched: packages {} ({} of {} in the workspace)",
                 s.packages.join(", "),
@@ -225,8 +244,10 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                 s.total
             ),
         ),
-        None => ("--workspace".to_string(), "all".to_string()),
+        None => (Vec::new(), "all".to_string()),
     };
+    let scope = CargoScope { packages, features };
+    let (compile, test) = commands(&scope);
     let mut setup = vec![Step::git_setup()];
     let mut applied_cutoff = None;
     let resolution = if project.lockfile {
@@ -258,7 +279,6 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup.push(Step::shell("cargo fetch"));
         "no Cargo.lock and no date cut-off: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback)".to_string()
     };
-    let compile = Step::Shell(format!("cargo test {packages} --no-run{features}"));
     setup.push(compile.clone());
     let name = match (project.workspace, project.package.is_some()) {
         (true, false) => "rust-workspace",
@@ -271,14 +291,15 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         version_reason: version_reason(&project),
         setup,
         rebuild: vec![compile],
-        test: TestCommand::plain(format!(
-            "cargo test {packages} --no-fail-fast{features} 2>&1"
-        )),
+        test,
         test_scope,
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
-        repair: RepairContext::default(),
+        repair: RepairContext {
+            cargo: Some(scope),
+            ..RepairContext::default()
+        },
     })
 }
 

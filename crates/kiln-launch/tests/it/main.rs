@@ -588,6 +588,104 @@ async fn a_workspace_member_the_tests_do_not_use_does_not_break_the_build() {
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
 
+/// The test patch touches `app-core`, so kiln first compiles its tests alone. One refuses to
+/// compile without a feature (`compile_error!`, as tokio's do without `--features full`): the
+/// feature the error names is added for its package. Another uses an API of `helper` that only
+/// another member turns on (features unify across the workspace), so the tests do not compile
+/// alone: the whole workspace is compiled and tested, the feature kept, and the row says why
+/// its scope is the workspace.
+#[tokio::test]
+async fn narrowed_rust_tests_get_the_features_they_ask_for_then_the_workspace() {
+    let test_patch = "diff --git a/core/tests/more.rs b/core/tests/more.rs\nnew file mode 100644\n--- /dev/null\n+++ b/core/tests/more.rs\n@@ -0,0 +1,2 @@\n+#[test]\n+fn more() { assert_eq!(app_core::add(2, 2), 4); }\n";
+    let record = support::launch_with_test_patch(
+        "rust-features",
+        &[
+            (
+                "Cargo.toml",
+                "[workspace]\nmembers = [\"app\", \"core\", \"helper\"]\nresolver = \"2\"\n",
+            ),
+            (
+                "Cargo.lock",
+                "version = 3\n\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\ndependencies = [\n \"helper\",\n]\n\n[[package]]\nname = \"app-core\"\nversion = \"0.1.0\"\ndependencies = [\n \"helper\",\n]\n\n[[package]]\nname = \"helper\"\nversion = \"0.1.0\"\n",
+            ),
+            (
+                "core/Cargo.toml",
+                "[package]\nname = \"app-core\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[features]\nfull = []\n\n[dev-dependencies]\nhelper = { path = \"../helper\" }\n",
+            ),
+            (
+                "core/src/lib.rs",
+                "pub fn add(a: i32, b: i32) -> i32 { a + b }\n",
+            ),
+            (
+                "core/tests/require_full.rs",
+                "#![cfg(not(feature = \"full\"))]\ncompile_error!(\"run the app-core tests with `--features full`\");\n",
+            ),
+            (
+                "core/tests/uses_extra.rs",
+                "#[test]\nfn extra_is_two() { assert_eq!(helper::extra(), 2); }\n#[test]\nfn fails() { assert_eq!(app_core::add(1, 2), 4); }\n",
+            ),
+            (
+                "helper/Cargo.toml",
+                "[package]\nname = \"helper\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[features]\nextra = []\n",
+            ),
+            (
+                "helper/src/lib.rs",
+                "pub fn base() -> i32 { 1 }\n#[cfg(feature = \"extra\")]\npub fn extra() -> i32 { 2 }\n",
+            ),
+            (
+                "app/Cargo.toml",
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nhelper = { path = \"../helper\", features = [\"extra\"] }\n",
+            ),
+            ("app/src/lib.rs", "pub fn app() -> i32 { helper::extra() }\n"),
+        ],
+        test_patch,
+    )
+    .await;
+    assert_eq!(
+        record.status.as_str(),
+        "built",
+        "{:?} {:?}\n{}\n{:#?}",
+        record.failure_class,
+        record.failure_command,
+        record.log_tail.as_deref().unwrap_or(""),
+        record.repairs
+    );
+    // Which error cargo prints first depends on the order its jobs finish; either way both
+    // rules apply once and end at the same commands.
+    let mut repairs: Vec<&str> = record
+        .repairs
+        .iter()
+        .map(|r| r.split(':').next().unwrap_or_default())
+        .collect();
+    repairs.sort_unstable();
+    assert_eq!(
+        repairs,
+        [
+            "rust-features-asked-by-compile-error",
+            "rust-narrowed-tests-do-not-compile"
+        ],
+        "{:#?}",
+        record.repairs
+    );
+    assert_eq!(
+        record.test_command,
+        "cargo test --workspace --no-fail-fast --features app-core/full 2>&1"
+    );
+    assert_eq!(
+        record.rebuild_commands,
+        ["cargo test --workspace --no-run --features app-core/full"]
+    );
+    assert!(
+        record
+            .test_scope
+            .starts_with("all (the touched packages app-core did not compile alone: error"),
+        "{}",
+        record.test_scope
+    );
+    assert_eq!(status_of(&record, "extra_is_two"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
+}
+
 #[tokio::test]
 async fn an_unfetched_submodule_gets_the_system_library_and_a_stub_makefile() {
     // `deps/zlib` is a submodule that could not be fetched; the top Makefile recurses into
