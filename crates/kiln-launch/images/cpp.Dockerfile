@@ -1,6 +1,8 @@
-# kiln's C/C++ image: Debian bookworm's GCC, CMake, Ninja, Meson and autotools, with the test
-# frameworks most projects expect from the system (GoogleTest, Catch2, doctest).
-FROM debian:bookworm
+# kiln's C/C++ image: a Debian suite's GCC, CMake, Ninja, Meson and autotools, with the test
+# frameworks most projects expect from the system (GoogleTest, Catch2, doctest). kiln fills in
+# SUITE from the base commit's era (bullseye: GCC 10, bookworm: GCC 12).
+ARG SUITE=bookworm
+FROM debian:${SUITE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \

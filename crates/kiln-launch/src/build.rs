@@ -511,9 +511,13 @@ async fn build(
                 plan.image = image;
                 plan.repair.suite = Some(suite);
                 version_reason = format!(
-                    "{} (a repair started the launch over on Debian {}'s Python)",
+                    "{} (a repair started the launch over on Debian {}'s {})",
                     version_reason,
-                    suite.name()
+                    suite.name(),
+                    match ecosystem {
+                        Ecosystem::Native => "toolchain",
+                        _ => "Python",
+                    }
                 );
             }
             Attempt::Restart(..) => {

@@ -87,8 +87,8 @@ static REGISTRY: &[Entry] = &[
     Entry {
         ecosystem: Ecosystem::Native,
         plan: native::plan,
-        rules: &[repair::SYSTEM, repair::LAST],
-        interpreter: None,
+        rules: &[repair::SYSTEM, native::toolchain::RULES, repair::LAST],
+        interpreter: Some(native::image),
     },
     Entry {
         ecosystem: Ecosystem::Java,
@@ -305,12 +305,13 @@ mod tests {
             node::image(release(20), Some(b"PEM")),
             go::image(Suite::Bookworm, Some(b"PEM")),
             go::image(Suite::Trixie, Some(b"PEM")),
-            native::image(Some(b"PEM")),
+            native::image(Suite::Bookworm, Some(b"PEM")),
             java::image(11, Some(b"PEM")),
             java::image(21, Some(b"PEM")),
             node::image(release(14), Some(b"PEM")),
             python::image(Suite::Bookworm, Some(b"PEM")),
             python::image(Suite::Bullseye, Some(b"PEM")),
+            native::image(Suite::Bullseye, Some(b"PEM")),
         ];
         for build in &images {
             let file = &build.dockerfile;
@@ -326,6 +327,8 @@ mod tests {
         assert!(images[2].tag.starts_with("kiln/node:20-"));
         assert!(images[2].dockerfile.contains("ARG SUITE=trixie\n"));
         assert!(images[7].dockerfile.contains("ARG JDK=21\n"));
+        assert!(images[11].tag.starts_with("kiln/cpp:bullseye-"));
+        assert!(images[11].dockerfile.contains("ARG SUITE=bullseye\n"));
         assert!(images[6].tag.starts_with("kiln/java:17-"));
         assert!(images[8].tag.starts_with("kiln/node:14-"));
         for arg in [

@@ -1,30 +1,22 @@
-//! The C/C++ plan: CMake, Meson, autotools or a plain Makefile, on Debian bookworm's GCC, with
+//! The C/C++ plan: CMake, Meson, autotools or a plain Makefile, on the GCC of the base commit's
+//! era (see [`toolchain`]), with
 //! the Debian `-dev` packages that the build files ask for (`find_package`, `pkg_check_modules`,
 //! `dependency()`, `PKG_CHECK_MODULES`) installed by apt.
 
 use std::path::Path;
 
-use kiln_core::ImageBuild;
-
-use crate::images;
 use crate::plan::{Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
 use crate::steps::{Step, TestCommand};
 
 pub mod build_files;
 pub mod submodules;
+pub mod toolchain;
 
 use build_files::{call_args, find_files, package_for};
 use submodules::Submodule;
 
-/// Dockerfile of the C/C++ image (Debian bookworm's GCC 12, CMake, Meson, autotools).
-pub const DOCKERFILE: &str = include_str!("../../images/cpp.Dockerfile");
-
-/// The C/C++ image (`kiln/cpp:bookworm-<hash>`).
-#[must_use]
-pub fn image(ca_bundle: Option<&[u8]>) -> ImageBuild {
-    images::image(DOCKERFILE.to_string(), "cpp", "bookworm", ca_bundle)
-}
+pub use toolchain::image;
 
 /// Build directory of the CMake and Meson plans; not `build`, which many repositories commit
 /// (scripts, CMake modules).
@@ -287,8 +279,11 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         .filter_map(|words| words.into_iter().next())
         .filter(|name| {
             let upper = name.to_ascii_uppercase();
-            // simdjson and others build their tests only in a developer mode.
-            (upper.contains("TEST") || upper.ends_with("DEVELOPER_MODE"))
+            // simdjson and others build their tests only in a developer mode, Catch2 in its
+            // development build.
+            (upper.contains("TEST")
+                || upper.ends_with("DEVELOPER_MODE")
+                || upper.ends_with("DEVELOPMENT_BUILD"))
                 && !upper.contains("DISABLE")
                 && !upper.contains("NO_TEST")
                 && !upper
@@ -391,7 +386,9 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             (
                 "cpp-cmake",
                 format!("cmake --build {BUILD_DIR} -j2"),
-                format!("ctest --test-dir {BUILD_DIR} --output-on-failure 2>&1"),
+                // `--test-dir` is CMake 3.20's; bullseye has 3.18. A subshell keeps the eval
+                // script's later commands in the checkout.
+                format!("(cd {BUILD_DIR} && ctest --output-on-failure) 2>&1"),
                 "ctest",
             )
         }
@@ -447,9 +444,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     };
     let build = Step::Shell(build);
     setup.push(build.clone());
-    let mut reason = String::from(
-        "GCC 12, CMake 3.25 and Meson 1.0 (Debian bookworm), the only C/C++ image configured",
-    );
+    let (suite, why) = toolchain::suite_for(cx.cutoff, toolchain::declared_standard(cx.root));
+    let mut reason = format!("{}: {why}", toolchain::compilers(suite));
     if let Some(minimum) = &project.cmake_minimum {
         reason.push_str(&format!("; cmake_minimum_required {minimum}"));
     }
@@ -476,7 +472,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         "no system packages needed beyond the image".to_string()
     } else {
         format!(
-            "Debian bookworm packages from the build files: {}",
+            "Debian {} packages from the build files: {}",
+            suite.name(),
             project.packages.join(" ")
         )
     };
@@ -492,7 +489,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     Some(Plan {
         name: name.to_string(),
         language: "cpp",
-        image: image(cx.ca_bundle),
+        image: image(suite, cx.ca_bundle),
         version_reason: reason,
         setup,
         rebuild: vec![build],
@@ -501,7 +498,10 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser,
         resolution,
         cutoff: None,
-        repair: RepairContext::default(),
+        repair: RepairContext {
+            suite: Some(suite),
+            ..RepairContext::default()
+        },
     })
 }
 
@@ -515,7 +515,7 @@ mod tests {
         let tmp = tree(&[
             (
                 "CMakeLists.txt",
-                "project(nlohmann_json VERSION 3.11)\noption(JSON_DEVELOPER_MODE \"dev\" OFF)\nfind_package(nlohmann_json)\nfind_package(ZLIB)\nadd_subdirectory(third_party/fmt)\n",
+                "project(nlohmann_json VERSION 3.11)\noption(JSON_DEVELOPER_MODE \"dev\" OFF)\noption(CATCH_DEVELOPMENT_BUILD \"tests\" OFF)\nfind_package(nlohmann_json)\nfind_package(ZLIB)\nadd_subdirectory(third_party/fmt)\n",
             ),
             (
                 ".gitmodules",
@@ -541,7 +541,10 @@ mod tests {
                 ("vendor/frobnicator", &submodules::StandIn::Nothing),
             ]
         );
-        assert_eq!(project.test_options, ["JSON_DEVELOPER_MODE"]);
+        assert_eq!(
+            project.test_options,
+            ["CATCH_DEVELOPMENT_BUILD", "JSON_DEVELOPER_MODE"]
+        );
         let plan = plan(&PlanContext {
             root: tmp.path(),
             cutoff: None,

@@ -175,6 +175,50 @@ async fn cmake_project_runs_ctest() {
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
 
+/// C++ of an older era that bookworm's glibc no longer compiles (Catch2 2.x's failure:
+/// `MINSIGSTKSZ` is a call to `sysconf` since glibc 2.34, so it cannot size a `constexpr`): the
+/// launch starts over on Debian bullseye's GCC 10, builds and runs its tests there, and the row
+/// says why.
+#[tokio::test]
+async fn cpp_that_fails_on_the_new_toolchain_starts_over_on_the_old_one() {
+    let record = launch(
+        "cpp-drift",
+        &[
+            (
+                "CMakeLists.txt",
+                "cmake_minimum_required(VERSION 3.13)\nproject(altstack CXX)\nenable_testing()\nadd_executable(stack_test stack_test.cpp)\nadd_test(NAME stack.size COMMAND stack_test size)\nadd_test(NAME stack.fails COMMAND stack_test fails)\n",
+            ),
+            (
+                "stack_test.cpp",
+                "#include <csignal>\n#include <cstddef>\n#include <string>\nstatic constexpr std::size_t kAltStack = MINSIGSTKSZ > 32768 ? MINSIGSTKSZ : 32768;\nint main(int argc, char **argv) {\n    std::string what = argc > 1 ? argv[1] : \"\";\n    if (what == \"size\") return kAltStack >= 32768 ? 0 : 1;\n    return 1;\n}\n",
+            ),
+        ],
+    )
+    .await;
+    assert!(
+        record.base_image.starts_with("kiln/cpp:bullseye-"),
+        "{}",
+        record.base_image
+    );
+    assert!(
+        record
+            .repairs
+            .iter()
+            .any(|r| r.starts_with("cpp-toolchain-drift")),
+        "{:?}",
+        record.repairs
+    );
+    assert!(
+        record
+            .version_reason
+            .contains("started the launch over on Debian bullseye's toolchain"),
+        "{}",
+        record.version_reason
+    );
+    assert_eq!(status_of(&record, "stack.size"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&record, "stack.fails"), Some(TestStatus::Fail));
+}
+
 #[tokio::test]
 async fn maven_project_builds_offline_from_debians_repository() {
     let record = launch(

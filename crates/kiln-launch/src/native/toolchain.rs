@@ -1,0 +1,203 @@
+//! Which toolchain a C/C++ repository gets: the Debian stable of its base commit's era (GCC 10 on
+//! bullseye before bookworm's release, GCC 12 on bookworm after), unless it declares a C++
+//! standard that only the newer GCC implements; and the repair that starts a launch over on the
+//! older toolchain when the build fails the way old code fails on a new one.
+
+use std::path::Path;
+
+use kiln_core::ImageBuild;
+
+use crate::debian::Suite;
+use crate::images;
+use crate::plan::{RepairContext, cutoff_day, read};
+use crate::repair::{Phase, Repair, Rule, Target};
+
+/// Dockerfile of the C/C++ image (`ARG SUITE` picks Debian's GCC, CMake, Meson, autotools).
+pub const DOCKERFILE: &str = include_str!("../../images/cpp.Dockerfile");
+
+/// Bookworm's release day: code written before it was built with bullseye's GCC 10 or older.
+const BOOKWORM_RELEASED: &str = "2023-06-10";
+
+/// The C/C++ image of `suite` (`kiln/cpp:<suite>-<hash>`), with `ca_bundle` (PEM) if given.
+#[must_use]
+pub fn image(suite: Suite, ca_bundle: Option<&[u8]>) -> ImageBuild {
+    let dockerfile = images::with_arg(DOCKERFILE, "SUITE", suite.name());
+    images::image(dockerfile, "cpp", suite.name(), ca_bundle)
+}
+
+/// The GCC of a suite's image, for the row's reason.
+#[must_use]
+pub fn compilers(suite: Suite) -> &'static str {
+    match suite {
+        Suite::Bullseye => "GCC 10, CMake 3.18 and Meson 0.56 (Debian bullseye)",
+        Suite::Bookworm => "GCC 12, CMake 3.25 and Meson 1.0 (Debian bookworm)",
+        Suite::Trixie => "GCC 14, CMake 3.31 and Meson 1.7 (Debian trixie)",
+    }
+}
+
+/// The newest C++ standard the build files at the root ask for (`CMAKE_CXX_STANDARD 20`,
+/// `cxx_std_20`, `-std=c++2a`, meson's `cpp_std=c++20`), as a year (98 counts as 1998).
+#[must_use]
+pub fn declared_standard(root: &Path) -> Option<u32> {
+    static PATTERN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"CMAKE_CXX_STANDARD\s+(\d\d)\b|cxx_std_(\d\d)\b|-std=(?:c|gnu)\+\+(\d\w)\b|cpp_std\s*=\s*'?(?:c|gnu)\+\+(\d\w)",
+        )
+        .expect("regex")
+    });
+    let year = |text: &str| -> Option<u32> {
+        let n: u32 = match text {
+            "0x" => 11,
+            "1y" => 14,
+            "1z" => 17,
+            "2a" => 20,
+            "2b" => 23,
+            "2c" => 26,
+            other => other.parse().ok()?,
+        };
+        Some(if n >= 90 { 1900 + n } else { 2000 + n })
+    };
+    ["CMakeLists.txt", "meson.build", "Makefile", "configure.ac"]
+        .iter()
+        .filter_map(|file| read(root, file))
+        .flat_map(|text| {
+            PATTERN
+                .captures_iter(&text)
+                .filter_map(|caps| {
+                    let found = caps.iter().skip(1).flatten().next()?;
+                    year(found.as_str())
+                })
+                .collect::<Vec<_>>()
+        })
+        .max()
+}
+
+/// The suite for a base commit of `cutoff`'s date whose build files declare `standard`, and why.
+#[must_use]
+pub fn suite_for(cutoff: Option<&str>, standard: Option<u32>) -> (Suite, String) {
+    let day = cutoff.map(cutoff_day);
+    match (day, standard) {
+        (_, Some(year)) if year >= 2020 => (
+            Suite::Bookworm,
+            format!(
+                "the build files ask for C++{}, which GCC 10 implements only in part",
+                year % 100
+            ),
+        ),
+        (Some(day), _) if day < BOOKWORM_RELEASED => (
+            Suite::Bullseye,
+            format!(
+                "the base commit ({day}) predates Debian bookworm ({BOOKWORM_RELEASED}): the toolchain of its era"
+            ),
+        ),
+        (Some(day), _) => (Suite::Bookworm, format!("the base commit is of {day}")),
+        (None, _) => (
+            Suite::Bookworm,
+            "no commit date to choose an older toolchain by".to_string(),
+        ),
+    }
+}
+
+/// The repair rules of C/C++ plans that concern the toolchain.
+pub static RULES: &[Rule] = &[Rule {
+    name: "cpp-toolchain-drift",
+    phase: Phase::Setup,
+    target: Target::Any,
+    // glibc 2.34 made MINSIGSTKSZ a call to sysconf; GCC 11 and 12 stopped including headers
+    // transitively (`did you forget to '#include <limits>'`) and warn more under -Werror.
+    // GCC quotes with ' under LANG=C and with ‘ ’ under a UTF-8 locale (kiln's images).
+    signature: r"call to non-['‘]?constexpr['’]? function[^\n]*sysconf|is defined in header ['‘]<[A-Za-z0-9_./]+>['’]; did you forget to ['‘]#include|error: [^\n]*\[-Werror=[A-Za-z0-9_+=-]+\]",
+    description: "code of an older toolchain's era fails on the newer one (glibc's MINSIGSTKSZ is no longer a constant, headers GCC 11 stopped including, new warnings under -Werror): the launch starts over on Debian bullseye's GCC 10",
+    repair: |_, _, cx: &RepairContext| match cx.suite {
+        Some(Suite::Bookworm | Suite::Trixie) => Some(Repair::Interpreter(Suite::Bullseye)),
+        _ => None,
+    },
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repair::testutil::step_repair_in;
+    use crate::steps::Step;
+
+    #[test]
+    fn the_era_and_the_declared_standard_choose_the_suite() {
+        assert_eq!(
+            suite_for(Some("2020-05-01T00:00:00Z"), None).0,
+            Suite::Bullseye
+        );
+        assert_eq!(
+            suite_for(Some("2020-05-01T00:00:00Z"), Some(2017)).0,
+            Suite::Bullseye
+        );
+        assert_eq!(
+            suite_for(Some("2020-05-01T00:00:00Z"), Some(2020)).0,
+            Suite::Bookworm
+        );
+        assert_eq!(
+            suite_for(Some("2024-01-01T00:00:00Z"), None).0,
+            Suite::Bookworm
+        );
+        assert_eq!(suite_for(None, None).0, Suite::Bookworm);
+    }
+
+    #[test]
+    fn standards_are_read_from_the_build_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        assert_eq!(declared_standard(dir.path()), None);
+        write(
+            "CMakeLists.txt",
+            "set(CMAKE_CXX_STANDARD 14)\ntarget_compile_features(x PUBLIC cxx_std_17)\n",
+        );
+        assert_eq!(declared_standard(dir.path()), Some(2017));
+        write("Makefile", "CXXFLAGS += -std=c++2a -Wall\n");
+        assert_eq!(declared_standard(dir.path()), Some(2020));
+        write("Makefile", "CFLAGS = -std=c99\nCXXFLAGS = -std=gnu++98\n");
+        assert_eq!(declared_standard(dir.path()), Some(2017));
+        write(
+            "meson.build",
+            "project('x', 'cpp', default_options: ['cpp_std=c++20'])\n",
+        );
+        assert_eq!(declared_standard(dir.path()), Some(2020));
+    }
+
+    #[test]
+    fn toolchain_drift_starts_over_on_bullseye_once() {
+        let rules: Vec<&Rule> = RULES.iter().collect();
+        let step = Step::shell("cmake --build build-kiln -j2");
+        let on = |suite| RepairContext {
+            suite: Some(suite),
+            ..RepairContext::default()
+        };
+        for output in [
+            // Catch2 2.x on glibc 2.34+.
+            "catch.hpp:10822:58: error: call to non-'constexpr' function 'long int sysconf(int)'\n",
+            "a.cpp:4:42: error: call to non-‘constexpr’ function ‘long int sysconf(int)’\n",
+            "a.cpp:1:1: note: ‘std::numeric_limits’ is defined in header ‘<limits>’; did you forget to ‘#include <limits>’?\n",
+            "src/a.cpp:3:10: error: 'numeric_limits' is not a member of 'std'\nsrc/a.cpp:1:1: note: 'std::numeric_limits' is defined in header '<limits>'; did you forget to '#include <limits>'?\n",
+            "src/b.c:7:5: error: this 'if' clause does not guard... [-Werror=misleading-indentation]\n",
+        ] {
+            let (name, repair) =
+                step_repair_in(&rules, &step, output, &on(Suite::Bookworm)).unwrap();
+            assert_eq!(
+                (name, repair),
+                ("cpp-toolchain-drift", Repair::Interpreter(Suite::Bullseye))
+            );
+            // Already on bullseye: nothing older to go to.
+            assert_eq!(
+                step_repair_in(&rules, &step, output, &on(Suite::Bullseye)),
+                None
+            );
+        }
+        assert_eq!(
+            step_repair_in(
+                &rules,
+                &step,
+                "error: expected ';' before '}' token\n",
+                &on(Suite::Bookworm)
+            ),
+            None
+        );
+    }
+}
