@@ -15,6 +15,7 @@
 mod about;
 mod agent;
 mod build;
+mod ci;
 mod classify;
 pub mod debian;
 pub mod dockerfile;

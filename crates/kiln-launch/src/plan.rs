@@ -112,6 +112,11 @@ pub struct CargoScope {
     pub packages: Vec<String>,
     /// The features the commands turn on (`pkg/feature` or bare names).
     pub features: Vec<String>,
+    /// `--all-features`.
+    pub all_features: bool,
+    /// The features the project's CI gives its `cargo test` commands, a candidate for a compile
+    /// step that fails.
+    pub ci_features: Option<crate::ci::CargoFeatures>,
 }
 
 /// The body of one `[section]` of an INI file, `None` when the section is absent.

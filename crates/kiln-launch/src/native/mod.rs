@@ -47,6 +47,8 @@ pub struct NativeProject {
     pub packages: Vec<String>,
     /// Library names the table does not know, left to the image or the build.
     pub unknown: Vec<String>,
+    /// The `-dev` packages the project's CI installs, added when some library is unknown.
+    pub ci_packages: Vec<String>,
     /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
     pub test_options: Vec<String>,
     /// Git submodules declared in `.gitmodules` but absent from the checkout (they could not
@@ -262,6 +264,14 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
             None => unknown.push(name),
         }
     }
+    // Libraries the table does not know: the `-dev` packages the project's CI installs stand
+    // in (they are what its own builds had).
+    let ci_packages = if unknown.is_empty() {
+        Vec::new()
+    } else {
+        crate::ci::apt_dev_packages(&crate::ci::commands(root))
+    };
+    packages.extend(ci_packages.iter().cloned());
     let configure_ac = ["configure.ac", "configure.in"]
         .iter()
         .find_map(|name| read(root, name))
@@ -321,6 +331,7 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         system,
         packages,
         unknown,
+        ci_packages,
         test_options,
         missing_submodules,
         fetches,
@@ -483,6 +494,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             project.unknown.join(", ")
         ));
     }
+    if !project.ci_packages.is_empty() {
+        resolution.push_str(&format!(
+            "; installed as the CI does: {}",
+            project.ci_packages.join(" ")
+        ));
+    }
     if project.fetches {
         resolution.push_str("; the build fetches sources at configure time (not pinned by kiln)");
     }
@@ -509,6 +526,50 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
 mod tests {
     use super::*;
     use crate::plan::testutil::{plan_of, tree};
+
+    /// A library the table does not know: the `-dev` packages the CI installs stand in; with
+    /// every library known, the CI's packages are not added.
+    #[test]
+    fn the_ci_s_dev_packages_stand_in_for_unknown_libraries() {
+        let workflow = (
+            ".github/workflows/ci.yml",
+            "jobs:\n  build:\n    steps:\n      - run: sudo apt-get install -y libfrob-dev lcov\n",
+        );
+        let unknown = plan_of(
+            plan,
+            &[
+                (
+                    "CMakeLists.txt",
+                    "project(x C)\nfind_package(Frobnicator REQUIRED)\n",
+                ),
+                workflow,
+            ],
+            None,
+        )
+        .unwrap();
+        let apt = unknown.setup[1].render();
+        assert!(
+            apt.contains("libfrob-dev") && !apt.contains("lcov"),
+            "{apt}"
+        );
+        assert!(
+            unknown
+                .resolution
+                .ends_with("; installed as the CI does: libfrob-dev"),
+            "{}",
+            unknown.resolution
+        );
+        let known = plan_of(
+            plan,
+            &[
+                ("CMakeLists.txt", "project(x C)\nfind_package(ZLIB)\n"),
+                workflow,
+            ],
+            None,
+        )
+        .unwrap();
+        assert!(!known.setup[1].render().contains("libfrob-dev"));
+    }
 
     #[test]
     fn missing_submodules_get_stand_ins_and_the_project_is_not_its_own_dependency() {

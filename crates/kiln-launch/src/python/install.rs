@@ -71,6 +71,30 @@ pub fn install_commands(project: &PythonProject, cutoff: Option<&str>) -> Vec<St
     steps
 }
 
+/// The Python packages the project's CI installs by name and kiln's steps do not (the optional
+/// test dependencies whose absence makes tests skip: dask for a scientific project), as a
+/// tolerant install of its own; `None` when there are none.
+#[must_use]
+pub fn ci_requirements(
+    ci: &[String],
+    project: &PythonProject,
+    cutoff: Option<&str>,
+) -> Option<Step> {
+    let specs: Vec<String> = ci
+        .iter()
+        .filter(|spec| !project.extra_requirements.contains(spec))
+        .cloned()
+        .collect();
+    (!specs.is_empty()).then(|| {
+        Step::Pip(PipInstall {
+            purpose: PipPurpose::TestRequirements,
+            specs,
+            tolerant: true,
+            ..install_base(cutoff, false)
+        })
+    })
+}
+
 /// What the repair rules may use about a Python plan.
 #[must_use]
 pub fn repair_context(
@@ -109,6 +133,34 @@ mod tests {
             "{commands:?}"
         );
         assert_eq!(p.build_requires, ["setuptools"]);
+    }
+
+    /// The packages the CI installs by name that kiln's steps lack become a tolerant install of
+    /// their own, which the plan may go on without.
+    #[test]
+    fn the_ci_s_optional_test_dependencies_are_installed_tolerantly() {
+        let files = [
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires=['setuptools']\n[project]\nname='x'\n",
+            ),
+            (
+                ".github/workflows/tests.yml",
+                "jobs:\n  t:\n    steps:\n      - run: python -m pip install pytest-xdist dask[array] flake8\n",
+            ),
+        ];
+        let plan = crate::plan::testutil::plan_of(crate::python::plan, &files, None).unwrap();
+        let step = plan.setup.last().unwrap();
+        let Step::Pip(install) = step else {
+            panic!("{step:?}");
+        };
+        assert_eq!(install.specs, ["pytest-xdist", "dask[array]"]);
+        assert!(install.tolerant);
+        assert_eq!(install.purpose, PipPurpose::TestRequirements);
+        assert_eq!(plan.repair.optional, std::slice::from_ref(step));
+        // Without a CI that installs anything: no such step.
+        let plain = crate::plan::testutil::plan_of(crate::python::plan, &files[..1], None).unwrap();
+        assert!(plain.repair.optional.is_empty());
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         cx.test_files,
         &project.python_files,
     );
+    // The optional test dependencies the CI installs: a step the tests may do without.
+    let ci_step = install::ci_requirements(
+        &crate::ci::pip_packages(&crate::ci::commands(cx.root)),
+        &project,
+        cx.cutoff,
+    );
+    let mut repair = repair_context(suite, &project, cx.cutoff);
+    repair.optional.extend(ci_step.clone());
     Some(Plan {
         name: format!("python-{}", project.manifest),
         language: "python",
@@ -48,6 +56,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             .chain(Step::apt(&project.system_packages))
             .chain([Step::Shell(format!("python3 -m venv {VENV}"))])
             .chain(install_commands(&project, cx.cutoff))
+            .chain(ci_step)
             .collect(),
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
@@ -56,7 +65,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         parser: "pytest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),
-        repair: repair_context(suite, &project, cx.cutoff),
+        repair,
     })
 }
 

@@ -211,7 +211,9 @@ pub fn commands(scope: &CargoScope) -> (Step, TestCommand) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let features = if scope.features.is_empty() {
+    let features = if scope.all_features {
+        " --all-features".to_string()
+    } else if scope.features.is_empty() {
         String::new()
     } else {
         format!(" --features {}", shell_quote(&scope.features.join(",")))
@@ -246,7 +248,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         ),
         None => (Vec::new(), "all".to_string()),
     };
-    let scope = CargoScope { packages, features };
+    let scope = CargoScope {
+        packages,
+        features,
+        all_features: false,
+        ci_features: crate::ci::cargo_test_features(&crate::ci::commands(cx.root)),
+    };
     let (compile, test) = commands(&scope);
     let mut setup = vec![Step::git_setup()];
     let mut applied_cutoff = None;

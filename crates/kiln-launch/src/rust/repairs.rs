@@ -1,7 +1,9 @@
-//! Repair rules of Cargo plans: a compile error that names the features the tests need, and
-//! tests narrowed to the touched packages that do not compile alone. Both change the compile
+//! Repair rules of Cargo plans: a compile error that names the features the tests need, the
+//! features the project's CI tests with, and tests narrowed to the touched packages that do not
+//! compile alone. Both change the compile
 //! step and the test command together, from the packages and features they select now.
 
+use crate::ci::CargoFeatures;
 use crate::plan::{CargoScope, RepairContext};
 use crate::repair::{Failed, Phase, Repair, Rule, Target};
 
@@ -80,6 +82,36 @@ pub static RULES: &[Rule] = &[
         },
     },
     Rule {
+        name: "rust-features-from-ci",
+        phase: Phase::Setup,
+        target: Target::Any,
+        signature: r"(?m)^error(?:\[E\d{4}\])?: .*",
+        description: "the tests do not compile with the features kiln chose, and the project's CI runs `cargo test` with others (`--all-features`, `--features full`): the tests are compiled and run with the CI's",
+        repair: |f, _, cx: &RepairContext| {
+            let scope = compiling(f, cx)?;
+            let mut wider = scope.clone();
+            match scope.ci_features.as_ref()? {
+                CargoFeatures::All => wider.all_features = true,
+                CargoFeatures::List(list) => {
+                    for feature in list {
+                        // A bare name is the package's when one is selected, as the CI's
+                        // command is the package's when it runs in its directory.
+                        let named = match (feature.contains('/'), scope.packages.as_slice()) {
+                            (false, [spec]) => {
+                                format!("{}/{feature}", spec.split('@').next().unwrap_or(spec))
+                            }
+                            _ => feature.clone(),
+                        };
+                        if !wider.features.contains(&named) {
+                            wider.features.push(named);
+                        }
+                    }
+                }
+            }
+            (wider != *scope).then(|| retarget(wider, None))
+        },
+    },
+    Rule {
         name: "rust-narrowed-tests-do-not-compile",
         phase: Phase::Setup,
         target: Target::Any,
@@ -93,7 +125,7 @@ pub static RULES: &[Rule] = &[
             let error: String = caps[0].trim().chars().take(160).collect();
             let whole = CargoScope {
                 packages: Vec::new(),
-                features: scope.features.clone(),
+                ..scope.clone()
             };
             Some(retarget(
                 whole,
@@ -117,6 +149,7 @@ mod tests {
             cargo: Some(CargoScope {
                 packages: packages.iter().map(|p| (*p).to_string()).collect(),
                 features: features.iter().map(|f| (*f).to_string()).collect(),
+                ..CargoScope::default()
             }),
             ..RepairContext::default()
         }
@@ -189,6 +222,41 @@ mod tests {
             )
         );
         assert!(cargo.packages.is_empty());
+    }
+
+    #[test]
+    fn the_features_of_the_ci_come_before_the_whole_workspace() {
+        let error = "error[E0425]: cannot find function `extra` in crate `helper`\n";
+        let with_ci = |packages: &[&str], ci| {
+            let mut cx = context(packages, &[]);
+            if let Some(scope) = cx.cargo.as_mut() {
+                scope.ci_features = Some(ci);
+            }
+            cx
+        };
+        let listed = CargoFeatures::List(vec!["full".into(), "helper/extra".into()]);
+        let (name, step, test, scope, _) =
+            repaired(error, &with_ci(&["app-core"], listed.clone())).unwrap();
+        assert_eq!(name, "rust-features-from-ci");
+        assert_eq!(
+            step,
+            "cargo test -p app-core --no-run --features app-core/full,helper/extra"
+        );
+        assert_eq!(
+            test,
+            "cargo test -p app-core --no-fail-fast --features app-core/full,helper/extra 2>&1"
+        );
+        assert_eq!(scope, None);
+        let (_, step, ..) = repaired(error, &with_ci(&[], CargoFeatures::All)).unwrap();
+        assert_eq!(step, "cargo test --workspace --no-run --all-features");
+        // Already on: the narrowing is what is left to change.
+        let mut on = with_ci(&["app-core"], CargoFeatures::All);
+        if let Some(scope) = on.cargo.as_mut() {
+            scope.all_features = true;
+        }
+        let (name, step, ..) = repaired(error, &on).unwrap();
+        assert_eq!(name, "rust-narrowed-tests-do-not-compile");
+        assert_eq!(step, "cargo test --workspace --no-run --all-features");
     }
 
     #[test]

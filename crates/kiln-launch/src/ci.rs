@@ -1,0 +1,466 @@
+//! What a repository's own CI configuration says about building and testing it: the shell
+//! commands of GitHub Actions workflows (`run:`), Travis (`install:`, `script:`, ...), CircleCI
+//! (`run:`, `command:`) and Azure Pipelines (`script:`, `bash:`), one logical line each
+//! (continuations joined, block scalars split into their lines). Planners and repair rules
+//! read candidates from them (the features `cargo test` is given, the Debian `-dev` packages
+//! the jobs install); the rules stay first, and whatever comes from here goes through the same
+//! verification as the rules' own commands.
+//!
+//! YAML is read line by line, not parsed: the keys that hold commands, with inline values and
+//! `|`/`>` block scalars. Expressions (`${{ matrix.x }}`) are left as they are; a command that
+//! holds one is not a candidate for anything that needs a literal value.
+
+use std::path::Path;
+
+/// One command line of a CI configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CiCommand {
+    /// The file it is in, relative to the root.
+    pub file: String,
+    /// The command, continuations joined.
+    pub text: String,
+}
+
+/// The commands of every CI configuration at `root`, in file order.
+#[must_use]
+pub fn commands(root: &Path) -> Vec<CiCommand> {
+    let mut files: Vec<String> = Vec::new();
+    for dir in [".github/workflows"] {
+        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
+                .collect();
+            names.sort();
+            files.extend(names.into_iter().map(|n| format!("{dir}/{n}")));
+        }
+    }
+    files.extend(
+        [
+            ".travis.yml",
+            ".circleci/config.yml",
+            "azure-pipelines.yml",
+            ".gitlab-ci.yml",
+        ]
+        .iter()
+        .map(|s| (*s).to_string()),
+    );
+    let mut out = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(root.join(&file)) else {
+            continue;
+        };
+        for line in yaml_commands(&text) {
+            out.push(CiCommand {
+                file: file.clone(),
+                text: line,
+            });
+        }
+    }
+    out
+}
+
+/// Keys whose values are shell commands, in the CI systems kiln reads.
+const COMMAND_KEYS: &[&str] = &[
+    "run",
+    "command",
+    "script",
+    "bash",
+    "install",
+    "before_install",
+    "before_script",
+];
+
+/// The command lines of one YAML file.
+fn yaml_commands(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        i += 1;
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let body = trimmed.strip_prefix("- ").unwrap_or(trimmed).trim_start();
+        let Some((key, value)) = body.split_once(':') else {
+            continue;
+        };
+        if !COMMAND_KEYS.contains(&key.trim()) {
+            continue;
+        }
+        let value = strip_comment(value.trim());
+        if value.starts_with('|') || value.starts_with('>') {
+            // A block scalar: the lines indented deeper than the key.
+            let mut block = Vec::new();
+            while i < lines.len() {
+                let next = lines[i];
+                let next_indent = next.len() - next.trim_start().len();
+                if !next.trim().is_empty() && next_indent <= indent {
+                    break;
+                }
+                block.push(next.trim());
+                i += 1;
+            }
+            out.extend(shell_lines(&block));
+        } else if value.is_empty() {
+            // A list of commands (`script:` then `- cmd` lines).
+            while i < lines.len() {
+                let next = lines[i].trim_start();
+                let next_indent = lines[i].len() - next.len();
+                if !lines[i].trim().is_empty() && (next_indent < indent || !next.starts_with("- "))
+                {
+                    break;
+                }
+                if let Some(item) = next.strip_prefix("- ") {
+                    out.extend(shell_lines(&[unquote(strip_comment(item.trim()))]));
+                }
+                i += 1;
+            }
+        } else if !value.starts_with('{') && !value.starts_with('[') {
+            out.extend(shell_lines(&[unquote(value)]));
+        }
+    }
+    out
+}
+
+/// `value` without a trailing ` # comment`.
+fn strip_comment(value: &str) -> &str {
+    match value.find(" #") {
+        Some(at) if !value.starts_with(['\'', '"']) => value[..at].trim_end(),
+        _ => value,
+    }
+}
+
+fn unquote(value: &str) -> &str {
+    for quote in ['"', '\''] {
+        if let Some(inner) = value
+            .strip_prefix(quote)
+            .and_then(|v| v.strip_suffix(quote))
+        {
+            return inner;
+        }
+    }
+    value
+}
+
+/// Shell lines, continuations (`\` at the end) joined, blank and comment lines left out.
+fn shell_lines(lines: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in lines {
+        let line = line.trim();
+        if let Some(head) = line.strip_suffix('\\') {
+            current.push_str(head.trim_end());
+            current.push(' ');
+            continue;
+        }
+        current.push_str(line);
+        let command = std::mem::take(&mut current);
+        let command = command.trim();
+        if !command.is_empty() && !command.starts_with('#') {
+            out.push(command.to_string());
+        }
+    }
+    let rest = current.trim();
+    if !rest.is_empty() {
+        out.push(rest.to_string());
+    }
+    out
+}
+
+/// The words of a command line, split at blanks (quotes taken off whole words only); a CI
+/// expression (`${{ matrix.x }}`) is one word, `$expr`.
+fn words(command: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = command;
+    while let Some(start) = rest.find("${{") {
+        out.extend(rest[..start].split_whitespace().map(unquote));
+        out.push("$expr");
+        rest = rest[start..]
+            .find("}}")
+            .map_or("", |end| &rest[start + end + 2..]);
+    }
+    out.extend(rest.split_whitespace().map(unquote));
+    out
+}
+
+/// How the CI's `cargo test` commands select features: `--all-features`, or the union of their
+/// `--features`/`-F` lists; `None` when no `cargo test` of the CI names features (or one names
+/// them through an expression).
+#[must_use]
+pub fn cargo_test_features(commands: &[CiCommand]) -> Option<CargoFeatures> {
+    let mut features: Vec<String> = Vec::new();
+    let mut all = false;
+    for command in commands {
+        for part in command.text.split(['&', ';', '|']) {
+            let words = words(part);
+            let Some(at) = words.windows(2).position(|w| w == ["cargo", "test"]) else {
+                continue;
+            };
+            let mut rest = words[at + 2..].iter();
+            while let Some(word) = rest.next() {
+                if *word == "--" {
+                    break;
+                }
+                let list = match *word {
+                    "--all-features" => {
+                        all = true;
+                        continue;
+                    }
+                    "--features" | "-F" => rest.next().copied().unwrap_or_default(),
+                    other => match other.strip_prefix("--features=") {
+                        Some(list) => list,
+                        None => continue,
+                    },
+                };
+                if list.contains("${") || list.contains("$(") || list.starts_with('$') {
+                    return None;
+                }
+                for feature in list.split([',', ' ']).filter(|f| !f.is_empty()) {
+                    if !features.iter().any(|f| f == feature) {
+                        features.push(feature.to_string());
+                    }
+                }
+            }
+        }
+    }
+    if all {
+        Some(CargoFeatures::All)
+    } else if features.is_empty() {
+        None
+    } else {
+        Some(CargoFeatures::List(features))
+    }
+}
+
+/// Features a CI's `cargo test` turns on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CargoFeatures {
+    /// `--all-features`.
+    All,
+    /// `--features a,b` (names as the CI spells them: bare or `package/feature`).
+    List(Vec<String>),
+}
+
+/// The Debian `-dev` packages the CI's jobs install with apt (`apt-get install -y libfoo-dev`),
+/// sorted, without duplicates.
+#[must_use]
+pub fn apt_dev_packages(commands: &[CiCommand]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for command in commands {
+        for part in command.text.split(['&', ';', '|']) {
+            let words = words(part);
+            let Some(at) = words
+                .windows(2)
+                .position(|w| matches!(w[0], "apt-get" | "apt") && w[1] == "install")
+            else {
+                continue;
+            };
+            for word in &words[at + 2..] {
+                let name = word.split('=').next().unwrap_or(word);
+                let plain = name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+                if plain && name.ends_with("-dev") && !out.iter().any(|p| p == name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The Python distributions the CI's jobs install by name (`pip install dask numpy`,
+/// `python -m pip install`, `uv pip install`): requirement files, paths, the project itself and
+/// lint, docs and release tools left out; at most [`MAX_PIP_PACKAGES`], in order.
+#[must_use]
+pub fn pip_packages(commands: &[CiCommand]) -> Vec<String> {
+    static TOOLS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        let tools = crate::steps::NON_TEST_TOOLS.join("|");
+        regex::Regex::new(&format!(
+            r"^(?:{tools}|pip|setuptools|wheel|uv|build|virtualenv|coverage|pytest-cov)$"
+        ))
+        .expect("regex")
+    });
+    let mut out: Vec<String> = Vec::new();
+    for command in commands {
+        for part in command.text.split(['&', ';', '|']) {
+            let words = words(part);
+            let Some(at) = words
+                .windows(2)
+                .position(|w| matches!(w[0], "pip" | "pip3") && w[1] == "install")
+            else {
+                continue;
+            };
+            let mut rest = words[at + 2..].iter();
+            while let Some(word) = rest.next() {
+                if matches!(
+                    *word,
+                    "-r" | "-c"
+                        | "-e"
+                        | "--requirement"
+                        | "--constraint"
+                        | "--editable"
+                        | "-i"
+                        | "--index-url"
+                        | "--extra-index-url"
+                        | "-f"
+                        | "--find-links"
+                ) {
+                    rest.next();
+                    continue;
+                }
+                if word.starts_with('-') || word.contains(['/', '$', '{', '@', ';']) {
+                    continue;
+                }
+                let name_end = word
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                    .unwrap_or(word.len());
+                let name = word[..name_end].to_ascii_lowercase().replace('_', "-");
+                let plain = word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.[],<>=!~".contains(c));
+                if name.is_empty() || name == "." || !plain || TOOLS.is_match(&name) {
+                    continue;
+                }
+                if !out.iter().any(|p| p == word) && out.len() < MAX_PIP_PACKAGES {
+                    out.push((*word).to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// At most this many of the CI's Python packages are installed: a CI that installs more tests
+/// many configurations, not one.
+pub const MAX_PIP_PACKAGES: usize = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORKFLOW: &str = r#"name: CI
+on: [push]
+env:
+  RUSTFLAGS: -Dwarnings
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - name: deps
+        run: sudo apt-get update && sudo apt-get install -y libssl-dev pkg-config libxml2-dev=2.9 # tools
+      - name: test
+        run: |
+          cargo test --workspace \
+            --features full,test-util
+          cargo test -p tokio-macros -F "rt"
+      - run: cargo test --all-features --doc
+      - name: matrix
+        run: cargo build --features ${{ matrix.features }}
+"#;
+
+    #[test]
+    fn workflow_commands_are_read_line_by_line() {
+        let lines = yaml_commands(WORKFLOW);
+        assert_eq!(
+            lines,
+            [
+                "sudo apt-get update && sudo apt-get install -y libssl-dev pkg-config libxml2-dev=2.9",
+                "cargo test --workspace --features full,test-util",
+                "cargo test -p tokio-macros -F \"rt\"",
+                "cargo test --all-features --doc",
+                "cargo build --features ${{ matrix.features }}",
+            ]
+        );
+    }
+
+    #[test]
+    fn travis_lists_and_inline_commands_are_read() {
+        let travis = "language: cpp\ninstall:\n  - sudo apt-get install -qq libboost-dev\nscript:\n  - mkdir build && cd build\n  - cmake .. -DCATCH_DEVELOPMENT_BUILD=ON\n  - make && ctest\nafter_success: echo done\n";
+        assert_eq!(
+            yaml_commands(travis),
+            [
+                "sudo apt-get install -qq libboost-dev",
+                "mkdir build && cd build",
+                "cmake .. -DCATCH_DEVELOPMENT_BUILD=ON",
+                "make && ctest",
+            ]
+        );
+    }
+
+    fn ci(lines: &[&str]) -> Vec<CiCommand> {
+        lines
+            .iter()
+            .map(|l| CiCommand {
+                file: "ci.yml".into(),
+                text: (*l).to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cargo_features_and_apt_packages_are_found() {
+        let commands: Vec<CiCommand> = yaml_commands(WORKFLOW)
+            .into_iter()
+            .map(|text| CiCommand {
+                file: "w.yml".into(),
+                text,
+            })
+            .collect();
+        assert_eq!(cargo_test_features(&commands), Some(CargoFeatures::All));
+        assert_eq!(
+            cargo_test_features(&commands[..3]),
+            Some(CargoFeatures::List(vec![
+                "full".into(),
+                "test-util".into(),
+                "rt".into()
+            ]))
+        );
+        assert_eq!(cargo_test_features(&ci(&["cargo test --workspace"])), None);
+        assert_eq!(
+            cargo_test_features(&ci(&["cargo test --features $FEATURES"])),
+            None
+        );
+        assert_eq!(apt_dev_packages(&commands), ["libssl-dev", "libxml2-dev"]);
+    }
+
+    #[test]
+    fn pip_packages_leave_out_files_paths_and_tools() {
+        let found = pip_packages(&ci(&[
+            "python -m pip install --upgrade pip setuptools wheel",
+            "pip install -r requirements-dev.txt -e . dask[array]>=2021.1 \"numpy<2\" flake8 pytest-xdist",
+            "uv pip install --system hypothesis ./vendor/x ${{ matrix.extra }}",
+            "pip install tox && tox -e py39",
+        ]));
+        assert_eq!(
+            found,
+            [
+                "dask[array]>=2021.1",
+                "numpy<2",
+                "pytest-xdist",
+                "hypothesis"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_files_of_every_ci_system_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".github/workflows")).unwrap();
+        std::fs::write(dir.path().join(".github/workflows/ci.yml"), WORKFLOW).unwrap();
+        std::fs::write(
+            dir.path().join(".travis.yml"),
+            "script:\n  - cargo test --features serde\n",
+        )
+        .unwrap();
+        let found = commands(dir.path());
+        assert_eq!(found.len(), 6);
+        assert_eq!(found[0].file, ".github/workflows/ci.yml");
+        assert_eq!(found[5].file, ".travis.yml");
+        assert_eq!(found[5].text, "cargo test --features serde");
+    }
+}
