@@ -44,14 +44,14 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
 }
 
 /// For a kiln parser whose ids no harness parser reads from the output as it is, a `sh` script
-/// (the shape of a parser script of the launch agent) that reads the test output on
-/// its standard input and prints `[PASSED] <id>` or `[FAILED] <id>` for every test that ran,
-/// under kiln's ids, which `parse_log_jest_json` reads: node reads the JSON reports of jest,
-/// vitest and mocha (node is in every image that runs them), awk (in every Debian image) TAP,
-/// CTest and `go test -json` events. The scripts port this crate's readers of those formats; validation runs the script
-/// in a fresh container of the environment image and grades the harness's view on what it
-/// printed there, so a case the port reads differently costs the row its harness parser, never
-/// a wrong grade. `None` for other parsers.
+/// (the shape of a parser script of the launch agent) that reads the test output on its
+/// standard input and prints `[PASSED] <id>` or `[FAILED] <id>` for every test that ran, under
+/// kiln's ids, which `parse_log_jest_json` reads: node reads the JSON reports of jest, vitest
+/// and mocha (node is in every image that runs them), awk (in every Debian image) TAP, CTest
+/// and `go test -json` events. The scripts port this crate's readers of those formats;
+/// validation runs the script in a fresh container of the environment image and grades the
+/// harness's view on what it printed there, so a case the port reads differently costs the row
+/// its harness parser, never a wrong grade. `None` for other parsers.
 #[must_use]
 pub fn id_script(kiln_parser: &str) -> Option<String> {
     const STATUS_AWK: &str = include_str!("status_ids.awk");

@@ -89,6 +89,15 @@ impl From<RuntimeError> for RunFailure {
     }
 }
 
+/// The id script of the run's parser ([`kiln_testlog::swebench::id_script`]) when the run is
+/// read as the harness reads it, unless the row has a parser script of its own.
+fn id_script(spec: &RunSpec<'_>) -> Option<String> {
+    if spec.parser_script.is_some() || !spec.harness_view {
+        return None;
+    }
+    kiln_testlog::swebench::id_script(spec.parser)
+}
+
 /// Runs the tests once in a fresh container, which is removed whatever happens (in the
 /// background when the spec says where removals go).
 ///
@@ -100,15 +109,6 @@ impl From<RuntimeError> for RunFailure {
 /// files are gone before it runs.
 ///
 /// # Errors
-/// The id script of the run's parser ([`kiln_testlog::swebench::id_script`]) when the run is
-/// read as the harness reads it, unless the row has a parser script of its own.
-fn id_script(spec: &RunSpec<'_>) -> Option<String> {
-    if spec.parser_script.is_some() || !spec.harness_view {
-        return None;
-    }
-    kiln_testlog::swebench::id_script(spec.parser)
-}
-
 /// See [`RunFailure`].
 pub async fn run_tests(
     runtime: Arc<dyn ContainerRuntime>,
