@@ -70,7 +70,9 @@ def check_features(split, loaded):
         check(dtype == want, f"{split}: column {column} is {dtype or feature}, SWE-bench's is {want}")
     wrong = []
     for row in loaded:
-        for column in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        for column in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_PASS_UNGRADED", "PASS_TO_PASS_UNGRADED"):
+            if column not in row:
+                continue
             ids = json.loads(row[column])
             if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
                 wrong.append(f"{row['instance_id']}: {column} is not a JSON list of strings")

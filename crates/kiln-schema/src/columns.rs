@@ -18,7 +18,9 @@ use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, V
 /// 9: release rows store `FAIL_TO_PASS`/`PASS_TO_PASS` as JSON text, as SWE-bench does, name
 /// each column once (`image`, `rebuild_cmds`, `test_cmds`) and carry the image's digest
 /// (`image_digest`).
-pub const SCHEMA_VERSION: u32 = 9;
+/// 10: validations list the tests the harness parser cannot read (`harness_unread`), and
+/// release rows keep them apart (`FAIL_TO_PASS_UNGRADED`, `PASS_TO_PASS_UNGRADED`).
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -280,6 +280,10 @@ table! {
         /// When validated and no harness parser agrees with kiln: why, naming the first test
         /// the best candidate misreads.
         pub log_parser_reason: Option<String>,
+        /// Tests of FAIL_TO_PASS and PASS_TO_PASS that `log_parser` cannot read at all (an id
+        /// with a line break or runs of spaces): the release lists them apart, so that the
+        /// harness grades the row on the rest.
+        pub harness_unread: Vec<String>,
         /// Runs per side.
         pub repeats: i64,
         /// Network mode of the test containers (`none` or `bridge`).
@@ -328,6 +332,12 @@ table! {
         pub FAIL_TO_PASS: TestList,
         /// Tests that pass before and after: a JSON list in a string, as SWE-bench stores it.
         pub PASS_TO_PASS: TestList,
+        /// FAIL_TO_PASS tests that kiln validated and the row's `log_parser` cannot read (an id
+        /// with a line break or runs of spaces), kept out of `FAIL_TO_PASS` so that the SWE-bench
+        /// harness grades the row on the tests it reads; kiln's own evaluation grades them too.
+        pub FAIL_TO_PASS_UNGRADED: TestList,
+        /// The same for PASS_TO_PASS.
+        pub PASS_TO_PASS_UNGRADED: TestList,
         /// The environment image, by the name the SWE-bench harness reads (`image`;
         /// SWE-bench-Live's code reads `docker_image`): the registry's name once published.
         pub image: String,
@@ -493,6 +503,7 @@ mod tests {
             pass_to_pass_agreement: None,
             log_parser: Some("parse_log_pytest_v2".into()),
             log_parser_reason: None,
+            harness_unread: Vec::new(),
             repeats: 1,
             network: "none".into(),
             runs: BTreeMap::new(),

@@ -177,6 +177,8 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         license: "MIT".into(),
         FAIL_TO_PASS: ids(&mut rng, f2p).into(),
         PASS_TO_PASS: ids(&mut rng, p2p).into(),
+        FAIL_TO_PASS_UNGRADED: kiln_schema::TestList::default(),
+        PASS_TO_PASS_UNGRADED: kiln_schema::TestList::default(),
         image_digest: Some(format!("sha256:{:064x}", rng.below(1 << 30))),
         setup_commands: vec![
             "uv venv /opt/kiln/venv".into(),

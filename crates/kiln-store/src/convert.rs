@@ -408,12 +408,16 @@ pub fn batch_to_rows<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, ConvertError
     for column in &columns {
         let Some(array) = batch.column_by_name(column.name) else {
             // A nullable column added after the file was written (a release of an earlier
-            // kiln) reads as null; any other is missing.
+            // kiln) reads as null, a list column as an empty list; any other is missing.
             if matches!(
                 column.ty,
                 ColumnType::OptStr | ColumnType::OptInt | ColumnType::OptFloat
             ) {
                 values.push(vec![Value::Null; batch.num_rows()].into_iter());
+                continue;
+            }
+            if matches!(column.ty, ColumnType::StrList | ColumnType::JsonList) {
+                values.push(vec![Value::Array(Vec::new()); batch.num_rows()].into_iter());
                 continue;
             }
             return Err(ConvertError::BadColumn {

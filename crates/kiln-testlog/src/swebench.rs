@@ -280,6 +280,12 @@ fn resolve<'a>(case: &str, map: &'a HarnessStatuses) -> Option<&'a str> {
     None
 }
 
+/// Whether the harness finds `case` in `map` at all, whatever its status.
+#[must_use]
+pub fn harness_reads(case: &str, map: &HarnessStatuses) -> bool {
+    resolve(case, map).is_some()
+}
+
 /// The harness's `test_passed`: PASSED or XFAIL.
 #[must_use]
 pub fn harness_passed(case: &str, map: &HarnessStatuses) -> bool {

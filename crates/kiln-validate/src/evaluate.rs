@@ -110,7 +110,7 @@ pub async fn evaluate(
         resolution: Resolution::Unresolved,
         reason: None,
         fail_to_pass_passed: Vec::new(),
-        fail_to_pass_failed: instance.FAIL_TO_PASS.to_vec(),
+        fail_to_pass_failed: fail_to_pass(instance),
         pass_to_pass_failed: Vec::new(),
         pass_to_pass_missing: Vec::new(),
         patch_methods: Vec::new(),
@@ -192,14 +192,17 @@ pub async fn evaluate(
         parse_problems: output.parse_problems,
     };
     let status = |test: &String| run.statuses.get(test).copied();
-    let (passed, failed): (Vec<String>, Vec<String>) = instance
-        .FAIL_TO_PASS
-        .iter()
-        .cloned()
+    let (passed, failed): (Vec<String>, Vec<String>) = fail_to_pass(instance)
+        .into_iter()
         .partition(|t| status(t) == Some(TestStatus::Pass));
     evaluation.fail_to_pass_passed = passed;
     evaluation.fail_to_pass_failed = failed;
-    for test in instance.PASS_TO_PASS.iter() {
+    // kiln reads every test, the ones the harness cannot read too.
+    for test in instance
+        .PASS_TO_PASS
+        .iter()
+        .chain(instance.PASS_TO_PASS_UNGRADED.iter())
+    {
         match status(test) {
             Some(TestStatus::Fail | TestStatus::Error) => {
                 evaluation.pass_to_pass_failed.push(test.clone())
@@ -225,9 +228,19 @@ pub async fn evaluate(
         evaluation.reason = Some(format!(
             "{} of {} FAIL_TO_PASS pass; {} PASS_TO_PASS fail",
             evaluation.fail_to_pass_passed.len(),
-            instance.FAIL_TO_PASS.len(),
+            evaluation.fail_to_pass_passed.len() + evaluation.fail_to_pass_failed.len(),
             evaluation.pass_to_pass_failed.len()
         ));
     }
     Ok(evaluation)
+}
+
+/// Every FAIL_TO_PASS test of a release row: those the harness grades and those it cannot read.
+fn fail_to_pass(instance: &ReleaseInstance) -> Vec<String> {
+    instance
+        .FAIL_TO_PASS
+        .iter()
+        .chain(instance.FAIL_TO_PASS_UNGRADED.iter())
+        .cloned()
+        .collect()
 }

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use kiln_core::runtime::WORKDIR;
 use kiln_testlog::swebench::{
     HarnessStatuses, OUTPUT_FILTER, harness_exit_code_agrees, harness_maintained, harness_parsers,
-    harness_passed, id_script, output_filter,
+    harness_passed, harness_reads, id_script, output_filter,
 };
 
 use crate::decide::Side;
@@ -39,9 +39,21 @@ pub struct HarnessRun<'a> {
     pub maps: &'a [(&'static str, HarnessStatuses)],
 }
 
+/// A harness parser that agrees with kiln, and the tests it cannot read at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessChoice {
+    /// The `PARSER_REGISTRY` name.
+    pub parser: &'static str,
+    /// Tests of FAIL_TO_PASS and PASS_TO_PASS that the parser finds in no run (an id with a
+    /// line break or runs of spaces): the row is graded on the others.
+    pub unread: Vec<String>,
+}
+
 /// The harness parser that grades every `after` run as resolved and every `before` run as not
-/// resolved, given kiln's FAIL_TO_PASS and PASS_TO_PASS; or why there is none, naming the first
-/// test the best candidate misreads.
+/// resolved, given kiln's FAIL_TO_PASS and PASS_TO_PASS. A parser that reads every test is
+/// preferred; else one that agrees on the tests it reads, when the tests it never reads leave
+/// at least one FAIL_TO_PASS test. Otherwise why there is none, naming the first test the best
+/// candidate misreads.
 ///
 /// # Errors
 /// The reason no harness parser agrees with kiln, for the row and the card.
@@ -50,7 +62,7 @@ pub fn choose_log_parser(
     runs: &[HarnessRun<'_>],
     fail_to_pass: &[String],
     pass_to_pass: &[String],
-) -> Result<&'static str, String> {
+) -> Result<HarnessChoice, String> {
     let candidates = harness_parsers(kiln_parser);
     if candidates.is_empty() {
         return Err(format!(
@@ -60,16 +72,57 @@ pub fn choose_log_parser(
     let mut first_reason = None;
     for &name in candidates {
         match disagreement(name, runs, fail_to_pass, pass_to_pass) {
-            None => return Ok(name),
+            None => {
+                return Ok(HarnessChoice {
+                    parser: name,
+                    unread: Vec::new(),
+                });
+            }
             Some(reason) => {
                 first_reason.get_or_insert(format!("{name}: {reason}"));
             }
+        }
+    }
+    for &name in candidates {
+        let unread = unread(name, runs, fail_to_pass.iter().chain(pass_to_pass));
+        if unread.is_empty() {
+            continue;
+        }
+        let read = |list: &[String]| -> Vec<String> {
+            list.iter()
+                .filter(|id| !unread.contains(id))
+                .cloned()
+                .collect()
+        };
+        let fail_to_pass = read(fail_to_pass);
+        if !fail_to_pass.is_empty()
+            && disagreement(name, runs, &fail_to_pass, &read(pass_to_pass)).is_none()
+        {
+            return Ok(HarnessChoice {
+                parser: name,
+                unread,
+            });
         }
     }
     Err(format!(
         "no SWE-bench parser reads kiln's `{kiln_parser}` output as kiln does ({})",
         first_reason.unwrap_or_default()
     ))
+}
+
+/// The tests of `ids` that the harness parser `name` finds in none of the runs.
+fn unread<'a>(
+    name: &str,
+    runs: &[HarnessRun<'_>],
+    ids: impl Iterator<Item = &'a String>,
+) -> Vec<String> {
+    let maps: Vec<&HarnessStatuses> = runs
+        .iter()
+        .filter_map(|run| run.maps.iter().find(|(n, _)| *n == name).map(|(_, m)| m))
+        .collect();
+    ids.filter(|id| !maps.iter().any(|map| harness_reads(id, map)))
+        .cloned()
+        .collect()
 }
 
 /// Where the harness parser `name` would grade a run differently from kiln.
@@ -442,9 +495,23 @@ new file mode 100644
             },
         ];
         assert_eq!(
-            choose_log_parser("pytest", &runs, &f2p, &p2p),
-            Ok("parse_log_pytest_v2")
+            choose_log_parser("pytest", &runs, &f2p, &p2p).map(|c| (c.parser, c.unread)),
+            Ok(("parse_log_pytest_v2", Vec::new()))
         );
+        // A PASS_TO_PASS id no run prints in a form v2 reads (a line break in its parameters):
+        // the row is graded on the rest, and the id is listed apart.
+        let mut with_break = p2p.clone();
+        with_break.push("t.py::test_doc[a\nb]".into());
+        assert_eq!(
+            choose_log_parser("pytest", &runs, &f2p, &with_break).map(|c| (c.parser, c.unread)),
+            Ok((
+                "parse_log_pytest_v2",
+                vec!["t.py::test_doc[a\nb]".to_string()]
+            ))
+        );
+        // Not when FAIL_TO_PASS would be left empty.
+        let unreadable = vec!["t.py::test_doc[a\nb]".to_string()];
+        assert!(choose_log_parser("pytest", &runs, &unreadable, &p2p).is_err());
         // A parser that cuts the id with spaces: no parser agrees, and the reason names the id.
         let cut_after = vec![(
             "parse_log_pytest_v2",

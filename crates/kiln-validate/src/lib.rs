@@ -93,6 +93,7 @@ pub async fn validate(
         pass_to_pass_agreement: None,
         log_parser: None,
         log_parser_reason: None,
+        harness_unread: Vec::new(),
         repeats: i64::try_from(repeats).unwrap_or(1),
         network: network.as_str().into(),
         runs: BTreeMap::new(),
@@ -254,7 +255,10 @@ pub async fn validate(
                 &record.FAIL_TO_PASS,
                 &record.PASS_TO_PASS,
             ) {
-                Ok(name) => record.log_parser = Some(name.to_string()),
+                Ok(choice) => {
+                    record.log_parser = Some(choice.parser.to_string());
+                    record.harness_unread = choice.unread;
+                }
                 Err(reason) => record.log_parser_reason = Some(reason),
             }
         }

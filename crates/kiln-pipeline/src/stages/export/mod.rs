@@ -103,8 +103,19 @@ pub(crate) async fn export(
                 .clone()
                 .or_else(|| environment.project_version.clone()),
             license: environment.license.clone(),
-            FAIL_TO_PASS: validation.FAIL_TO_PASS.clone().into(),
-            PASS_TO_PASS: validation.PASS_TO_PASS.clone().into(),
+            // Tests the harness parser cannot read go apart, so that it grades the rest.
+            FAIL_TO_PASS: graded(&validation.FAIL_TO_PASS, &validation.harness_unread, true),
+            PASS_TO_PASS: graded(&validation.PASS_TO_PASS, &validation.harness_unread, true),
+            FAIL_TO_PASS_UNGRADED: graded(
+                &validation.FAIL_TO_PASS,
+                &validation.harness_unread,
+                false,
+            ),
+            PASS_TO_PASS_UNGRADED: graded(
+                &validation.PASS_TO_PASS,
+                &validation.harness_unread,
+                false,
+            ),
             setup_commands: environment.setup_commands.clone(),
             parser: environment.parser.clone(),
             parser_script: environment.parser_script.clone(),
@@ -372,6 +383,15 @@ async fn publish_images(
 
 /// The card's paragraph on the SWE-bench harness: how many rows it evaluates unchanged, how to
 /// run it, and why the others cannot be.
+/// The tests of `list` the harness reads (`read`), or those it cannot (`!read`), by
+/// validation's `unread`.
+fn graded(list: &[String], unread: &[String], read: bool) -> kiln_schema::TestList {
+    list.iter()
+        .filter(|id| unread.contains(id) != read)
+        .cloned()
+        .collect()
+}
+
 fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> String {
     let ready = rows.iter().filter(|r| r.harness_note.is_empty()).count();
     let shards: Vec<String> = manifest
@@ -387,7 +407,10 @@ fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> St
          (`python -m swebench.harness.run_evaluation -d <shard> -p <predictions> -id <run>`); the shards \
          are {}. The columns SWE-bench publishes have its names and types: every one a string, \
          `FAIL_TO_PASS` and `PASS_TO_PASS` a JSON list in a string (`json.loads(row[\"FAIL_TO_PASS\"])`). \
-         SWE-bench-Live's code reads the image as `docker_image`: rename `image` for it.\n",
+         SWE-bench-Live's code reads the image as `docker_image`: rename `image` for it. A test kiln \
+         validated whose id the row's `log_parser` cannot read at all (a line break or runs of spaces in \
+         its parameters) is listed in `FAIL_TO_PASS_UNGRADED` or `PASS_TO_PASS_UNGRADED` instead, so \
+         that the harness grades the row on the tests it reads; `kiln evaluate` grades all of them.\n",
         rows.len(),
         shards.join(", ")
     );
@@ -511,11 +534,20 @@ fn release_month(run_id: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::release_month;
+    use super::{graded, release_month};
 
     #[test]
     fn release_tag_is_the_run_month() {
         assert_eq!(release_month("20261202-154751"), "2026-12");
         assert_eq!(release_month("custom"), "custom");
+    }
+
+    #[test]
+    fn tests_the_harness_cannot_read_are_listed_apart() {
+        let list: Vec<String> = ["a", "b[x\ny]", "c"].map(String::from).to_vec();
+        let unread = vec!["b[x\ny]".to_string()];
+        assert_eq!(graded(&list, &unread, true).to_vec(), ["a", "c"]);
+        assert_eq!(graded(&list, &unread, false).to_vec(), ["b[x\ny]"]);
+        assert_eq!(graded(&list, &[], true).to_vec(), list);
     }
 }
