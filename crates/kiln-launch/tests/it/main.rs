@@ -905,32 +905,18 @@ async fn a_dependency_install_without_a_network_blames_the_registry_not_the_repo
     }
 }
 
-/// `reuse` on the real engine, on three commits of a Rust crate: each later commit starts from
-/// the nearest ancestor's environment (its `target/` warm) and gets the baseline a cold launch
-/// gets; a commit never starts from a later commit's environment, so what a later build wrote
-/// (here a file its build script plants in `target/`) never reaches an earlier instance.
-#[tokio::test]
-async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
-    let lib = |tests: &str| {
-        format!(
-            "pub fn add(a: i32, b: i32) -> i32 {{ a + b }}\n\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn adds() {{ assert_eq!(super::add(1, 2), 3); }}\n    #[test]\n    fn fails() {{ assert_eq!(super::add(1, 2), 4); }}\n{tests}}}\n"
-        )
-    };
-    let manifest = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
-    let lib0 = lib("");
-    let lib1 = lib("    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n");
-    let lib2 = lib(
-        "    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n    #[test]\n    fn adds_negative() { assert_eq!(super::add(-1, 2), 1); }\n",
-    );
-    let plant = "fn main() {\n    let target = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"target\");\n    let _ = std::fs::write(target.join(\"planted-by-commit-2\"), \"later\");\n}\n";
-    let (_tmp, repo, shas) = support::history(
-        &[
-            &[("Cargo.toml", manifest), ("src/lib.rs", &lib0)],
-            &[("src/lib.rs", &lib1)],
-            &[("src/lib.rs", &lib2), ("build.rs", plant)],
-        ],
-        &[],
-    );
+/// Three commits of one repository with reuse on the real engine: each later commit starts from
+/// the nearest ancestor's environment and gets the baseline a cold launch gets (`added` are the
+/// tests commits 1 and 2 add, which must pass); a commit never starts from a later commit's
+/// environment, so the file commit 2's build writes at `planted` (absolute path) never reaches
+/// an earlier instance. Returns the seconds of commit 0 cold, 1 and 2 reused, and 2 cold.
+async fn check_reuse(
+    name: &str,
+    commits: [&[(&str, &str)]; 3],
+    added: [&str; 2],
+    planted: &str,
+) -> [f64; 4] {
+    let (_tmp, repo, shas) = support::history(&commits, &[]);
     let runtime = support::engine().await;
     let mut images = Vec::new();
     let mut launch =
@@ -938,7 +924,7 @@ async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
             let started = std::time::Instant::now();
             let (result, tag) = support::launch_repo(
                 std::sync::Arc::clone(&runtime),
-                "reuse",
+                name,
                 &repo,
                 support::At {
                     base_commit: &shas[commit],
@@ -965,13 +951,16 @@ async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
 
     let (first, cold_first) = launch(0, 1, None).await;
     let (second, reused_second) = launch(1, 2, Some(vec![source(&first, 0)])).await;
-    assert_eq!(second.reused_from.as_deref(), Some("kiln-it__reuse-1"));
-    assert_eq!(status_of(&second, "adds_zero"), Some(TestStatus::Pass));
+    assert_eq!(
+        second.reused_from.as_deref(),
+        Some(format!("kiln-it__{name}-1").as_str())
+    );
+    assert_eq!(status_of(&second, added[0]), Some(TestStatus::Pass));
     let (third, reused_third) =
         launch(2, 3, Some(vec![source(&first, 0), source(&second, 1)])).await;
     assert_eq!(
         third.reused_from.as_deref(),
-        Some("kiln-it__reuse-2"),
+        Some(format!("kiln-it__{name}-2").as_str()),
         "the nearest ancestor"
     );
     let (cold_third, cold_third_seconds) = launch(2, 4, None).await;
@@ -980,27 +969,96 @@ async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
         third.baseline, cold_third.baseline,
         "reuse changed the baseline"
     );
-    assert_eq!(status_of(&third, "adds_negative"), Some(TestStatus::Pass));
+    assert_eq!(status_of(&third, added[1]), Some(TestStatus::Pass));
 
     // Commit 1 offered only commit 2's environment (a later one): launched cold, and nothing
     // commit 2's build planted is in its image.
     let (earlier, _) = launch(1, 5, Some(vec![source(&third, 2)])).await;
     assert_eq!(earlier.reused_from, None);
-    let planted = "test -e /testbed/target/planted-by-commit-2 && echo planted || echo absent";
+    let planted = format!("test -e {planted} && echo planted || echo absent");
     let in_third =
-        support::run_in_image(&runtime, third.image_digest.as_deref().unwrap(), planted).await;
+        support::run_in_image(&runtime, third.image_digest.as_deref().unwrap(), &planted).await;
     assert_eq!(
         in_third.trim(),
         "planted",
         "the later build plants the file"
     );
     let in_earlier =
-        support::run_in_image(&runtime, earlier.image_digest.as_deref().unwrap(), planted).await;
+        support::run_in_image(&runtime, earlier.image_digest.as_deref().unwrap(), &planted).await;
     assert_eq!(in_earlier.trim(), "absent");
-    eprintln!(
-        "[reuse] commit 0 cold {cold_first:.0}s; commit 1 reused {reused_second:.0}s; commit 2 reused {reused_third:.0}s, cold {cold_third_seconds:.0}s"
-    );
     for tag in images {
         let _ = runtime.remove_image(&tag).await;
     }
+    [cold_first, reused_second, reused_third, cold_third_seconds]
+}
+
+/// Reuse on three commits of a Rust crate (its `target/` warm); commit 2's build script plants
+/// a file in `target/`.
+#[tokio::test]
+async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
+    let lib = |tests: &str| {
+        format!(
+            "pub fn add(a: i32, b: i32) -> i32 {{ a + b }}\n\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn adds() {{ assert_eq!(super::add(1, 2), 3); }}\n    #[test]\n    fn fails() {{ assert_eq!(super::add(1, 2), 4); }}\n{tests}}}\n"
+        )
+    };
+    let manifest = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
+    let lib0 = lib("");
+    let lib1 = lib("    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n");
+    let lib2 = lib(
+        "    #[test]\n    fn adds_zero() { assert_eq!(super::add(0, 2), 2); }\n    #[test]\n    fn adds_negative() { assert_eq!(super::add(-1, 2), 1); }\n",
+    );
+    let plant = "fn main() {\n    let target = std::path::Path::new(env!(\"CARGO_MANIFEST_DIR\")).join(\"target\");\n    let _ = std::fs::write(target.join(\"planted-by-commit-2\"), \"later\");\n}\n";
+    let [cold, second, third, cold_third] = check_reuse(
+        "reuse",
+        [
+            &[("Cargo.toml", manifest), ("src/lib.rs", &lib0)],
+            &[("src/lib.rs", &lib1)],
+            &[("src/lib.rs", &lib2), ("build.rs", plant)],
+        ],
+        ["adds_zero", "adds_negative"],
+        "/testbed/target/planted-by-commit-2",
+    )
+    .await;
+    eprintln!(
+        "[reuse] commit 0 cold {cold:.0}s; commit 1 reused {second:.0}s; commit 2 reused {third:.0}s, cold {cold_third:.0}s"
+    );
+}
+
+/// Reuse on three commits of a Python package installed editable into its venv (the venv and
+/// uv's cache warm); commit 2's `setup.py` writes a file into the checkout while it is built.
+#[tokio::test]
+async fn python_reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
+    let pyproject = "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\n";
+    let tests = |more: &str| {
+        format!(
+            "from demo import add\n\ndef test_adds():\n    assert add(1, 2) == 3\n\ndef test_fails():\n    assert add(1, 2) == 4\n{more}"
+        )
+    };
+    let tests0 = tests("");
+    let tests1 = tests("\ndef test_adds_zero():\n    assert add(0, 2) == 2\n");
+    let tests2 = tests(
+        "\ndef test_adds_zero():\n    assert add(0, 2) == 2\n\ndef test_adds_negative():\n    assert add(-1, 2) == 1\n",
+    );
+    let setup = "import pathlib\nfrom setuptools import setup\npathlib.Path(__file__).with_name(\"planted-by-commit-2\").write_text(\"later\")\nsetup()\n";
+    let [cold, second, third, cold_third] = check_reuse(
+        "pyreuse",
+        [
+            &[
+                ("pyproject.toml", pyproject),
+                ("src/demo/__init__.py", "def add(a, b):\n    return a + b\n"),
+                ("tests/test_demo.py", &tests0),
+            ],
+            &[("tests/test_demo.py", &tests1)],
+            &[("tests/test_demo.py", &tests2), ("setup.py", setup)],
+        ],
+        [
+            "tests/test_demo.py::test_adds_zero",
+            "tests/test_demo.py::test_adds_negative",
+        ],
+        "/testbed/planted-by-commit-2",
+    )
+    .await;
+    eprintln!(
+        "[pyreuse] commit 0 cold {cold:.0}s; commit 1 reused {second:.0}s; commit 2 reused {third:.0}s, cold {cold_third:.0}s"
+    );
 }
