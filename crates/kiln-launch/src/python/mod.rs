@@ -89,3 +89,36 @@ pub fn test_command() -> String {
         "{VENV}/bin/python -m pytest -rA -v -o console_output_style=classic --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::steps::{PipPurpose, Step};
+
+    /// The packages the CI installs by name that kiln's steps lack become a tolerant install of
+    /// their own, which the plan may go on without.
+    #[test]
+    fn the_ci_s_optional_test_dependencies_are_installed_tolerantly() {
+        let files = [
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires=['setuptools']\n[project]\nname='x'\n",
+            ),
+            (
+                ".github/workflows/tests.yml",
+                "jobs:\n  t:\n    steps:\n      - run: python -m pip install pytest-xdist dask[array] flake8\n",
+            ),
+        ];
+        let plan = crate::plan::testutil::plan_of(super::plan, &files, None).unwrap();
+        let step = plan.setup.last().unwrap();
+        let Step::Pip(install) = step else {
+            panic!("{step:?}");
+        };
+        assert_eq!(install.specs, ["pytest-xdist", "dask[array]"]);
+        assert!(install.tolerant);
+        assert_eq!(install.purpose, PipPurpose::TestRequirements);
+        assert_eq!(plan.repair.optional, std::slice::from_ref(step));
+        // Without a CI that installs anything: no such step.
+        let plain = crate::plan::testutil::plan_of(super::plan, &files[..1], None).unwrap();
+        assert!(plain.repair.optional.is_empty());
+    }
+}
