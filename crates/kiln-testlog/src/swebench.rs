@@ -51,28 +51,28 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
 /// and `go test -json` events. The scripts port this crate's readers of those formats;
 /// validation runs the script in a fresh container of the environment image and grades the
 /// harness's view on what it printed there, so a case the port reads differently costs the row
-/// its harness parser, never a wrong grade. `None` for other parsers.
+/// its harness parser, never a wrong grade. The script always exits 0 (a missing interpreter
+/// prints no id): in an eval script, whose `pipefail` would otherwise hand the script's failure
+/// to the harness as the test command's exit code. `None` for other parsers.
 #[must_use]
 pub fn id_script(kiln_parser: &str) -> Option<String> {
     const STATUS_AWK: &str = include_str!("status_ids.awk");
-    let awk = |program: &str| format!("awk '\n{STATUS_AWK}{program}'\n");
-    match kiln_parser {
+    let awk = |program: &str| format!("awk '\n{STATUS_AWK}{program}'");
+    let command = match kiln_parser {
         "jest-json" | "vitest-json" | "mocha-json" => {
             let mode = if kiln_parser == "mocha-json" {
                 "mocha"
             } else {
                 "jest"
             };
-            Some(format!(
-                "node -e '\n{}' {mode}\n",
-                include_str!("report_ids.js")
-            ))
+            format!("node -e '\n{}' {mode}", include_str!("report_ids.js"))
         }
-        "tap" => Some(awk(include_str!("tap_ids.awk"))),
-        "ctest" => Some(awk(include_str!("ctest_ids.awk"))),
-        "go-test-json" => Some(awk(include_str!("go_json_ids.awk"))),
-        _ => None,
-    }
+        "tap" => awk(include_str!("tap_ids.awk")),
+        "ctest" => awk(include_str!("ctest_ids.awk")),
+        "go-test-json" => awk(include_str!("go_json_ids.awk")),
+        _ => return None,
+    };
+    Some(format!("{command} || true\n"))
 }
 
 /// The shell function an eval script pipes the test output through when [`output_filter`] has

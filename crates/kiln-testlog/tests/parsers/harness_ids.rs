@@ -184,6 +184,25 @@ fn the_go_json_script_prints_the_ids_kiln_reads() {
     check_format("go-test-json", &go);
 }
 
+/// Without its interpreter a script prints no id and still exits 0, so that an eval script's
+/// `pipefail` never reports the script's failure as the test command's exit code.
+#[test]
+fn a_script_without_its_interpreter_prints_nothing_and_exits_0() {
+    let script = id_script("mocha-json").expect("a script");
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&script)
+        .env("PATH", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        harness_parse("parse_log_jest_json", &String::from_utf8_lossy(&out.stdout)),
+        Some(Default::default())
+    );
+}
+
 #[test]
 fn formats_the_harness_reads_as_printed_have_no_script() {
     for parser in ["pytest", "cargo", "go-test", "status-lines", "junit-xml"] {
