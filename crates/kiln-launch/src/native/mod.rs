@@ -455,7 +455,11 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     };
     let build = Step::Shell(build);
     setup.push(build.clone());
-    let (suite, why) = toolchain::suite_for(cx.cutoff, toolchain::declared_standard(cx.root));
+    let (suite, why) = toolchain::suite_for(
+        cx.cutoff,
+        toolchain::declared_standard(cx.root),
+        project.cmake_minimum.as_deref(),
+    );
     let mut reason = format!("{}: {why}", toolchain::compilers(suite));
     if let Some(minimum) = &project.cmake_minimum {
         reason.push_str(&format!("; cmake_minimum_required {minimum}"));

@@ -72,16 +72,38 @@ pub fn declared_standard(root: &Path) -> Option<u32> {
         .max()
 }
 
-/// The suite for a base commit of `cutoff`'s date whose build files declare `standard`, and why.
+/// Bullseye's CMake: a project that requires a newer one gets bookworm whatever its era.
+const BULLSEYE_CMAKE: (u32, u32) = (3, 18);
+
+/// The suite for a base commit of `cutoff`'s date whose build files declare `standard` and
+/// `cmake_minimum_required(VERSION cmake_minimum)`, and why.
 #[must_use]
-pub fn suite_for(cutoff: Option<&str>, standard: Option<u32>) -> (Suite, String) {
+pub fn suite_for(
+    cutoff: Option<&str>,
+    standard: Option<u32>,
+    cmake_minimum: Option<&str>,
+) -> (Suite, String) {
     let day = cutoff.map(cutoff_day);
+    // `3.20`, `3.20.1`, `3.14...3.27` (the minimum is the first).
+    let cmake = cmake_minimum.and_then(|v| {
+        let mut parts = v.split("...").next()?.split('.');
+        let major = parts.next()?.parse::<u32>().ok()?;
+        let minor = parts.next()?.parse::<u32>().ok()?;
+        Some((major, minor))
+    });
     match (day, standard) {
         (_, Some(year)) if year >= 2020 => (
             Suite::Bookworm,
             format!(
                 "the build files ask for C++{}, which GCC 10 implements only in part",
                 year % 100
+            ),
+        ),
+        (Some(_), _) if cmake.is_some_and(|c| c > BULLSEYE_CMAKE) => (
+            Suite::Bookworm,
+            format!(
+                "cmake_minimum_required {} is newer than bullseye's CMake 3.18",
+                cmake_minimum.unwrap_or_default()
             ),
         ),
         (Some(day), _) if day < BOOKWORM_RELEASED => (
@@ -123,22 +145,28 @@ mod tests {
     #[test]
     fn the_era_and_the_declared_standard_choose_the_suite() {
         assert_eq!(
-            suite_for(Some("2020-05-01T00:00:00Z"), None).0,
+            suite_for(Some("2020-05-01T00:00:00Z"), None, None).0,
             Suite::Bullseye
         );
         assert_eq!(
-            suite_for(Some("2020-05-01T00:00:00Z"), Some(2017)).0,
+            suite_for(Some("2020-05-01T00:00:00Z"), Some(2017), None).0,
             Suite::Bullseye
         );
         assert_eq!(
-            suite_for(Some("2020-05-01T00:00:00Z"), Some(2020)).0,
+            suite_for(Some("2020-05-01T00:00:00Z"), Some(2020), None).0,
             Suite::Bookworm
         );
         assert_eq!(
-            suite_for(Some("2024-01-01T00:00:00Z"), None).0,
+            suite_for(Some("2024-01-01T00:00:00Z"), None, None).0,
             Suite::Bookworm
         );
-        assert_eq!(suite_for(None, None).0, Suite::Bookworm);
+        assert_eq!(suite_for(None, None, None).0, Suite::Bookworm);
+        // A CMake newer than bullseye's: bookworm whatever the era; 3.18 and older fit.
+        let old = Some("2020-05-01T00:00:00Z");
+        assert_eq!(suite_for(old, None, Some("3.20")).0, Suite::Bookworm);
+        assert_eq!(suite_for(old, None, Some("3.14...3.27")).0, Suite::Bullseye);
+        assert_eq!(suite_for(old, None, Some("3.18.4")).0, Suite::Bullseye);
+        assert_eq!(suite_for(old, None, Some("2.8")).0, Suite::Bullseye);
     }
 
     #[test]
