@@ -185,6 +185,26 @@ fn words(command: &str) -> Vec<&str> {
     out
 }
 
+/// The arguments of every invocation of `<tool> <subcommand>` in the CI's commands (`cargo
+/// test`, `apt-get install`), one list per invocation, in order; `tool` is any of `tools`.
+fn invocations<'a>(
+    commands: &'a [CiCommand],
+    tools: &[&str],
+    subcommand: &str,
+) -> Vec<Vec<&'a str>> {
+    commands
+        .iter()
+        .flat_map(|command| command.text.split(['&', ';', '|']))
+        .filter_map(|part| {
+            let words = words(part);
+            let at = words
+                .windows(2)
+                .position(|w| tools.contains(&w[0]) && w[1] == subcommand)?;
+            Some(words[at + 2..].to_vec())
+        })
+        .collect()
+}
+
 /// How the CI's `cargo test` commands select features: `--all-features`, or the union of their
 /// `--features`/`-F` lists; `None` when no `cargo test` of the CI names features (or one names
 /// them through an expression).
@@ -192,35 +212,29 @@ fn words(command: &str) -> Vec<&str> {
 pub fn cargo_test_features(commands: &[CiCommand]) -> Option<CargoFeatures> {
     let mut features: Vec<String> = Vec::new();
     let mut all = false;
-    for command in commands {
-        for part in command.text.split(['&', ';', '|']) {
-            let words = words(part);
-            let Some(at) = words.windows(2).position(|w| w == ["cargo", "test"]) else {
-                continue;
+    for args in invocations(commands, &["cargo"], "test") {
+        let mut rest = args.iter();
+        while let Some(word) = rest.next() {
+            if *word == "--" {
+                break;
+            }
+            let list = match *word {
+                "--all-features" => {
+                    all = true;
+                    continue;
+                }
+                "--features" | "-F" => rest.next().copied().unwrap_or_default(),
+                other => match other.strip_prefix("--features=") {
+                    Some(list) => list,
+                    None => continue,
+                },
             };
-            let mut rest = words[at + 2..].iter();
-            while let Some(word) = rest.next() {
-                if *word == "--" {
-                    break;
-                }
-                let list = match *word {
-                    "--all-features" => {
-                        all = true;
-                        continue;
-                    }
-                    "--features" | "-F" => rest.next().copied().unwrap_or_default(),
-                    other => match other.strip_prefix("--features=") {
-                        Some(list) => list,
-                        None => continue,
-                    },
-                };
-                if list.contains("${") || list.contains("$(") || list.starts_with('$') {
-                    return None;
-                }
-                for feature in list.split([',', ' ']).filter(|f| !f.is_empty()) {
-                    if !features.iter().any(|f| f == feature) {
-                        features.push(feature.to_string());
-                    }
+            if list.contains("${") || list.contains("$(") || list.starts_with('$') {
+                return None;
+            }
+            for feature in list.split([',', ' ']).filter(|f| !f.is_empty()) {
+                if !features.iter().any(|f| f == feature) {
+                    features.push(feature.to_string());
                 }
             }
         }
@@ -248,23 +262,14 @@ pub enum CargoFeatures {
 #[must_use]
 pub fn apt_dev_packages(commands: &[CiCommand]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for command in commands {
-        for part in command.text.split(['&', ';', '|']) {
-            let words = words(part);
-            let Some(at) = words
-                .windows(2)
-                .position(|w| matches!(w[0], "apt-get" | "apt") && w[1] == "install")
-            else {
-                continue;
-            };
-            for word in &words[at + 2..] {
-                let name = word.split('=').next().unwrap_or(word);
-                let plain = name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
-                if plain && name.ends_with("-dev") && !out.iter().any(|p| p == name) {
-                    out.push(name.to_string());
-                }
+    for args in invocations(commands, &["apt-get", "apt"], "install") {
+        for word in args {
+            let name = word.split('=').next().unwrap_or(word);
+            let plain = name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+            if plain && name.ends_with("-dev") && !out.iter().any(|p| p == name) {
+                out.push(name.to_string());
             }
         }
     }
@@ -285,49 +290,40 @@ pub fn pip_packages(commands: &[CiCommand]) -> Vec<String> {
         .expect("regex")
     });
     let mut out: Vec<String> = Vec::new();
-    for command in commands {
-        for part in command.text.split(['&', ';', '|']) {
-            let words = words(part);
-            let Some(at) = words
-                .windows(2)
-                .position(|w| matches!(w[0], "pip" | "pip3") && w[1] == "install")
-            else {
+    for args in invocations(commands, &["pip", "pip3"], "install") {
+        let mut rest = args.iter();
+        while let Some(word) = rest.next() {
+            if matches!(
+                *word,
+                "-r" | "-c"
+                    | "-e"
+                    | "--requirement"
+                    | "--constraint"
+                    | "--editable"
+                    | "-i"
+                    | "--index-url"
+                    | "--extra-index-url"
+                    | "-f"
+                    | "--find-links"
+            ) {
+                rest.next();
                 continue;
-            };
-            let mut rest = words[at + 2..].iter();
-            while let Some(word) = rest.next() {
-                if matches!(
-                    *word,
-                    "-r" | "-c"
-                        | "-e"
-                        | "--requirement"
-                        | "--constraint"
-                        | "--editable"
-                        | "-i"
-                        | "--index-url"
-                        | "--extra-index-url"
-                        | "-f"
-                        | "--find-links"
-                ) {
-                    rest.next();
-                    continue;
-                }
-                if word.starts_with('-') || word.contains(['/', '$', '{', '@', ';']) {
-                    continue;
-                }
-                let name_end = word
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
-                    .unwrap_or(word.len());
-                let name = word[..name_end].to_ascii_lowercase().replace('_', "-");
-                let plain = word
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.[],<>=!~".contains(c));
-                if name.is_empty() || name == "." || !plain || TOOLS.is_match(&name) {
-                    continue;
-                }
-                if !out.iter().any(|p| p == word) && out.len() < MAX_PIP_PACKAGES {
-                    out.push((*word).to_string());
-                }
+            }
+            if word.starts_with('-') || word.contains(['/', '$', '{', '@', ';']) {
+                continue;
+            }
+            let name_end = word
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                .unwrap_or(word.len());
+            let name = word[..name_end].to_ascii_lowercase().replace('_', "-");
+            let plain = word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.[],<>=!~".contains(c));
+            if name.is_empty() || name == "." || !plain || TOOLS.is_match(&name) {
+                continue;
+            }
+            if !out.iter().any(|p| p == word) && out.len() < MAX_PIP_PACKAGES {
+                out.push((*word).to_string());
             }
         }
     }
