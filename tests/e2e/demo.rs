@@ -136,26 +136,21 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
     // The official SWE-bench harness (swebench 5.0.2 from PyPI) evaluates the release unchanged:
     // gold patches resolve both rows, a no-op and empty patches resolve none; `datasets` and
     // pandas read the card's counts, and every column of SWE-bench's rows has its type.
-    let check = run(std::process::Command::new("bash")
-        .arg(crate::workspace_root().join("scripts/swebench-check.sh"))
-        .arg(&tag)
-        .arg("--work")
-        .arg(tmp.path().join("swebench")));
-    assert!(check.status.success(), "{}", text(&check));
-    let printed = String::from_utf8_lossy(&check.stdout);
-    for line in [
-        "gold resolves 2 of 2",
-        "a no-op patch resolves 0 of 2 (2 completed)",
-        "empty patches resolve 0 of 2",
-        "datasets loads 2 rows, the card says 2",
-        // Column by column against `swebench.types.SWEbenchInstance` (the published row shape).
-        "column FAIL_TO_PASS is string, SWE-bench's is string",
-        "column environment_setup_commit is string, SWE-bench's is string",
-        "column image is string, SWE-bench's is string",
-        "every row's test lists decode, version and license are filled",
-    ] {
-        assert!(printed.contains(line), "{line}: {}", text(&check));
-    }
+    crate::swebench_check(
+        &tag,
+        &tmp.path().join("swebench"),
+        &[
+            "gold resolves 2 of 2",
+            "a no-op patch resolves 0 of 2 (2 completed)",
+            "empty patches resolve 0 of 2",
+            "datasets loads 2 rows, the card says 2",
+            // Column by column against `swebench.types.SWEbenchInstance` (the published row shape).
+            "column FAIL_TO_PASS is string, SWE-bench's is string",
+            "column environment_setup_commit is string, SWE-bench's is string",
+            "column image is string, SWE-bench's is string",
+            "every row's test lists decode, version and license are filled",
+        ],
+    );
 
     // An export never drops rows of its release unless told to: a run that lost instances to
     // an outage must not shrink what users downloaded, and a later run of the month adds to

@@ -240,18 +240,13 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
         ]),
         "{rows:#?}"
     );
-    let check = run(std::process::Command::new("bash")
-        .arg(crate::workspace_root().join("scripts/swebench-check.sh"))
-        .arg(&tag)
-        .arg("--work")
-        .arg(tmp.path().join("swebench")));
-    assert!(check.status.success(), "{}", text(&check));
-    let printed = String::from_utf8_lossy(&check.stdout);
-    for line in [
-        "gold resolves 4 of 4",
-        "a no-op patch resolves 0 of 4 (4 completed)",
-        "empty patches resolve 0 of 4",
-    ] {
-        assert!(printed.contains(line), "{line}\n{}", text(&check));
-    }
+    crate::swebench_check(
+        &tag,
+        &tmp.path().join("swebench"),
+        &[
+            "gold resolves 4 of 4",
+            "a no-op patch resolves 0 of 4 (4 completed)",
+            "empty patches resolve 0 of 4",
+        ],
+    );
 }

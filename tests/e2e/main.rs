@@ -57,6 +57,22 @@ pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs `scripts/swebench-check.sh` (the official SWE-bench harness and `datasets`) on the
+/// release at `tag`, its logs under `work`, and asserts that it passed and printed every line of
+/// `expected`.
+pub fn swebench_check(tag: &Path, work: &Path, expected: &[&str]) {
+    let check = run(Command::new("bash")
+        .arg(workspace_root().join("scripts/swebench-check.sh"))
+        .arg(tag)
+        .arg("--work")
+        .arg(work));
+    assert!(check.status.success(), "{}", text(&check));
+    let printed = String::from_utf8_lossy(&check.stdout);
+    for line in expected {
+        assert!(printed.contains(line), "{line}: {}", text(&check));
+    }
+}
+
 /// Ids of containers carrying a label (`key=value`), running or not, via the docker CLI.
 pub fn containers_with_label(label: &str) -> Vec<String> {
     let output =

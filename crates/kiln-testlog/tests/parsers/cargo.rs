@@ -123,7 +123,6 @@ fn the_edge_log_is_read_as_kiln_names_its_tests() {
 #[test]
 fn the_output_filter_makes_the_harness_read_kiln_ids() {
     use kiln_testlog::swebench::{OUTPUT_FILTER, harness_log, harness_parse, output_filter};
-    use std::io::Write as _;
 
     let filter = output_filter("cargo").expect("cargo has an output filter");
     assert!(output_filter("pytest").is_none());
@@ -131,43 +130,14 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
     for parser in ["parse_log_cargo", "parse_log_jest_json"] {
         assert_eq!(harness_parse(parser, &filter), Some(Default::default()));
     }
-    let mut awks = vec![None];
-    for (tool, args) in [("gawk", &[][..]), ("busybox", &["awk"][..])] {
-        let found = std::process::Command::new(tool)
-            .args(args)
-            .arg("BEGIN {}")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if found {
-            awks.push(Some((tool, args)));
-        }
-    }
     for (name, log) in LOGS {
         let expected = harness_log("cargo", log);
-        for awk in &awks {
-            // `awk` in the function is the host's default; other awks stand in through a
-            // function of the same name.
-            let shim = match awk {
-                Some((tool, args)) => format!("awk() {{ {tool} {} \"$@\"; }}\n", args.join(" ")),
-                None => String::new(),
-            };
-            let mut child = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("{shim}{filter}\n{OUTPUT_FILTER}"))
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("sh");
-            let mut stdin = child.stdin.take().expect("stdin");
-            stdin.write_all(log.as_bytes()).expect("write the log");
-            drop(stdin);
-            let out = child.wait_with_output().expect("run the filter");
-            assert!(out.status.success(), "{name} with {awk:?}");
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                expected,
-                "{name} through {awk:?}"
-            );
+        // `awk` in the function is the host's default; other awks stand in through a function
+        // of the same name.
+        for shim in crate::check::other_awks() {
+            let printed =
+                crate::check::run_script(&shim, &format!("{filter}\n{OUTPUT_FILTER}"), log);
+            assert_eq!(printed, expected, "{name} through {shim:?}");
         }
         // `parse_log_cargo` reads every id but doctests' (they hold spaces), and
         // `parse_log_jest_json` every id, as kiln reads them.

@@ -58,3 +58,43 @@ pub fn assert_summary(parsed: &ParsedLog, summary: [u64; 4]) {
         })
     );
 }
+
+/// Runs `script` under `sh` with `log` on its standard input; `shim` comes first (an `awk`
+/// function standing in for another awk).
+pub fn run_script(shim: &str, script: &str, log: &str) -> String {
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{shim}{script}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, log.as_bytes()).expect("write the log");
+    drop(stdin);
+    let out = child.wait_with_output().expect("run the script");
+    assert!(
+        out.status.success(),
+        "the script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The host's awk (an empty shim) and the other awks installed here (gawk, busybox), each as
+/// a shell function named `awk`.
+pub fn other_awks() -> Vec<String> {
+    let mut shims = vec![String::new()];
+    for (tool, args) in [("gawk", ""), ("busybox", "awk")] {
+        let found = std::process::Command::new(tool)
+            .args(args.split_whitespace())
+            .arg("BEGIN {}")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if found {
+            shims.push(format!("awk() {{ {tool} {args} \"$@\"; }}\n"));
+        }
+    }
+    shims
+}

@@ -3,50 +3,12 @@
 //! harness's `parse_log_jest_json` reads the lines back), on the host's node and awk (Debian's
 //! mawk, as in the images) and on gawk and busybox awk where they are installed.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use kiln_testlog::swebench::{harness_parse, harness_parsers, id_script};
 
-/// Runs `script` under `sh` with `log` on its standard input; `shim` comes first (an `awk`
-/// function standing in for another awk).
-fn run_script(shim: &str, script: &str, log: &str) -> String {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{shim}{script}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin.write_all(log.as_bytes()).expect("write the log");
-    drop(stdin);
-    let out = child.wait_with_output().expect("run the script");
-    assert!(
-        out.status.success(),
-        "the script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-/// Other awks installed here, each as a shell function named `awk`.
-fn other_awks() -> Vec<String> {
-    let mut shims = vec![String::new()];
-    for (tool, args) in [("gawk", ""), ("busybox", "awk")] {
-        let found = Command::new(tool)
-            .args(args.split_whitespace())
-            .arg("BEGIN {}")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if found {
-            shims.push(format!("awk() {{ {tool} {args} \"$@\"; }}\n"));
-        }
-    }
-    shims
-}
+use crate::check::{other_awks, run_script};
 
 /// kiln's verdicts of `log` as the harness lines must carry them: passed, failed (an error
 /// too), and nothing for a skipped test; ids relative to /testbed as validation keeps them.
