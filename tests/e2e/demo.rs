@@ -13,7 +13,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// The lists every validated fixture must produce, written out here (not taken from
 /// kiln-testkit) so that a wrong fixture expectation cannot confirm itself. They were checked
 /// by running pytest on the host (kiln-testkit's own integration test).
-fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
+pub(crate) fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<String>)> {
     BTreeMap::from([
         (
             "kiln-demo__calc-2",

@@ -21,6 +21,7 @@ mod refresh;
 mod registry;
 mod report;
 mod resume;
+mod shards;
 mod tools;
 mod validation;
 mod workspace;

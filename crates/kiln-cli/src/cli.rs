@@ -115,6 +115,16 @@ pub enum Command {
     /// recent runs. --dry-run lists exactly what would go and the bytes it holds.
     Gc(GcArgs),
 
+    /// Join the shard runs of a split run (`kiln run --shard I/N`) into one run of the dataset,
+    /// every item exactly once; an item in two shards, a missing or unfinished shard, or shards
+    /// of another config are reported with the shard and item, and nothing is merged. Then
+    /// `kiln run` (or --export) writes the release from the merged run.
+    Merge(MergeArgs),
+
+    /// Write the job that runs a split run on a cluster engine: a Slurm job array or a
+    /// Kubernetes Indexed Job, each with the merge as a job of its own.
+    Deploy(DeployArgs),
+
     /// Build the fixture projects and run the whole pipeline on them with the local Docker engine.
     Demo(DemoArgs),
 }
@@ -160,6 +170,13 @@ pub struct RunArgs {
     /// keeps the rows of earlier runs that this run did not make).
     #[arg(long)]
     pub allow_fewer_rows: bool,
+    /// Do one shard of a split run: INDEX/COUNT (from 0, e.g. 0/4), or `auto` inside a Slurm
+    /// job array (SLURM_ARRAY_TASK_ID) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX with
+    /// KILN_SHARD_COUNT). The shard takes the repositories the shared plan gives it, keeps its
+    /// run under <root>/<dataset>/shards/of-COUNT/INDEX/ and resumes it there; it stops before
+    /// export, which runs on what `kiln merge` makes of all the shards.
+    #[arg(long, value_name = "INDEX/COUNT|auto")]
+    pub shard: Option<String>,
 }
 
 /// The arguments of `kiln refresh`.
@@ -173,8 +190,15 @@ pub struct RefreshArgs {
     pub concurrency: Option<usize>,
     /// Then push the month's release to this Hugging Face dataset repository (see `kiln
     /// push`).
-    #[arg(long, value_name = "NAMESPACE/NAME")]
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "shard")]
     pub push: Option<String>,
+    /// Do one shard of a split run: INDEX/COUNT (from 0, e.g. 0/4), or `auto` inside a Slurm
+    /// job array (SLURM_ARRAY_TASK_ID) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX with
+    /// KILN_SHARD_COUNT). The shard takes the repositories the shared plan gives it, keeps its
+    /// run under <root>/<dataset>/shards/of-COUNT/INDEX/ and resumes it there; it stops before
+    /// export, which runs on what `kiln merge` makes of all the shards.
+    #[arg(long, value_name = "INDEX/COUNT|auto")]
+    pub shard: Option<String>,
 }
 
 /// The arguments of `kiln push`.
@@ -215,14 +239,121 @@ pub struct StageArgs {
     /// keeps the rows of earlier runs that this run did not make).
     #[arg(long)]
     pub allow_fewer_rows: bool,
+    /// The shard whose run to work on (INDEX/COUNT or auto, as `kiln run --shard`).
+    #[arg(long, value_name = "INDEX/COUNT|auto")]
+    pub shard: Option<String>,
 }
 
 /// The arguments of `kiln status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Run id (default: the latest run).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["shards", "root"])]
     pub run: Option<String>,
+    /// Show the shards of split runs instead: every shard's stages, the stragglers, the totals.
+    #[arg(long)]
+    pub shards: bool,
+    /// The shared dataset root the shards write under (default: `[dataset] root` of the
+    /// config); implies --shards.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+/// The arguments of `kiln merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// How many shards the run was split into (`--shard I/COUNT`).
+    #[arg(long, value_name = "COUNT")]
+    pub shards: u32,
+    /// The month the shards refreshed (`kiln refresh --month M --shard ...`).
+    #[arg(long, value_parser = parse_month)]
+    pub month: Option<String>,
+    /// Then run what the merged run has left (its export), as `kiln run` would.
+    #[arg(long)]
+    pub export: bool,
+    /// While shards are still at work or not started, wait for them (checking every 30
+    /// seconds) instead of failing; problems no waiting mends still fail at once.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// The arguments of `kiln deploy`.
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// Which cluster engine.
+    #[command(subcommand)]
+    pub engine: DeployEngine,
+}
+
+/// The cluster engines `kiln deploy` writes jobs for.
+#[derive(Debug, Subcommand)]
+pub enum DeployEngine {
+    /// An `sbatch --array` script: one task per shard (`kiln run --shard auto`), then `kiln
+    /// merge --export` as a job that waits for the array (`--dependency=afterany`). Submit it
+    /// with `bash FILE` (it calls sbatch twice).
+    Slurm(SlurmArgs),
+    /// A Kubernetes Indexed Job (one pod per shard, `kiln run --shard auto`) and the Job that
+    /// merges and exports, as one YAML file for `kubectl apply -f`.
+    K8s(K8sArgs),
+}
+
+/// What both engines' jobs need.
+#[derive(Debug, Args)]
+pub struct DeployCommon {
+    /// How many shards.
+    #[arg(long, value_name = "COUNT")]
+    pub shards: u32,
+    /// Where to write the job (default: standard output).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The config the jobs run, as the nodes see it (default: --config made absolute).
+    #[arg(long, value_name = "PATH")]
+    pub job_config: Option<PathBuf>,
+}
+
+/// The arguments of `kiln deploy slurm`.
+#[derive(Debug, Args)]
+pub struct SlurmArgs {
+    #[command(flatten)]
+    pub common: DeployCommon,
+    /// The kiln binary on the nodes (default: this one's path).
+    #[arg(long, value_name = "PATH")]
+    pub kiln: Option<PathBuf>,
+    /// Slurm partition (default: the cluster's default).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Time limit of each task, as sbatch reads it (e.g. 12:00:00).
+    #[arg(long, default_value = "24:00:00")]
+    pub time: String,
+    /// Shards that run at once (`--array=0-N%K`; default: all).
+    #[arg(long, value_name = "K")]
+    pub at_once: Option<u32>,
+    /// DOCKER_HOST for the tasks (e.g. unix:///run/user/1000/podman/podman.sock); default:
+    /// the node's.
+    #[arg(long, value_name = "URL")]
+    pub docker_host: Option<String>,
+}
+
+/// The arguments of `kiln deploy k8s`.
+#[derive(Debug, Args)]
+pub struct K8sArgs {
+    #[command(flatten)]
+    pub common: DeployCommon,
+    /// The kiln image the pods run (built from the repository's Dockerfile).
+    #[arg(long)]
+    pub image: String,
+    /// The PersistentVolumeClaim holding the shared dataset root (ReadWriteMany).
+    #[arg(long, value_name = "NAME")]
+    pub volume_claim: String,
+    /// Where the claim is mounted in the pods; the config's `[dataset] root` must be under it.
+    #[arg(long, value_name = "DIR", default_value = "/data")]
+    pub mount: PathBuf,
+    /// The Job's name (the merge Job is NAME-merge).
+    #[arg(long, default_value = "kiln")]
+    pub name: String,
+    /// Retries of one shard's pod after an engine failure (`backoffLimitPerIndex`).
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
 }
 
 /// The arguments of `kiln report`.

@@ -42,6 +42,16 @@ pub fn with_lm(runner: Runner, lm: Option<Arc<dyn kiln_core::LanguageModel>>) ->
     }
 }
 
+/// The pipeline as the shard `spec` (`--shard`) runs it; unchanged without one.
+pub fn for_shard(pipeline: Pipeline, spec: Option<&str>) -> Result<Pipeline, Failure> {
+    let Some(spec) = spec else {
+        return Ok(pipeline);
+    };
+    let id = kiln_core::config::ShardId::parse(spec, &|name| std::env::var(name).ok())
+        .map_err(|e| Failure::new(exit::USAGE, format!("failed to read --shard: {e}")))?;
+    Ok(pipeline.for_shard(id))
+}
+
 pub fn load(path: &Path) -> Result<Pipeline, Failure> {
     Pipeline::load(path).map_err(|errors| {
         let count = errors.0.len();

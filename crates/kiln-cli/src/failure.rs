@@ -56,9 +56,20 @@ impl From<PipelineError> for Failure {
             | PipelineError::MissingInput { .. }
             | PipelineError::UnknownStage { .. }
             | PipelineError::UnknownItems { .. }
-            | PipelineError::NoRun { .. } => exit::INPUT,
+            | PipelineError::NoRun { .. }
+            | PipelineError::Merge { .. } => exit::INPUT,
         };
-        let mut message = format!("failed to {e}");
+        let mut message = match &e {
+            // One line per problem: a merge can find many.
+            PipelineError::Merge {
+                count, problems, ..
+            } => format!(
+                "failed to merge the {count} shards ({} problem(s), nothing was merged):\n  {}",
+                problems.len(),
+                problems.join("\n  ")
+            ),
+            _ => format!("failed to {e}"),
+        };
         if let PipelineError::Engine(RuntimeError::Unreachable { .. }) = &e {
             message.push_str(ENGINE_HINT);
         }

@@ -88,6 +88,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Push(args) => commands::push::run(args, &cx).await,
         Command::Evaluate(args) => commands::evaluate::run(args, &cx).await,
         Command::CheckImages(args) => commands::check_images::run(args, &cx).await,
+        Command::Merge(args) => commands::merge::run(args, &cx).await,
+        Command::Deploy(args) => commands::deploy::run(args, &cx),
         Command::Gc(args) => commands::gc::run(args, &cx).await,
         Command::Demo(args) => commands::demo::run(args, &cx).await,
     }

@@ -113,6 +113,17 @@ pub enum PipelineError {
     /// The LM client could not be set up.
     #[error(transparent)]
     LmSetup(#[from] kiln_core::LmError),
+    /// `kiln merge` found shards it cannot join: each problem names its shard, run or item.
+    #[error("merge the {count} shards: {}", problems.join("; "))]
+    Merge {
+        /// How many shards were to be merged.
+        count: u32,
+        /// Every problem found.
+        problems: Vec<String>,
+        /// Whether every problem is a shard still at work (or not started): waiting may end
+        /// them, where another config, another plan or an item in two shards never ends.
+        unfinished_only: bool,
+    },
     /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
     #[error("finish: an internal error (a bug in kiln): {0}")]
     Internal(String),

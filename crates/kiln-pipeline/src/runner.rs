@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kiln_core::config::{NodeSettings, Pipeline};
+use kiln_core::config::{NodeKind, NodeSettings, Pipeline};
 use kiln_core::runtime::LABEL_DATASET;
 use kiln_core::{ContainerRuntime, Event, LanguageModel, Reporter};
 use kiln_store::{DatasetLock, Manifest, RunLock, RunStore, Status};
@@ -72,6 +72,15 @@ impl Runner {
             }
         };
         let lock = run.lock()?;
+        let mut run = run;
+        if let Some(shard) = &pipeline.shard
+            && run.info().shard.is_none()
+        {
+            run.set_shard(kiln_store::RunShard {
+                index: shard.id.index,
+                count: shard.id.count,
+            })?;
+        }
         Ok(Self {
             pipeline,
             run,
@@ -154,7 +163,11 @@ impl Runner {
         options: &RunOptions,
     ) -> Result<Vec<StageOutcome>, PipelineError> {
         self.remove_leftovers().await?;
-        let names: Vec<String> = self.pipeline.nodes.iter().map(|n| n.name.clone()).collect();
+        let names: Vec<String> = self
+            .stages_to_run()
+            .into_iter()
+            .map(|n| n.name.clone())
+            .collect();
         let mut outcomes = Vec::new();
         for name in names {
             outcomes.push(self.stage(&name, options).await?);
@@ -194,9 +207,15 @@ impl Runner {
             Err(e) => return Err(e),
         };
         // A single-stage re-run can leave the run incomplete again (e.g. `--force` reopened it).
+        let ours: BTreeSet<String> = self
+            .stages_to_run()
+            .into_iter()
+            .map(|n| n.name.clone())
+            .collect();
         let all_complete = self
             .stage_manifests()
             .iter()
+            .filter(|(name, _)| ours.contains(name))
             .all(|(_, m)| m.as_ref().is_some_and(|m| m.status == Status::Complete));
         self.run.set_status(if all_complete {
             Status::Complete
@@ -204,6 +223,16 @@ impl Runner {
             Status::Incomplete
         })?;
         Ok(outcome)
+    }
+
+    /// The stages this run does: every one, except that a shard leaves export to the run
+    /// `kiln merge` makes of all the shards.
+    fn stages_to_run(&self) -> Vec<&kiln_core::config::Node> {
+        self.pipeline
+            .nodes
+            .iter()
+            .filter(|n| self.pipeline.shard.is_none() || n.kind != NodeKind::Export)
+            .collect()
     }
 
     async fn stage(
@@ -223,6 +252,18 @@ impl Runner {
                     .join(", "),
             });
         };
+        if let Some(shard) = &self.pipeline.shard
+            && node.kind == NodeKind::Export
+        {
+            return Err(PipelineError::Input {
+                what: format!("the stages of shard {}", shard.id),
+                message: format!(
+                    "`{name}` exports a release, which a shard does not: export the run `kiln \
+                     merge --shards {}` makes of all the shards",
+                    shard.id.count
+                ),
+            });
+        }
         let started = Instant::now();
         let cx = stages::StageContext {
             pipeline: &self.pipeline,

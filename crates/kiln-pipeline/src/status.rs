@@ -133,3 +133,139 @@ pub fn run_status(pipeline: &Pipeline, run: &RunStore) -> Result<RunStatus, Pipe
         lm: lm_spent(run.dir())?,
     })
 }
+
+/// One shard of a split run as `kiln status --shards` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardProgress {
+    /// Which shard.
+    pub shard: kiln_core::config::ShardId,
+    /// Its latest run (`None`: it never started).
+    pub run: Option<RunStatus>,
+    /// When it last wrote a stage manifest (RFC 3339).
+    pub updated_at: Option<String>,
+    /// What its share of the plan was estimated to take, in seconds.
+    pub estimated_seconds: Option<f64>,
+}
+
+impl ShardProgress {
+    /// Whether its run finished every stage it does.
+    #[must_use]
+    pub fn finished(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| r.status == kiln_store::Status::Complete)
+    }
+
+    /// How many of its stages finished.
+    #[must_use]
+    pub fn stages_finished(&self) -> usize {
+        self.run.as_ref().map_or(0, |r| {
+            r.stages
+                .iter()
+                .filter(|s| {
+                    s.manifest
+                        .as_ref()
+                        .is_some_and(|m| m.status == kiln_store::Status::Complete)
+                })
+                .count()
+        })
+    }
+}
+
+/// The shards of one split (`shards/of-<count>/`) and where they stand together.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardSetStatus {
+    /// How many shards.
+    pub count: u32,
+    /// Their directory.
+    pub dir: PathBuf,
+    /// Every shard, in order.
+    pub shards: Vec<ShardProgress>,
+    /// Rows over all shards per stage, and how many shards finished it.
+    pub totals: Vec<(String, u64, u32)>,
+    /// The unfinished shards, furthest behind first (fewest stages finished, then the oldest
+    /// last write).
+    pub stragglers: Vec<u32>,
+}
+
+/// Every split of the dataset under the shared root `root` (the config's when `None`).
+///
+/// # Errors
+/// When a shard's run store cannot be read.
+pub fn shard_statuses(
+    pipeline: &Pipeline,
+    root: Option<&std::path::Path>,
+) -> Result<Vec<ShardSetStatus>, PipelineError> {
+    let home = root.unwrap_or(pipeline.home_root());
+    let name = &pipeline.dataset.name;
+    let mut counts: Vec<u32> = std::fs::read_dir(home.join(name).join("shards"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("of-")?.parse().ok())
+        .collect();
+    counts.sort_unstable();
+    let mut sets = Vec::new();
+    for count in counts {
+        let estimates = crate::shards::plans(home, name, count)
+            .into_iter()
+            .next()
+            .map(|(_, plan)| plan.shards)
+            .unwrap_or_default();
+        let mut shards = Vec::new();
+        for index in 0..count {
+            let shard = kiln_core::config::ShardId { index, count };
+            let root = kiln_core::config::shard_root(home, name, shard);
+            let run = match kiln_store::latest(&root, name)? {
+                Some(id) => Some(run_status(pipeline, &RunStore::open(&root, name, &id)?)?),
+                None => None,
+            };
+            let updated_at = run.as_ref().and_then(|r| {
+                r.stages
+                    .iter()
+                    .filter_map(|s| s.manifest.as_ref().map(|m| m.updated_at.clone()))
+                    .max()
+            });
+            shards.push(ShardProgress {
+                shard,
+                run,
+                updated_at,
+                estimated_seconds: estimates
+                    .iter()
+                    .find(|s| s.index == index)
+                    .map(|s| s.estimated_seconds),
+            });
+        }
+        let mut totals: Vec<(String, u64, u32)> = pipeline
+            .nodes
+            .iter()
+            .filter(|n| n.kind != kiln_core::config::NodeKind::Export)
+            .map(|n| (n.name.clone(), 0, 0))
+            .collect();
+        for shard in &shards {
+            for stage in shard.run.iter().flat_map(|r| &r.stages) {
+                if let (Some(total), Some(m)) = (
+                    totals.iter_mut().find(|t| t.0 == stage.stage),
+                    &stage.manifest,
+                ) {
+                    total.1 += m.rows;
+                    total.2 += u32::from(m.status == kiln_store::Status::Complete);
+                }
+            }
+        }
+        let mut behind: Vec<&ShardProgress> = shards.iter().filter(|s| !s.finished()).collect();
+        behind.sort_by(|a, b| {
+            a.stages_finished()
+                .cmp(&b.stages_finished())
+                .then_with(|| a.updated_at.cmp(&b.updated_at))
+        });
+        sets.push(ShardSetStatus {
+            count,
+            dir: kiln_core::config::shard_set_dir(home, name, count),
+            stragglers: behind.iter().map(|s| s.shard.index).collect(),
+            shards,
+            totals,
+        });
+    }
+    Ok(sets)
+}

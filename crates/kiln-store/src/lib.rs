@@ -49,5 +49,5 @@ pub use fixes::patch_fingerprint;
 pub use foreign::read_parquet_objects;
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};
-pub use run::{RUN_FILE, RunInfo, RunStore, latest, run_ids, runs_dir, time_id};
+pub use run::{RUN_FILE, RunInfo, RunShard, RunStore, latest, run_ids, runs_dir, time_id};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

@@ -31,6 +31,21 @@ pub struct RunInfo {
     pub started_at: String,
     /// Whether every stage has finished.
     pub status: Status,
+    /// The shard of a split run this run does (`kiln run --shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<RunShard>,
+    /// The shard runs `kiln merge` joined into this run (their directories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<PathBuf>,
+}
+
+/// Which shard of a split run a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunShard {
+    /// From 0.
+    pub index: u32,
+    /// How many shards.
+    pub count: u32,
 }
 
 /// A run directory `<dataset_root>/<dataset>/runs/<run-id>/`.
@@ -141,6 +156,8 @@ impl RunStore {
             config: config_text.to_string(),
             started_at: now_rfc3339(),
             status: Status::Incomplete,
+            shard: None,
+            merged_from: Vec::new(),
         };
         let store = Self { dir, info };
         store.write_info()?;
@@ -231,6 +248,18 @@ impl RunStore {
         input_hashes: BTreeMap<String, String>,
     ) -> Result<StageTable<R>, StoreError> {
         StageTable::open(&self.stage_dir(stage)?, stage, config_hash, input_hashes)
+    }
+
+    /// Records in `run.json` the shard this run does.
+    pub fn set_shard(&mut self, shard: RunShard) -> Result<(), StoreError> {
+        self.info.shard = Some(shard);
+        self.write_info()
+    }
+
+    /// Records in `run.json` the shard runs merged into this one.
+    pub fn set_merged_from(&mut self, runs: Vec<PathBuf>) -> Result<(), StoreError> {
+        self.info.merged_from = runs;
+        self.write_info()
     }
 
     /// Sets the run's status in `run.json`.

@@ -3,8 +3,10 @@
 pub mod check;
 pub mod check_images;
 pub mod demo;
+pub mod deploy;
 pub mod evaluate;
 pub mod gc;
+pub mod merge;
 pub mod parse;
 pub mod push;
 pub mod recipes;

@@ -9,14 +9,15 @@ use super::Context;
 use super::push::push_release;
 use crate::cli::{RefreshArgs, RunArgs, StageArgs};
 use crate::common::{
-    check_environment, connect_if_needed, load, print_summary, run_all, run_interruptibly, with_lm,
+    check_environment, connect_if_needed, for_shard, load, print_summary, run_all,
+    run_interruptibly, with_lm,
 };
 use crate::exit;
 use crate::failure::Failure;
 
 /// `kiln run`: every stage, resuming the latest run when it is unfinished.
 pub async fn run(args: RunArgs, cx: &Context) -> Result<u8, Failure> {
-    let pipeline = load(&cx.config)?;
+    let pipeline = for_shard(load(&cx.config)?, args.shard.as_deref())?;
     let selection = match (args.new, args.run) {
         (_, Some(id)) => RunSelection::Id(id),
         (true, None) => RunSelection::New,
@@ -37,6 +38,7 @@ pub async fn refresh(args: RefreshArgs, cx: &Context) -> Result<u8, Failure> {
     let pipeline = load(&cx.config)?
         .for_month(&args.month)
         .map_err(|e| Failure::new(exit::CONFIG, format!("failed to refresh: {e}")))?;
+    let pipeline = for_shard(pipeline, args.shard.as_deref())?;
     let options = RunOptions {
         concurrency: args.concurrency,
         ..RunOptions::default()
@@ -61,7 +63,7 @@ pub async fn refresh(args: RefreshArgs, cx: &Context) -> Result<u8, Failure> {
 
 /// `kiln stage`: one stage of a run, all its items or the ones named.
 pub async fn stage(args: StageArgs, cx: &Context) -> Result<u8, Failure> {
-    let pipeline = load(&cx.config)?;
+    let pipeline = for_shard(load(&cx.config)?, args.shard.as_deref())?;
     let name = args.name;
     check_environment(&pipeline, Some(&name))?;
     let engine = connect_if_needed(&pipeline, Some(&name)).await?;

@@ -127,6 +127,7 @@ impl Compiler<'_> {
             lm: lm.ok()?,
             nodes,
             requirements: std::mem::take(&mut self.requirements),
+            shard: None,
         })
     }
 

@@ -19,6 +19,7 @@ mod lm;
 mod node;
 mod pipeline;
 mod read;
+mod shard;
 mod sources;
 mod stages;
 mod units;
@@ -30,6 +31,9 @@ pub use lm::{LmSettings, Price};
 pub use node::{Node, NodeKind, NodeSettings};
 pub use pipeline::Pipeline;
 pub use read::{ConfigError, ConfigErrors, Need, Requirement};
+pub use shard::{
+    MAX_SHARDS, SHARD_COUNT_ENV, Shard, ShardId, repository_shard, shard_root, shard_set_dir,
+};
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{
     AgentSettings, ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings,

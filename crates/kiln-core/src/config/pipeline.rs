@@ -9,6 +9,7 @@ use super::hash::hex_sha256;
 use super::lm::LmSettings;
 use super::node::{Node, NodeKind, NodeSettings};
 use super::read::{ConfigError, ConfigErrors, Need, Requirement};
+use super::shard::{Shard, ShardId, shard_root};
 
 /// A compiled pipeline: settings checked, nodes in topological order.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct Pipeline {
     /// What the config needs from the machine (environment variables, files), checked by
     /// [`Pipeline::check_environment`] when a command is about to use it.
     pub requirements: Vec<Requirement>,
+    /// The shard this pipeline runs (`--shard`), set by [`Pipeline::for_shard`]: its dataset
+    /// root is then the shard's own directory under the shared one.
+    pub shard: Option<Shard>,
 }
 
 impl Pipeline {
@@ -94,6 +98,23 @@ impl Pipeline {
             .iter()
             .filter_map(|i| self.node(i))
             .find(|n| n.kind.is_source())
+    }
+
+    /// The pipeline as `kiln run --shard` runs it: the same config (and hash), with the dataset
+    /// root moved to the shard's own directory under the configured one ([`shard_root`]).
+    #[must_use]
+    pub fn for_shard(&self, id: ShardId) -> Self {
+        let mut out = self.clone();
+        let home = self.home_root().to_path_buf();
+        out.dataset.root = shard_root(&home, &self.dataset.name, id);
+        out.shard = Some(Shard { id, home });
+        out
+    }
+
+    /// The dataset root the shards share: the configured one (a shard's own root is under it).
+    #[must_use]
+    pub fn home_root(&self) -> &std::path::Path {
+        self.shard.as_ref().map_or(&self.dataset.root, |s| &s.home)
     }
 
     /// The pipeline as `kiln refresh --month` runs it: every crawl source's merge window set

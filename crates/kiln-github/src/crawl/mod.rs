@@ -85,6 +85,10 @@ pub async fn crawl(
                     }
                 }
             }
+            if let Some(shard) = shared.request.shard {
+                repos
+                    .retain(|r| kiln_core::config::repository_shard(r, shard.count) == shard.index);
+            }
             shared.send(Output::Repositories(repos.clone())).await;
             repos
         }

@@ -92,6 +92,9 @@ pub struct CrawlRequest {
     pub progress: BTreeMap<String, RepoProgress>,
     /// Kept candidates this run already has (counted against `max_candidates`).
     pub kept_so_far: i64,
+    /// The shard of a split run: only the repositories whose name hashes to it are crawled
+    /// ([`kiln_core::config::repository_shard`]).
+    pub shard: Option<kiln_core::config::ShardId>,
 }
 
 /// Largest search result set GitHub pages through.

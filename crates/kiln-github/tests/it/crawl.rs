@@ -71,6 +71,7 @@ pub fn request(setup: &Setup, settings: CrawlSettings) -> CrawlRequest {
         repositories: None,
         progress: BTreeMap::new(),
         kept_so_far: 0,
+        shard: None,
     }
 }
 

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::context::{StageContext, StageOutcome, started};
 use crate::error::PipelineError;
+use crate::shards;
 
 /// State keys in the stage manifest.
 const WINDOW: &str = "window";
@@ -96,8 +97,26 @@ pub(crate) async fn crawl(
         )
         .map_err(github_error)?,
     );
+    // A split run crawls this shard's repositories: listed ones as the shared plan deals them,
+    // discovered ones by the hash of their names.
+    let mut settings = settings.clone();
+    let mut shard = None;
+    if let Some(this) = &cx.pipeline.shard {
+        if settings.discover.is_some() {
+            shard = Some(this.id);
+        } else {
+            let listed: BTreeMap<String, u64> =
+                settings.repos.iter().map(|r| (r.clone(), 1)).collect();
+            let plan = shards::plan(cx.pipeline, this, &listed)?;
+            shards::record_plan(&cx.node.name, &mut table, &plan)?;
+            settings
+                .repos
+                .retain(|r| plan.shard_of(r) == Some(this.id.index));
+        }
+    }
     let request = CrawlRequest {
-        settings: settings.clone(),
+        settings,
+        shard,
         since,
         until,
         mirrors,
@@ -333,14 +352,25 @@ fn stored_progress(table: &StageTable<Candidate>) -> BTreeMap<String, RepoProgre
 /// and the windows they finished long enough after the window's end for the results to be final.
 fn earlier_crawls(cx: &StageContext<'_>) -> Result<Prior, PipelineError> {
     let mut prior = Prior::default();
-    let root = &cx.pipeline.dataset.root;
     let dataset = &cx.pipeline.dataset.name;
-    for id in kiln_store::run_ids(root, dataset)? {
-        if id == cx.run.run_id() {
+    // A shard also skips what the dataset's merged runs crawled, under the shared root.
+    let mut roots = vec![cx.pipeline.dataset.root.as_path()];
+    if cx.pipeline.shard.is_some() {
+        roots.push(cx.pipeline.home_root());
+    }
+    let runs = roots
+        .into_iter()
+        .map(|root| Ok((root, kiln_store::run_ids(root, dataset)?)))
+        .collect::<Result<Vec<_>, kiln_store::StoreError>>()?;
+    for (root, id) in runs
+        .iter()
+        .flat_map(|(root, ids)| ids.iter().map(move |id| (*root, id)))
+    {
+        if root == cx.pipeline.dataset.root && id == cx.run.run_id() {
             continue;
         }
         let dir = kiln_store::runs_dir(root, dataset)
-            .join(&id)
+            .join(id)
             .join(&cx.node.name);
         let Ok(manifest) = kiln_store::Manifest::read(&dir) else {
             continue;

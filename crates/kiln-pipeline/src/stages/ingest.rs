@@ -1,6 +1,6 @@
 //! `ingest`: candidates from a SWE-bench or Multi-SWE-bench task file.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::Event;
 use kiln_core::config::IngestSettings;
@@ -8,6 +8,7 @@ use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 
 use super::context::{StageContext, StageOutcome, finish, plan, started};
 use crate::error::PipelineError;
+use crate::shards;
 
 pub(crate) fn ingest(
     cx: &StageContext<'_>,
@@ -63,6 +64,17 @@ pub(crate) fn ingest(
             ))
             .unwrap_or_else(|_| InstanceId::placeholder("duplicate-entry", index));
         }
+    }
+    if let Some(shard) = &cx.pipeline.shard {
+        // A split run keeps the repositories the plan gives this shard; a row without a
+        // repository (an unreadable line) stays with shard 0, so it is kept exactly once.
+        let mut repositories: BTreeMap<String, u64> = BTreeMap::new();
+        for row in rows.iter().filter(|r| !r.repo.is_empty()) {
+            *repositories.entry(row.repo.clone()).or_default() += 1;
+        }
+        let plan = shards::plan(cx.pipeline, shard, &repositories)?;
+        shards::record_plan(&cx.node.name, &mut table, &plan)?;
+        rows.retain(|r| plan.shard_of(&r.repo).unwrap_or(0) == shard.id.index);
     }
     let items: Vec<InstanceId> = rows.iter().map(|r| r.instance_id.clone()).collect();
     started(cx, items.len(), 0);

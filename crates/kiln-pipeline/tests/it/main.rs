@@ -11,3 +11,4 @@ mod faults;
 mod gc;
 mod locks;
 mod reuse;
+mod shards;
