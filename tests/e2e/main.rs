@@ -11,6 +11,7 @@ mod agent;
 mod config;
 mod crawl;
 mod demo;
+mod deploy;
 mod ecosystems;
 mod faults;
 mod hostile;

@@ -332,6 +332,18 @@ pub struct SlurmArgs {
     /// the node's.
     #[arg(long, value_name = "URL")]
     pub docker_host: Option<String>,
+    /// CPUs each task reserves (default: from the config, launch and validate concurrency
+    /// times `[docker] cpus`, plus one).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<u32>,
+    /// Memory each task reserves, e.g. 4g (default: from the config, concurrency times
+    /// `[docker] memory`, plus 1 GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub mem: Option<i64>,
+}
+
+fn parse_memory(text: &str) -> Result<i64, String> {
+    kiln_core::config::parse_size(text)
 }
 
 /// The arguments of `kiln deploy k8s`.

@@ -68,6 +68,10 @@ pub struct SlurmJob<'a> {
     pub at_once: Option<u32>,
     /// DOCKER_HOST for the tasks.
     pub docker_host: Option<&'a str>,
+    /// CPUs and memory (bytes) a task reserves, where not the config's estimate.
+    pub cpus: Option<u32>,
+    /// Memory in bytes.
+    pub memory: Option<i64>,
 }
 
 /// A bash script that submits the array of shards and the merge that waits for it
@@ -75,6 +79,7 @@ pub struct SlurmJob<'a> {
 #[must_use]
 pub fn slurm_script(pipeline: &Pipeline, job: &SlurmJob<'_>) -> String {
     let (cpus, memory) = task_resources(pipeline);
+    let (cpus, memory) = (job.cpus.unwrap_or(cpus), job.memory.unwrap_or(memory));
     let name = &pipeline.dataset.name;
     let logs = shard_set_dir(pipeline.home_root(), name, job.shards);
     let kiln = shell_quote(&job.kiln.display().to_string());

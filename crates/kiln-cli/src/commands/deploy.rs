@@ -32,6 +32,8 @@ pub fn run(args: DeployArgs, cx: &Context) -> Result<u8, Failure> {
                     time: &slurm.time,
                     at_once: slurm.at_once,
                     docker_host: slurm.docker_host.as_deref(),
+                    cpus: slurm.cpus,
+                    memory: slurm.mem,
                 },
             );
             (&slurm.common, text)
