@@ -57,18 +57,9 @@ pub(crate) fn expected_lists() -> BTreeMap<&'static str, (Vec<String>, Vec<Strin
     ])
 }
 
-#[test]
-fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
-    let _demo = crate::demo_lock();
-    let tmp = tempdir();
-    let dir = tmp.path().join("demo");
-    let mut command = kiln();
-    command.args(["--json", "demo", "--dir"]).arg(&dir);
-    let output = run(&mut command);
-    assert!(output.status.success(), "{}", text(&output));
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
-
+/// Every instance of a `kiln --json demo` report ended as its fixture must: the two that
+/// validate with exactly their lists, badgold rejected, broken failing to launch.
+pub(crate) fn check_instances(report: &serde_json::Value) {
     let instances = report["instances"].as_array().cloned().unwrap_or_default();
     assert_eq!(instances.len(), 4, "{report:#}");
     let by_id: BTreeMap<String, serde_json::Value> = instances
@@ -102,6 +93,21 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
             .contains("uv pip install"),
         "the deciding command is named: {broken:#}"
     );
+}
+
+#[test]
+fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
+    let _demo = crate::demo_lock();
+    let tmp = tempdir();
+    let dir = tmp.path().join("demo");
+    let mut command = kiln();
+    command.args(["--json", "demo", "--dir"]).arg(&dir);
+    let output = run(&mut command);
+    assert!(output.status.success(), "{}", text(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
+
+    check_instances(&report);
 
     // The release holds exactly the validated instances, readable as Parquet.
     let tag = crate::release_dir(&dir, "demo");

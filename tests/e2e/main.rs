@@ -18,6 +18,7 @@ mod hostile;
 mod leftovers;
 mod lm;
 mod modules;
+mod podman;
 mod refresh;
 mod registry;
 mod report;

@@ -21,7 +21,7 @@ pub async fn run_all(
     reporter: Arc<dyn Reporter>,
 ) -> Result<Runner, Failure> {
     check_environment(&pipeline, None)?;
-    let engine = connect_if_needed(&pipeline, None).await?;
+    let engine = connect_if_needed(&pipeline, None, &reporter).await?;
     let lm = kiln_pipeline::language_model(&pipeline, None, &options.secrets)?;
     let mut runner = with_lm(
         Runner::open(pipeline, selection, reporter, engine.clone())?,
@@ -88,6 +88,7 @@ pub fn check_environment(pipeline: &Pipeline, stage: Option<&str>) -> Result<(),
 pub async fn connect_if_needed(
     pipeline: &Pipeline,
     stage: Option<&str>,
+    reporter: &Arc<dyn Reporter>,
 ) -> Result<Option<Arc<dyn ContainerRuntime>>, Failure> {
     let needs = pipeline
         .nodes
@@ -97,12 +98,23 @@ pub async fn connect_if_needed(
     if !needs {
         return Ok(None);
     }
-    connect().await.map(Some)
+    connect(reporter).await.map(Some)
 }
 
-pub async fn connect() -> Result<Arc<dyn ContainerRuntime>, Failure> {
+/// Connects to the engine `DOCKER_HOST` names (else the local socket) and says, once per
+/// process, what that engine does differently from Docker (rootless Podman's ignored limits).
+pub async fn connect(reporter: &Arc<dyn Reporter>) -> Result<Arc<dyn ContainerRuntime>, Failure> {
+    static SAID: std::sync::Once = std::sync::Once::new();
     match kiln_docker::DockerRuntime::connect().await {
-        Ok(runtime) => Ok(Arc::new(runtime)),
+        Ok(runtime) => {
+            let caveats = runtime.caveats().await;
+            SAID.call_once(|| {
+                for message in caveats {
+                    reporter.report(kiln_core::Event::Note { message });
+                }
+            });
+            Ok(Arc::new(runtime))
+        }
         Err(e) => Err(Failure::new(
             exit::ENGINE,
             format!("failed to {e}{ENGINE_HINT}"),

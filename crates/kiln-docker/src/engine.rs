@@ -131,6 +131,52 @@ impl DockerRuntime {
         Ok(runtime)
     }
 
+    /// What this engine does differently from Docker that a user should know before a run:
+    /// empty for Docker. Podman's Docker-compatible API runs kiln unchanged (its bare image ids
+    /// are given Docker's `sha256:` form where read), but rootless Podman on cgroup v1 ignores
+    /// every resource limit, and its `vfs` storage copies each layer whole.
+    pub async fn caveats(&self) -> Vec<String> {
+        let Ok(version) = self.docker.version().await else {
+            return Vec::new();
+        };
+        let podman = version
+            .components
+            .iter()
+            .flatten()
+            .find(|c| c.name.contains("Podman"))
+            .map(|c| c.version.clone());
+        let Some(podman) = podman else {
+            return Vec::new();
+        };
+        let Ok(info) = self.docker.info().await else {
+            return vec![format!("the engine is Podman {podman}")];
+        };
+        let root = info.docker_root_dir.unwrap_or_default();
+        // Rootful Podman keeps its storage under /var/lib/containers; a rootless one under the
+        // user's home (`~/.local/share/containers/storage`).
+        let rootless = !root.is_empty() && !root.starts_with("/var/lib/");
+        let cgroup_v1 = info.cgroup_version.is_some_and(|v| v.to_string() == "1");
+        let mut caveats = vec![format!(
+            "the engine is {} Podman {podman} (storage {root})",
+            if rootless { "rootless" } else { "rootful" }
+        )];
+        if rootless && cgroup_v1 {
+            caveats.push(
+                "rootless Podman on cgroup v1 ignores memory, CPU and process limits: [docker] \
+                 memory, cpus and pids are not enforced (cgroup v2 with delegation enforces them)"
+                    .into(),
+            );
+        }
+        if info.driver.as_deref() == Some("vfs") {
+            caveats.push(
+                "its storage driver is vfs, which copies every layer whole: builds are slower and \
+                 each image takes its full size on disk (fuse-overlayfs or overlay share layers)"
+                    .into(),
+            );
+        }
+        caveats
+    }
+
     /// The endpoint this runtime talks to.
     #[must_use]
     pub fn endpoint(&self) -> &str {
@@ -592,7 +638,7 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn image_id(&self, image: &str) -> Result<Option<String>, RuntimeError> {
         match self.docker.inspect_image(image).await {
-            Ok(inspect) => Ok(inspect.id),
+            Ok(inspect) => Ok(inspect.id.map(content_id)),
             Err(e) if status(&e) == Some(404) => Ok(None),
             Err(e) => Err(self.fail(format!("inspect image {image}"), &e)),
         }
@@ -615,7 +661,7 @@ impl ContainerRuntime for DockerRuntime {
         Ok(images
             .into_iter()
             .map(|image| ImageInfo {
-                id: image.id,
+                id: content_id(image.id),
                 tags: image
                     .repo_tags
                     .into_iter()
@@ -898,7 +944,7 @@ impl ContainerRuntime for DockerRuntime {
             .commit_container(options, config)
             .await
             .map_err(|e| self.fail(format!("commit {} to {tag}", short(&id.0)), &e))?;
-        Ok(committed.id)
+        Ok(content_id(committed.id))
     }
 
     async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError> {
@@ -1152,11 +1198,30 @@ fn dockerfile_quote(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// An image id as Docker spells it, `sha256:<hex>`: Podman's compatible API answers a commit,
+/// and its image lists, with the bare hex, and a digest recorded one way must compare equal to
+/// the same image inspected the other way.
+fn content_id(id: String) -> String {
+    if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("sha256:{id}")
+    } else {
+        id
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{parse_oom_kill, registry_host, split_tag, timeout_arg};
+    use super::{content_id, parse_oom_kill, registry_host, split_tag, timeout_arg};
+
+    #[test]
+    fn podman_bare_image_ids_get_dockers_prefix() {
+        let hex = "fb84338616f78cbb27ec6239e8075b7bdab37307278bd660b0ea1fca193dcedd";
+        assert_eq!(content_id(hex.into()), format!("sha256:{hex}"));
+        assert_eq!(content_id(format!("sha256:{hex}")), format!("sha256:{hex}"));
+        assert_eq!(content_id("abc".into()), "abc");
+    }
 
     #[test]
     fn registry_hosts_of_image_names() {

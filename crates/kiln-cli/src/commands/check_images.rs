@@ -12,7 +12,7 @@ use crate::failure::Failure;
 /// Checks every row's image and prints one line per instance.
 pub async fn run(args: CheckImagesArgs, cx: &Context) -> Result<u8, Failure> {
     let rows = kiln_pipeline::evaluate::read_dataset(&args.release)?;
-    let runtime = connect().await?;
+    let runtime = connect(&cx.reporter).await?;
     let checks = check_images(runtime.as_ref(), &rows, !args.no_pull)
         .await
         .map_err(|e| Failure::from(PipelineError::Engine(e)))?;

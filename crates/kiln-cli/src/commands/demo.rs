@@ -43,7 +43,7 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
     let ca_bundle = args
         .ca_bundle
         .or_else(|| host_bundle.exists().then_some(host_bundle));
-    let engine = connect().await?;
+    let engine = connect(&cx.reporter).await?;
     let lm = demo_lm(args.lm_url, args.lm_model).await?;
     let dir = std::path::absolute(args.dir).context("resolve the demo directory")?;
     let demo = kiln_demo::prepare_with_lm(&dir, ca_bundle.as_deref(), args.repeats, lm.as_ref())

@@ -41,7 +41,7 @@ pub async fn run(args: EvaluateArgs, cx: &Context) -> Result<u8, Failure> {
             }
         );
     }
-    let engine = connect().await?;
+    let engine = connect(&cx.reporter).await?;
     let stamp = kiln_store::time_id();
     let output = args
         .output

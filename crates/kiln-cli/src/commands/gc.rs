@@ -9,7 +9,7 @@ use crate::failure::Failure;
 /// Plans the removal, prints it, and (unless --dry-run) removes.
 pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
     let pipeline = load(&cx.config)?;
-    let runtime = connect().await?;
+    let runtime = connect(&cx.reporter).await?;
     let plan =
         kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), args.keep_last, args.orphans).await?;
     let megabytes = |bytes: i64| bytes as f64 / 1e6;

@@ -50,7 +50,7 @@ pub async fn push_release(
     }
     let manifest = kiln_pipeline::release::ReleaseManifest::read(release)?;
     let engine = if !dry_run && manifest.image_registry.is_some() {
-        Some(connect().await?)
+        Some(connect(reporter).await?)
     } else {
         None
     };

@@ -66,7 +66,7 @@ pub async fn stage(args: StageArgs, cx: &Context) -> Result<u8, Failure> {
     let pipeline = for_shard(load(&cx.config)?, args.shard.as_deref())?;
     let name = args.name;
     check_environment(&pipeline, Some(&name))?;
-    let engine = connect_if_needed(&pipeline, Some(&name)).await?;
+    let engine = connect_if_needed(&pipeline, Some(&name), &cx.reporter).await?;
     let selection = args.run.map_or(RunSelection::Latest, RunSelection::Id);
     let options = RunOptions {
         only: (!args.only.is_empty()).then(|| args.only.into_iter().collect::<BTreeSet<_>>()),
