@@ -186,6 +186,7 @@ const ERROR_VERBS: &[&str] = &[
     "finish",
     "get",
     "lock",
+    "merge",
     "parse",
     "publish",
     "reach",
