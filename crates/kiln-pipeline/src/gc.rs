@@ -4,7 +4,9 @@
 //! a release of the dataset names it (by name or digest), or when it is the environment of a
 //! run in progress or of one of the `keep_last` most recent runs; every other goes. Images of
 //! datasets whose directory no longer exists (a deleted checkout, a test's temporary dataset)
-//! are orphans, listed and removed with `orphans`.
+//! are orphans, listed and removed with `orphans`. The shards of a split run build under
+//! labels of their own directories: their images are the dataset's too, kept while a release,
+//! a merged run or the shard's own run (in progress or recent) names them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -117,10 +119,19 @@ pub async fn plan(
     keep_last: usize,
     orphans: bool,
 ) -> Result<GcPlan, PipelineError> {
-    let label = crate::labels::dataset_label(pipeline);
+    let mut pipelines = vec![pipeline.clone()];
+    pipelines.extend(crate::shards::shard_pipelines(pipeline));
+    let labels: BTreeSet<String> = pipelines.iter().map(crate::labels::dataset_label).collect();
     let mut referenced = released(pipeline)?;
-    let (by_runs, kept_runs) = kept_by_runs(pipeline, keep_last)?;
-    referenced.extend(by_runs);
+    let mut kept_runs = Vec::new();
+    for each in &pipelines {
+        let (by_runs, kept) = kept_by_runs(each, keep_last)?;
+        referenced.extend(by_runs);
+        kept_runs.extend(kept.into_iter().map(|id| match &each.shard {
+            Some(shard) => format!("{id} (shard {})", shard.id),
+            None => id,
+        }));
+    }
     let is_referenced = |image: &ImageInfo| {
         referenced.contains(&image.id) || image.tags.iter().any(|t| referenced.contains(t))
     };
@@ -131,7 +142,7 @@ pub async fn plan(
     let images = runtime.list_images(LABEL_DATASET, "").await?;
     for image in images {
         let dataset = image.labels.get(LABEL_DATASET).cloned().unwrap_or_default();
-        let reason = if dataset == label {
+        let reason = if labels.contains(&dataset) {
             if is_referenced(&image) {
                 plan.kept += 1;
                 continue;

@@ -176,6 +176,33 @@ pub fn plans(root: &Path, dataset: &str, count: u32) -> Vec<(PathBuf, Plan)> {
     found.into_iter().map(|(_, p, plan)| (p, plan)).collect()
 }
 
+/// The pipeline as each shard of each split of its dataset ran it: one per shard directory under
+/// the shared root (`shards/of-<count>/<index>/`), in order.
+#[must_use]
+pub fn shard_pipelines(pipeline: &Pipeline) -> Vec<Pipeline> {
+    let home = pipeline.home_root();
+    let name = &pipeline.dataset.name;
+    let numbers = |dir: &Path, prefix: &str| -> Vec<u32> {
+        let mut found: Vec<u32> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok())
+            .collect();
+        found.sort_unstable();
+        found
+    };
+    let mut out = Vec::new();
+    for count in numbers(&home.join(name).join("shards"), "of-") {
+        for index in numbers(&shard_set_dir(home, name, count), "") {
+            if let Ok(id) = kiln_core::config::ShardId::new(index, count) {
+                out.push(pipeline.for_shard(id));
+            }
+        }
+    }
+    out
+}
+
 /// Deals the repositories to `count` shards, largest estimated cost first, each to the least
 /// loaded shard (the lowest index among equals); equal costs go in name order, so the plan is
 /// the same wherever it is made from the same figures.

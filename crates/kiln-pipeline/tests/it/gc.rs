@@ -118,3 +118,46 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
         assert!(runtime.image(kept).is_some(), "{kept} was removed");
     }
 }
+
+#[tokio::test]
+async fn gc_counts_the_images_of_a_split_runs_shards_as_the_datasets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("datasets");
+    let config = tmp.path().join("pipeline.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\nname = \"gc\"\nroot = {root:?}\n\
+             [sources.tasks]\nkind = \"ingest\"\npath = \"tasks.jsonl\"\n\
+             [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n"
+        ),
+    )
+    .unwrap();
+    let pipeline = Pipeline::load(&config).unwrap();
+    let shard = pipeline.for_shard(kiln_core::config::ShardId { index: 1, count: 2 });
+    let shard_label = kiln_pipeline::dataset_label(&shard);
+    assert_ne!(shard_label, kiln_pipeline::dataset_label(&pipeline));
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.add_image_with("env:shard-in-progress", labelled(&shard_label), Vec::new());
+    runtime.add_image_with("env:shard-unnamed", labelled(&shard_label), Vec::new());
+    let node = pipeline.node("launch").unwrap();
+    let run =
+        kiln_store::RunStore::create(&shard.dataset.root, "gc", Some("20240903-000000"), "", "h")
+            .unwrap();
+    run.stage::<EnvironmentRecord>("launch", &node.settings_hash(), BTreeMap::new())
+        .unwrap()
+        .append(&[EnvironmentRecord {
+            status: EnvironmentStatus::Built,
+            image: Some("env:shard-in-progress".into()),
+            ..EnvironmentRecord::new(InstanceId::new("o__r-3").unwrap())
+        }])
+        .unwrap();
+
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 0, false)
+        .await
+        .unwrap();
+    let tags: Vec<String> = plan.remove.iter().flat_map(|g| g.tags.clone()).collect();
+    assert_eq!(tags, ["env:shard-unnamed"]);
+    assert_eq!(plan.kept, 1);
+    assert_eq!(plan.kept_runs, ["20240903-000000 (shard 1/2)"]);
+}
