@@ -93,6 +93,29 @@ impl StageContext<'_> {
         Ok(kiln_store::read_rows::<Candidate>(&dir)?)
     }
 
+    /// The dataset's other runs, oldest first: those under its root and, for a shard, the
+    /// merged runs under the shared root too (what earlier months of the split run made).
+    ///
+    /// # Errors
+    /// When a runs directory or a run's `run.json` cannot be read.
+    pub(crate) fn other_runs(&self) -> Result<Vec<RunStore>, PipelineError> {
+        let name = &self.pipeline.dataset.name;
+        let mut roots = vec![self.pipeline.home_root()];
+        if self.pipeline.shard.is_some() {
+            roots.push(self.pipeline.dataset.root.as_path());
+        }
+        let mut runs = Vec::new();
+        for root in roots {
+            for id in kiln_store::run_ids(root, name)? {
+                let run = RunStore::open(root, name, &id)?;
+                if run.dir() != self.run.dir() {
+                    runs.push(run);
+                }
+            }
+        }
+        Ok(runs)
+    }
+
     /// The clone URL template of this stage's source.
     pub(crate) fn clone_url_template(&self) -> Option<&str> {
         match self.pipeline.source_of(self.node).map(|n| &n.settings) {

@@ -352,26 +352,9 @@ fn stored_progress(table: &StageTable<Candidate>) -> BTreeMap<String, RepoProgre
 /// and the windows they finished long enough after the window's end for the results to be final.
 fn earlier_crawls(cx: &StageContext<'_>) -> Result<Prior, PipelineError> {
     let mut prior = Prior::default();
-    let dataset = &cx.pipeline.dataset.name;
     // A shard also skips what the dataset's merged runs crawled, under the shared root.
-    let mut roots = vec![cx.pipeline.dataset.root.as_path()];
-    if cx.pipeline.shard.is_some() {
-        roots.push(cx.pipeline.home_root());
-    }
-    let runs = roots
-        .into_iter()
-        .map(|root| Ok((root, kiln_store::run_ids(root, dataset)?)))
-        .collect::<Result<Vec<_>, kiln_store::StoreError>>()?;
-    for (root, id) in runs
-        .iter()
-        .flat_map(|(root, ids)| ids.iter().map(move |id| (*root, id)))
-    {
-        if root == cx.pipeline.dataset.root && id == cx.run.run_id() {
-            continue;
-        }
-        let dir = kiln_store::runs_dir(root, dataset)
-            .join(id)
-            .join(&cx.node.name);
+    for run in cx.other_runs()? {
+        let dir = run.dir().join(&cx.node.name);
         let Ok(manifest) = kiln_store::Manifest::read(&dir) else {
             continue;
         };

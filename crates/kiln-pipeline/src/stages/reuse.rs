@@ -40,15 +40,8 @@ impl Reuse {
             .iter()
             .map(|r| (r.clone(), candidates.get(&r.instance_id).cloned()))
             .collect();
-        let root = &cx.pipeline.dataset.root;
-        let name = &cx.pipeline.dataset.name;
-        for id in kiln_store::run_ids(root, name).unwrap_or_default() {
-            if id == cx.run.run_id() {
-                continue;
-            }
-            let Ok(run) = kiln_store::RunStore::open(root, name, &id) else {
-                continue;
-            };
+        // A shard also starts from the environments of the split run's earlier merged runs.
+        for run in cx.other_runs().unwrap_or_default() {
             let (Ok(launched), Ok(tasks)) = (
                 crate::summary::rows::<EnvironmentRecord>(cx.pipeline, &run, NodeKind::Launch),
                 crate::summary::rows::<Candidate>(cx.pipeline, &run, NodeKind::Ingest),
