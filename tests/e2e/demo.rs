@@ -329,6 +329,41 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         "{}",
         text(&good)
     );
+    // Every row's Dockerfile rebuilds into an environment whose tests end as the row says; a
+    // row whose FAIL_TO_PASS names a test that passes without the fix is reported.
+    let rebuild = |release: &std::path::Path| {
+        run(kiln()
+            .args(["check-images", "--no-pull", "--rebuild", "--config"])
+            .arg(dir.join("pipeline.toml"))
+            .arg("--release")
+            .arg(release))
+    };
+    let rebuilt = rebuild(&tag);
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt));
+    assert!(
+        String::from_utf8_lossy(&rebuilt.stdout).contains(
+            "2 of 2 environment(s) rebuilt from their Dockerfile with the tests the rows record"
+        ),
+        "{}",
+        text(&rebuilt)
+    );
+    let tampered = tmp.path().join("tampered");
+    let mut wrong = rows[0].clone();
+    let passing = wrong.PASS_TO_PASS[0].clone();
+    wrong.FAIL_TO_PASS.0.push(passing.clone());
+    kiln_store::write_release(&tampered, "test", &[wrong], 100).unwrap();
+    let differs = rebuild(&tampered);
+    assert_eq!(differs.status.code(), Some(6), "{}", text(&differs));
+    let printed = String::from_utf8_lossy(&differs.stdout).to_string();
+    assert!(
+        printed.contains(&format!("DIFFERS {}", rows[0].instance_id))
+            && printed.contains(&format!(
+                "without the fix 1 FAIL_TO_PASS test(s) pass, e.g. {passing}"
+            )),
+        "{}",
+        text(&differs)
+    );
+
     let docker = |args: &[&str]| {
         let output = run(std::process::Command::new("docker").args(args));
         assert!(

@@ -106,8 +106,10 @@ pub enum Command {
     Evaluate(EvaluateArgs),
 
     /// Check the environment images a release names: each exists on the engine (or is pulled
-    /// from its registry) and is the image its row recorded (`image_digest`). One line per
-    /// instance; exits 0 when every image is good, 6 when one is missing or changed.
+    /// from its registry) and is the image its row recorded (`image_digest`); with --rebuild,
+    /// each also rebuilds from its Dockerfile into an environment whose tests end as the row
+    /// says. One line per instance; exits 0 when every image is good, 6 when one is missing,
+    /// changed or not reproduced.
     CheckImages(CheckImagesArgs),
 
     /// Remove the dataset's environment images that nothing refers to: not named by a release
@@ -152,6 +154,18 @@ pub struct CheckImagesArgs {
     /// Do not pull images the engine lacks from their registry.
     #[arg(long)]
     pub no_pull: bool,
+    /// Also rebuild every row's environment from its Dockerfile (the repository at its base
+    /// commit, cloned with the config's clone_url, as the build context) and check that its
+    /// tests end as the row says: without the fix every FAIL_TO_PASS test fails and every
+    /// PASS_TO_PASS test passes, with the gold patch the row is resolved.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Only these instances (repeatable; with --rebuild).
+    #[arg(long = "only", value_name = "INSTANCE_ID")]
+    pub only: Vec<String>,
+    /// Timeout of each test run of --rebuild.
+    #[arg(long, default_value = "30m")]
+    pub timeout: String,
 }
 
 /// The arguments of `kiln run`.

@@ -32,7 +32,7 @@ mod python;
 pub mod recipe;
 mod registry;
 mod repair;
-mod repo;
+pub mod repo;
 mod request;
 mod rust;
 mod shell;

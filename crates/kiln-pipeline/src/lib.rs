@@ -14,6 +14,7 @@ mod labels;
 pub mod merge;
 pub mod options;
 pub mod publish;
+pub mod rebuild;
 pub mod release;
 pub mod report;
 pub mod runner;
