@@ -218,10 +218,10 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
     );
     assert!(output.status.success(), "{}", text(&output));
 
-    // The official SWE-bench harness grades the release unchanged: every row but the Java one
+    // The official SWE-bench harness grades the release unchanged: every row
     // names a parser of its registry (jest's report, CTest's lines and go's JSON events through
     // the id scripts, cargo's through its filter), gold patches resolve those rows, a no-op and
-    // empty patches none. Surefire's XML reports have no harness parser yet.
+    // empty patches none. Surefire's XML reports too, through their id script.
     let tag = crate::release_dir(&dir, "eco");
     let rows: Vec<ReleaseInstance> =
         kiln_store::read_parquet(&tag.join("data/test-00000-of-00001.parquet")).unwrap();
@@ -232,7 +232,7 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
     assert_eq!(
         parsers,
         BTreeMap::from([
-            ("kiln-eco__csvline-15", ""),
+            ("kiln-eco__csvline-15", "parse_log_jest_json"),
             ("kiln-eco__durations-12", "parse_log_jest_json"),
             ("kiln-eco__ringbuf-14", "parse_log_jest_json"),
             ("kiln-eco__runlength-11", "parse_log_cargo"),
@@ -244,9 +244,9 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
         &tag,
         &tmp.path().join("swebench"),
         &[
-            "gold resolves 4 of 4",
-            "a no-op patch resolves 0 of 4 (4 completed)",
-            "empty patches resolve 0 of 4",
+            "gold resolves 5 of 5",
+            "a no-op patch resolves 0 of 5 (5 completed)",
+            "empty patches resolve 0 of 5",
         ],
     );
 }

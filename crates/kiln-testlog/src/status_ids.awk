@@ -1,6 +1,6 @@
-# Shared by tap_ids.awk and ctest_ids.awk, which sh runs as one program with this file first:
-# ids normalised as normalize.rs does (no temporary-path rewriting: an id holding one is then
-# not read as kiln reads it, and validation finds that), the same id kept at its worst status,
+# Shared by the id scripts of swebench.rs, which sh runs as one program with this file first:
+# ids normalised as normalize.rs does (run-specific temporary directories become <tmp>), the
+# same id kept at its worst status,
 # "/testbed/" taken off as ParsedLog::relative_to does, and at the end one "[PASSED] <id>" or
 # "[FAILED] <id>" line per test that ran (the lines the SWE-bench harness reads with
 # parse_log_jest_json). POSIX awk only; no single quote anywhere: sh quotes the program.
@@ -23,6 +23,7 @@ function keep(id, status) {
 }
 function record(raw, status,   id) {
     id = trim(strip_ansi(raw))
+    gsub(/(\/private)?(\/var\/folders\/[^\/[:space:]]+\/[^\/[:space:]]+\/T|\/tmp)(\/pytest-of-[^]\/[:space:]]+\/pytest-[0-9]+(\/[^]\/[:space:]]+)?|\/\.?tmp[A-Za-z0-9_][A-Za-z0-9_][A-Za-z0-9_][A-Za-z0-9_][A-Za-z0-9_][A-Za-z0-9_]+|\/go-build[0-9]+)/, "<tmp>", id)
     sub(/([[:space:]]+\([0-9]+(\.[0-9]+)?[[:space:]]*(ns|us|µs|ms|s|sec|secs|second|seconds|m|min)\)|[[:space:]]+\[[0-9]+(\.[0-9]+)?[[:space:]]*(ms|s)\]|[[:space:]]+in[[:space:]]+[0-9]+(\.[0-9]+)?[[:space:]]*(ns|us|µs|ms|s|sec|second|seconds))$/, "", id)
     id = trim(id)
     if (id != "") keep(id, status)

@@ -36,9 +36,8 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
         "tap" => &["parse_log_tap", "parse_log_jest_json"],
         // A parser script's lines, printed after the test output by the eval script; for the
         // formats of [`id_script`], its lines.
-        "status-lines" | "jest-json" | "vitest-json" | "mocha-json" | "ctest" | "go-test-json" => {
-            &["parse_log_jest_json"]
-        }
+        "status-lines" | "jest-json" | "vitest-json" | "mocha-json" | "ctest" | "go-test-json"
+        | "junit-xml" => &["parse_log_jest_json"],
         _ => &[],
     }
 }
@@ -48,7 +47,7 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
 /// standard input and prints `[PASSED] <id>` or `[FAILED] <id>` for every test that ran, under
 /// kiln's ids, which `parse_log_jest_json` reads: node reads the JSON reports of jest, vitest
 /// and mocha (node is in every image that runs them), awk (in every Debian image) TAP, CTest
-/// and `go test -json` events. The scripts port this crate's readers of those formats;
+/// and `go test -json` events and JUnit XML reports. The scripts port this crate's readers of those formats;
 /// validation runs the script in a fresh container of the environment image and grades the
 /// harness's view on what it printed there, so a case the port reads differently costs the row
 /// its harness parser, never a wrong grade. The script always exits 0 (a missing interpreter
@@ -70,6 +69,7 @@ pub fn id_script(kiln_parser: &str) -> Option<String> {
         "tap" => awk(include_str!("tap_ids.awk")),
         "ctest" => awk(include_str!("ctest_ids.awk")),
         "go-test-json" => awk(include_str!("go_json_ids.awk")),
+        "junit-xml" => awk(include_str!("junit_ids.awk")),
         _ => return None,
     };
     Some(format!("{command} || true\n"))

@@ -146,6 +146,32 @@ fn the_go_json_script_prints_the_ids_kiln_reads() {
     check_format("go-test-json", &go);
 }
 
+#[test]
+fn the_junit_script_prints_the_ids_kiln_reads() {
+    let mut junit = logs("junit-xml");
+    // Reports after other output, entities, a CDATA section and a comment holding tag-like text,
+    // a status attribute, pytest's expected failure, a failure then an error, single quotes,
+    // and a report that breaks off inside a test case.
+    junit.push((
+        "edge cases".into(),
+        "[INFO] Tests run: 5\n\
+         <?xml version=\"1.0\"?>\n\
+         <testsuite name=\"s\" tests=\"6\">\n\
+         <!-- <testcase name=\"commented\"/> -->\n\
+         <testcase classname=\"a.B\" name=\"cmp &lt;1&gt; &amp; &quot;x&quot; &#65;\"/>\n\
+         <testcase classname='a.B' name='quoted' time='0.1'><system-out><![CDATA[<failure>not one</failure>]]></system-out></testcase>\n\
+         <testcase classname=\"a.B\" name=\"notrun\" status=\"notrun\"/>\n\
+         <testcase classname=\"t\" name=\"xf\"><skipped type=\"pytest.xfail\" message=\"x\"/></testcase>\n\
+         <testcase classname=\"t\" name=\"both\"><failure message=\"f\"/><error message=\"e\"/></testcase>\n\
+         <testcase classname=\"t\" name=\"t\"><skipped/></testcase>\n\
+         </testsuite>\n\
+         <?xml version=\"1.0\"?>\n\
+         <testsuite name=\"cut\"><testcase classname=\"c\" name=\"cut off\"><failure>\n"
+            .into(),
+    ));
+    check_format("junit-xml", &junit);
+}
+
 /// Without its interpreter a script prints no id and still exits 0, so that an eval script's
 /// `pipefail` never reports the script's failure as the test command's exit code.
 #[test]
@@ -167,7 +193,7 @@ fn a_script_without_its_interpreter_prints_nothing_and_exits_0() {
 
 #[test]
 fn formats_the_harness_reads_as_printed_have_no_script() {
-    for parser in ["pytest", "cargo", "go-test", "status-lines", "junit-xml"] {
+    for parser in ["pytest", "cargo", "go-test", "status-lines"] {
         assert!(id_script(parser).is_none(), "{parser}");
     }
 }
