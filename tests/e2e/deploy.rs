@@ -66,18 +66,16 @@ fn a_slurm_job_array_runs_the_shards_and_its_dependent_job_merges_and_exports() 
         .env(kiln_demo::DEMO_TOKEN_ENV, &demo.token));
     assert!(submitted.status.success(), "{}", text(&submitted));
     let said = String::from_utf8_lossy(&submitted.stdout).to_string();
-    let merge_job = said
-        .split("the merge as job ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no merge job id in: {said}"))
-        .to_string();
-    let array_job = said
-        .split("array job ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no array job id in: {said}"))
-        .to_string();
+    // The script ends by naming both jobs.
+    let job_after = |words: &str| {
+        said.split(words)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no job id after {words:?} in: {said}"))
+            .to_string()
+    };
+    let merge_job = job_after("the merge as job ");
+    let array_job = job_after("array job ");
 
     // Wait until Slurm holds none of the jobs (the merge waits for the array: afterany).
     let deadline = Instant::now() + Duration::from_secs(1800);

@@ -162,12 +162,6 @@ pub fn k8s_manifests(pipeline: &Pipeline, job: &K8sJob<'_>) -> String {
         "app.kubernetes.io/name": "kiln",
         "app.kubernetes.io/instance": job.name,
     });
-    let volume = serde_json::json!([{
-        "name": "data",
-        "persistentVolumeClaim": { "claimName": job.volume_claim },
-    }]);
-    let mount =
-        serde_json::json!([{ "name": "data", "mountPath": job.mount.display().to_string() }]);
     let engine = serde_json::json!({
         "name": "engine",
         "image": "docker:dind",
@@ -182,15 +176,35 @@ pub fn k8s_manifests(pipeline: &Pipeline, job: &K8sJob<'_>) -> String {
         },
         "volumeMounts": [{ "name": "engine", "mountPath": "/var/lib/docker" }],
     });
-    let env = |extra: Vec<serde_json::Value>| {
+    // The pod both Jobs run: kiln with `args` beside the engine sidecar, the shared volume
+    // mounted, never restarted in place (a podFailurePolicy needs restartPolicy Never).
+    let pod = |args: Vec<String>,
+               extra_env: Vec<serde_json::Value>,
+               resources: serde_json::Value| {
         let mut env =
             vec![serde_json::json!({ "name": "DOCKER_HOST", "value": "tcp://127.0.0.1:2375" })];
-        env.extend(extra);
-        serde_json::Value::Array(env)
+        env.extend(extra_env);
+        serde_json::json!({
+            "metadata": { "labels": labels },
+            "spec": {
+                "restartPolicy": "Never",
+                "initContainers": [engine],
+                "containers": [{
+                    "name": "kiln",
+                    "image": job.image,
+                    "args": args,
+                    "env": env,
+                    "resources": resources,
+                    "volumeMounts": [{ "name": "data", "mountPath": job.mount.display().to_string() }],
+                }],
+                "volumes": [
+                    { "name": "data", "persistentVolumeClaim": { "claimName": job.volume_claim } },
+                    { "name": "engine", "emptyDir": {} },
+                ],
+            },
+        })
     };
-    let resources = serde_json::json!({
-        "requests": { "cpu": cpus.to_string(), "memory": memory },
-    });
+    let words = |list: &[&str]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
     let shards = serde_json::json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -216,22 +230,11 @@ pub fn k8s_manifests(pipeline: &Pipeline, job: &K8sJob<'_>) -> String {
                     },
                 ],
             },
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "initContainers": [engine],
-                    "containers": [{
-                        "name": "kiln",
-                        "image": job.image,
-                        "args": ["--quiet", "run", "--config", config, "--shard", "auto"],
-                        "env": env(vec![serde_json::json!({ "name": SHARD_COUNT_ENV, "value": job.shards.to_string() })]),
-                        "resources": resources,
-                        "volumeMounts": mount,
-                    }],
-                    "volumes": [volume[0].clone(), { "name": "engine", "emptyDir": {} }],
-                },
-            },
+            "template": pod(
+                words(&["--quiet", "run", "--config", &config, "--shard", "auto"]),
+                vec![serde_json::json!({ "name": SHARD_COUNT_ENV, "value": job.shards.to_string() })],
+                serde_json::json!({ "requests": { "cpu": cpus.to_string(), "memory": memory } }),
+            ),
         },
     });
     let merge = serde_json::json!({
@@ -246,22 +249,11 @@ pub fn k8s_manifests(pipeline: &Pipeline, job: &K8sJob<'_>) -> String {
                     "onExitCodes": { "containerName": "kiln", "operator": "In", "values": NOT_RETRIED },
                 }],
             },
-            "template": {
-                "metadata": { "labels": labels },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "initContainers": [engine],
-                    "containers": [{
-                        "name": "kiln",
-                        "image": job.image,
-                        "args": ["--quiet", "merge", "--config", config, "--shards", job.shards.to_string(), "--wait", "--export"],
-                        "env": env(Vec::new()),
-                        "resources": { "requests": { "cpu": "1", "memory": "2Gi" } },
-                        "volumeMounts": mount,
-                    }],
-                    "volumes": [volume[0].clone(), { "name": "engine", "emptyDir": {} }],
-                },
-            },
+            "template": pod(
+                words(&["--quiet", "merge", "--config", &config, "--shards", &job.shards.to_string(), "--wait", "--export"]),
+                Vec::new(),
+                serde_json::json!({ "requests": { "cpu": "1", "memory": "2Gi" } }),
+            ),
         },
     });
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();

@@ -100,12 +100,18 @@ pub async fn rebuild_release(
             continue;
         };
         let url = kiln_github::clone_url(&template, &row.repo);
-        let context = match checkout_tar(&cache, &row.repo, &url, &row.base_commit).await {
-            Ok(tar) => tar,
-            Err(why) => {
-                checks.push(check(RebuildVerdict::NoSource, why));
-                continue;
-            }
+        let (context, submodules) =
+            match checkout_tar(&cache, &row.repo, &url, &row.base_commit).await {
+                Ok(checkout) => checkout,
+                Err(why) => {
+                    checks.push(check(RebuildVerdict::NoSource, why));
+                    continue;
+                }
+            };
+        // What the checkout lacked explains a failure.
+        let failed = |verdict, detail: String| match &submodules {
+            Some(missing) => check(verdict, format!("{missing}; {detail}")),
+            None => check(verdict, detail),
         };
         let tag = format!("{}-rebuilt", row.image);
         let build = ImageBuild {
@@ -122,7 +128,7 @@ pub async fn rebuild_release(
         match runtime.build_image(&build, &mut sink).await {
             Ok(()) => {}
             Err(RuntimeError::Build { message, .. }) => {
-                checks.push(check(
+                checks.push(failed(
                     RebuildVerdict::BuildFailed,
                     kiln_core::session::tail(&message, 5),
                 ));
@@ -136,19 +142,20 @@ pub async fn rebuild_release(
         checks.push(if problems.is_empty() {
             check(RebuildVerdict::Reproduced, String::new())
         } else {
-            check(RebuildVerdict::Differs, problems.join("; "))
+            failed(RebuildVerdict::Differs, problems.join("; "))
         });
     }
     Ok(checks)
 }
 
-/// The repository at `commit` packed as the Dockerfile's build context (`testbed/`).
+/// The repository at `commit` packed as the Dockerfile's build context (`testbed/`), and why
+/// its submodules are missing when they could not be fetched.
 async fn checkout_tar(
     cache: &Path,
     repo: &str,
     url: &str,
     commit: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<(Vec<u8>, Option<String>), String> {
     let (cache, repo, url, commit) = (
         cache.to_path_buf(),
         repo.to_string(),
@@ -164,7 +171,11 @@ async fn checkout_tar(
         kiln_git::MirrorCache::new(&cache)
             .and_then(|mirrors| mirrors.checkout(&repo, &url, &commit, &work))
             .map_err(|e| format!("clone {url} at {commit}: {}", e.message))?;
+        // As launch checked it out: with its submodules where they can be fetched.
+        let submodules = kiln_git::init_submodules(&work, &url)
+            .map(|error| format!("git submodules not fetched: {error}"));
         kiln_launch::repo::tar_dir(&work, kiln_launch::dockerfile::CONTEXT_DIR)
+            .map(|tar| (tar, submodules))
             .map_err(|e| format!("pack the checkout: {e}"))
     })
     .await

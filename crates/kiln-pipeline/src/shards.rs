@@ -176,25 +176,34 @@ pub fn plans(root: &Path, dataset: &str, count: u32) -> Vec<(PathBuf, Plan)> {
     found.into_iter().map(|(_, p, plan)| (p, plan)).collect()
 }
 
+/// Numbers following `prefix` in the names of `dir`'s entries, in order (`of-4` → 4, `2` → 2).
+fn numbered(dir: &Path, prefix: &str) -> Vec<u32> {
+    let mut found: Vec<u32> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok())
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// The shard counts of the splits of dataset `name` under the shared root `home`
+/// (`shards/of-<count>/`), smallest first.
+#[must_use]
+pub fn splits(home: &Path, name: &str) -> Vec<u32> {
+    numbered(&home.join(name).join("shards"), "of-")
+}
+
 /// The pipeline as each shard of each split of its dataset ran it: one per shard directory under
 /// the shared root (`shards/of-<count>/<index>/`), in order.
 #[must_use]
 pub fn shard_pipelines(pipeline: &Pipeline) -> Vec<Pipeline> {
     let home = pipeline.home_root();
     let name = &pipeline.dataset.name;
-    let numbers = |dir: &Path, prefix: &str| -> Vec<u32> {
-        let mut found: Vec<u32> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.strip_prefix(prefix)?.parse().ok())
-            .collect();
-        found.sort_unstable();
-        found
-    };
     let mut out = Vec::new();
-    for count in numbers(&home.join(name).join("shards"), "of-") {
-        for index in numbers(&shard_set_dir(home, name, count), "") {
+    for count in splits(home, name) {
+        for index in numbered(&shard_set_dir(home, name, count), "") {
             if let Ok(id) = kiln_core::config::ShardId::new(index, count) {
                 out.push(pipeline.for_shard(id));
             }

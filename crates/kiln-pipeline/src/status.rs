@@ -198,15 +198,8 @@ pub fn shard_statuses(
 ) -> Result<Vec<ShardSetStatus>, PipelineError> {
     let home = root.unwrap_or(pipeline.home_root());
     let name = &pipeline.dataset.name;
-    let mut counts: Vec<u32> = std::fs::read_dir(home.join(name).join("shards"))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("of-")?.parse().ok())
-        .collect();
-    counts.sort_unstable();
     let mut sets = Vec::new();
-    for count in counts {
+    for count in crate::shards::splits(home, name) {
         let estimates = crate::shards::plans(home, name, count)
             .into_iter()
             .next()

@@ -13,11 +13,10 @@ fn labelled(dataset: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(LABEL_DATASET.to_string(), dataset.to_string())])
 }
 
-#[tokio::test]
-async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_on_request() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("datasets");
-    let config = tmp.path().join("pipeline.toml");
+/// A config of dataset `gc` under `dir/datasets`, with an ingest source and a launch stage.
+fn gc_pipeline(dir: &std::path::Path) -> Pipeline {
+    let root = dir.join("datasets");
+    let config = dir.join("pipeline.toml");
     std::fs::write(
         &config,
         format!(
@@ -27,7 +26,14 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
         ),
     )
     .unwrap();
-    let pipeline = Pipeline::load(&config).unwrap();
+    Pipeline::load(&config).unwrap()
+}
+
+#[tokio::test]
+async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("datasets");
+    let pipeline = gc_pipeline(tmp.path());
     let ours = kiln_pipeline::dataset_label(&pipeline);
     let elsewhere = tmp.path().join("another-checkout");
     std::fs::create_dir_all(&elsewhere).unwrap();
@@ -122,18 +128,7 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
 #[tokio::test]
 async fn gc_counts_the_images_of_a_split_runs_shards_as_the_datasets() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("datasets");
-    let config = tmp.path().join("pipeline.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[dataset]\nname = \"gc\"\nroot = {root:?}\n\
-             [sources.tasks]\nkind = \"ingest\"\npath = \"tasks.jsonl\"\n\
-             [stages.launch]\nkind = \"launch\"\ninputs = [\"tasks\"]\n"
-        ),
-    )
-    .unwrap();
-    let pipeline = Pipeline::load(&config).unwrap();
+    let pipeline = gc_pipeline(tmp.path());
     let shard = pipeline.for_shard(kiln_core::config::ShardId { index: 1, count: 2 });
     let shard_label = kiln_pipeline::dataset_label(&shard);
     assert_ne!(shard_label, kiln_pipeline::dataset_label(&pipeline));
