@@ -537,6 +537,83 @@ pub fn tree_changes(repo: &Path, older: &str, newer: &str) -> Option<TreeChanges
     Some(changes)
 }
 
+/// What turns a checkout of `older` (an ancestor) into one of the checkout `repo` holds at
+/// `newer`, without copying the history both share: a pack of the objects every ref of `repo`
+/// reaches and `older` does not, and the refs themselves. Unpacked into the older checkout's
+/// `.git` (`git index-pack --stdin`, then `git update-ref --stdin` with [`HistoryDelta::refs`]
+/// after its own refs are deleted), it gives the newer checkout's history exactly: everything
+/// `older` reaches is reachable from `newer`, and nothing else comes along. `None` when `repo`
+/// is shallow (its history was cut) or git fails.
+#[must_use]
+pub fn history_delta(repo: &Path, older: &str, newer: &str) -> Option<HistoryDelta> {
+    if repo.join(".git/shallow").exists() {
+        return None;
+    }
+    git(Some(repo), &["merge-base", "--is-ancestor", older, newer]).ok()?;
+    let listing = git(
+        Some(repo),
+        &["for-each-ref", "--format=%(objectname) %(refname)"],
+    )
+    .ok()?;
+    let refs: Vec<(String, String)> = listing
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, name)| (id.to_string(), name.to_string()))
+        .collect();
+    let mut revs: String = refs.iter().map(|(id, _)| format!("{id}\n")).collect();
+    revs.push_str(&format!("{newer}\n^{older}\n"));
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["pack-objects", "--revs", "--stdout", "-q"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take()?;
+    // The list is small; written before the pack is read, it cannot block on a full pipe of
+    // the pack (git reads all revisions before it writes).
+    let written = stdin.write_all(revs.as_bytes());
+    drop(stdin);
+    let output = child.wait_with_output().ok()?;
+    (written.is_ok() && output.status.success()).then(|| HistoryDelta {
+        pack: output.stdout,
+        refs: refs
+            .iter()
+            .map(|(id, name)| format!("create {name} {id}\n"))
+            .collect(),
+    })
+}
+
+/// What [`history_delta`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryDelta {
+    /// A self-contained pack (no deltas against objects outside it).
+    pub pack: Vec<u8>,
+    /// The refs of the newer checkout as `git update-ref --stdin` input (`create <ref> <id>`).
+    pub refs: String,
+}
+
+impl HistoryDelta {
+    /// The shell script, run in the older checkout, that applies the delta written to
+    /// `<dir>/pack` and `<dir>/refs` (then removed): the work tree first goes back to the
+    /// older commit (what a build changed in tracked files undone), the objects are added,
+    /// the refs replaced, and `git reset --hard` moves index and work tree to the newer
+    /// commit, writing only the files that differ (the others keep their times) and removing
+    /// the deleted ones. The reflogs and `ORIG_HEAD` go, so no ref names the older state.
+    #[must_use]
+    pub fn apply_script(dir: &str) -> String {
+        format!(
+            "git reset -q --hard && git index-pack --stdin < {dir}/pack > /dev/null \
+             && git for-each-ref --format='delete %(refname)' | git update-ref --stdin \
+             && git update-ref --stdin < {dir}/refs && git reset -q --hard \
+             && git reflog expire --expire=now --all && rm -f .git/ORIG_HEAD && rm -rf {dir}"
+        )
+    }
+}
+
 /// What [`tree_changes`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeChanges {
@@ -568,6 +645,73 @@ mod tests {
             tree_changes(dir, &second, &second),
             Some(TreeChanges::default())
         );
+    }
+
+    #[test]
+    fn a_history_delta_turns_the_older_checkout_into_the_newer_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("source");
+        std::fs::create_dir(&source).unwrap();
+        git(Some(&source), &["init", "-q", "-b", "main"]).unwrap();
+        git(Some(&source), &["config", "user.name", "t"]).unwrap();
+        git(Some(&source), &["config", "user.email", "t@t"]).unwrap();
+        let first = commit(&source, "a", "1");
+        git(Some(&source), &["tag", "-a", "v1", "-m", "one"]).unwrap();
+        let second = commit(&source, "a", "2");
+        git(Some(&source), &["tag", "-a", "v2", "-m", "two"]).unwrap();
+        let third = commit(&source, "b", "3");
+        // The later commit, never offered: nothing of it may arrive.
+        let future = commit(&source, "c", "4");
+        // The older checkout, and the newer one whose refs name only what it may hold.
+        let older = tmp.path().join("older");
+        checkout_at(&source, &first, &older).unwrap();
+        let newer = tmp.path().join("newer");
+        checkout_at(&source, &third, &newer).unwrap();
+        let delta = history_delta(&newer, &first, &third).unwrap();
+        assert!(
+            delta.refs.contains("create refs/heads/main "),
+            "{}",
+            delta.refs
+        );
+        assert!(
+            delta.refs.contains("create refs/tags/v2 "),
+            "{}",
+            delta.refs
+        );
+        let dir = tmp.path().join("delta");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("pack"), &delta.pack).unwrap();
+        std::fs::write(dir.join("refs"), &delta.refs).unwrap();
+        // A build changed a tracked file of the older checkout, and left an output.
+        std::fs::write(older.join("a"), "built").unwrap();
+        std::fs::write(older.join("out.o"), "old output").unwrap();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(HistoryDelta::apply_script(&dir.to_string_lossy()))
+            .current_dir(&older)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(git(Some(&older), &["rev-parse", "HEAD"]).unwrap(), third);
+        assert_eq!(git(Some(&older), &["fsck", "--strict"]).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(older.join("a")).unwrap(), "2");
+        assert_eq!(std::fs::read_to_string(older.join("b")).unwrap(), "3");
+        assert_eq!(
+            git(Some(&older), &["status", "--porcelain"]).unwrap(),
+            "?? out.o",
+            "the build output stays"
+        );
+        assert!(!dir.exists());
+        assert_eq!(git(Some(&older), &["reflog"]).unwrap(), "");
+        assert_eq!(
+            git(Some(&older), &["tag", "--list"]).unwrap(),
+            "v1\nv2",
+            "the tags of the newer checkout"
+        );
+        assert!(git(Some(&older), &["cat-file", "-e", &second]).is_ok());
+        assert!(git(Some(&older), &["cat-file", "-e", &future]).is_err());
+        // Not from a commit that is not an ancestor.
+        assert!(history_delta(&newer, &future, &third).is_none());
     }
 
     #[test]

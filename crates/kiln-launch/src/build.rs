@@ -18,7 +18,7 @@ use crate::fallback::{Stopped, fall_back};
 use crate::plan::{self, Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::{LaunchRequest, ReuseSource};
-use crate::steps::Step;
+use crate::steps::{self, Step};
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 use crate::{about, dockerfile, images, registry, repo};
 
@@ -203,18 +203,36 @@ struct Prepared {
     /// The repository's version (`major.minor`) and licence at the base commit.
     version: Option<String>,
     license: String,
-    /// The environment to start from (`reuse`): the nearest ancestor's of the same plan, with
-    /// what its checkout lacks when that is known.
-    reuse: Option<(ReuseSource, Option<Delta>)>,
+    /// The environment to start from (`reuse`): the nearest ancestor's of the same plan.
+    reuse: Option<Start>,
 }
 
-/// What turns an earlier commit's checkout into this one's: the changed and added files with
-/// the new `.git` (a tar under `testbed/`), and the deleted paths. Unchanged files keep their
+/// Where a reused launch starts.
+struct Start {
+    source: ReuseSource,
+    /// What the source's checkout lacks, when that is known.
+    delta: Option<Delta>,
+    /// The plan made with the source's dependency cut-off, when no dependency manifest changed
+    /// since its commit (and the plan is otherwise the same): what the source resolved stands,
+    /// and the setup steps it ran whose inputs did not change are not run again. `None`:
+    /// everything runs again, resolved as a cold launch resolves. (With changed manifests the
+    /// source's older date is no choice: a requirement raised since may have no release before
+    /// it, seen on serde, where `trybuild ^1.0.97` then resolved to a release for a newer rustc.)
+    kept: Option<Plan>,
+}
+
+/// What turns an earlier commit's checkout into this one's: the objects this commit's history
+/// adds and its refs ([`kiln_git::HistoryDelta`], a tar under [`DELTA_DIR`]), applied in the
+/// container by git, which writes only the files that differ. Unchanged files keep their
 /// times, so the build outputs of the earlier commit stay up to date for them.
 struct Delta {
     tar: Vec<u8>,
-    deleted: Vec<String>,
+    /// The paths this commit added, changed or deleted since the earlier one.
+    changed: Vec<String>,
 }
+
+/// Where a [`Delta`] is unpacked in the container (and removed once applied).
+const DELTA_DIR: &str = "/tmp/kiln-reuse";
 
 /// Clones the candidate's repository at its base commit, fetches its submodules, reads the
 /// commit's date, chooses the plan and packs the checkout: all of it blocking work (git, a
@@ -283,17 +301,31 @@ fn prepare(
     let (version, license) = (about::version(&workdir), about::license(&workdir));
     let reuse = if request.settings.reuse {
         nearest_ancestor(&workdir, &candidate.base_commit, &plan, &request.reuse).map(|source| {
-            let delta =
-                kiln_git::tree_changes(&workdir, &source.base_commit, &candidate.base_commit)
-                    .and_then(|changes| {
-                        let prefix = WORKDIR.trim_start_matches('/');
-                        let tar = repo::tar_paths(&workdir, prefix, &changes.written).ok()?;
-                        Some(Delta {
-                            tar,
-                            deleted: changes.deleted,
-                        })
-                    });
-            (source, delta)
+            let delta = delta(&workdir, &source.base_commit, &candidate.base_commit);
+            let kept = delta
+                .as_ref()
+                .filter(|d| !d.changed.iter().any(|p| steps::is_dependency_manifest(p)))
+                .and_then(|_| {
+                    if source.cutoff == plan.cutoff {
+                        return Some(plan.clone());
+                    }
+                    // A source resolved without a cut-off (a lockfile pinned it) says nothing
+                    // about a date to resolve this commit at.
+                    source.cutoff.as_ref()?;
+                    let (_, kept) = ecosystems::choose(&PlanContext {
+                        cutoff: source.cutoff.as_deref(),
+                        ..plan_cx
+                    })?;
+                    (kept.name == plan.name
+                        && kept.image.tag == plan.image.tag
+                        && kept.cutoff == source.cutoff)
+                        .then_some(kept)
+                });
+            Start {
+                source,
+                delta,
+                kept,
+            }
         })
     } else {
         None
@@ -309,6 +341,23 @@ fn prepare(
         license,
         reuse,
     }))
+}
+
+/// The [`Delta`] from the checkout of `older` to the one at `workdir` (of `newer`); `None`
+/// when a submodule changed (its contents are not in this repository) or the history cannot
+/// be packed (a shallow checkout): the whole checkout is copied then.
+fn delta(workdir: &std::path::Path, older: &str, newer: &str) -> Option<Delta> {
+    let changes = kiln_git::tree_changes(workdir, older, newer)?;
+    let history = kiln_git::history_delta(workdir, older, newer)?;
+    let prefix = DELTA_DIR.trim_start_matches('/');
+    let tar = repo::tar_files(&[
+        (format!("{prefix}/pack"), history.pack.as_slice()),
+        (format!("{prefix}/refs"), history.refs.as_bytes()),
+    ])
+    .ok()?;
+    let mut changed = changes.written;
+    changed.extend(changes.deleted);
+    Some(Delta { tar, changed })
 }
 
 /// Of the environments of the same plan on the same base image, the one whose base commit is
@@ -382,7 +431,6 @@ async fn build(
         version_reason.push_str("; checkout: ");
         version_reason.push_str(&note);
     }
-    record.dependency_cutoff.clone_from(&plan.cutoff);
     // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
     let context = request.settings.verify_dockerfile.then(|| tar.clone());
 
@@ -390,26 +438,44 @@ async fn build(
     let mut restarted = false;
     loop {
         record.base_image.clone_from(&plan.image.tag);
-        record.version_reason.clone_from(&version_reason);
-        record.rebuild_commands = plan.rebuild.iter().map(Step::render).collect();
         record.setup_commands.clear();
         record.environment.clear();
 
         // The first attempt may start from an earlier commit's environment, if it is still there.
         let reused = match reuse.take() {
-            Some((source, delta)) if runtime.image_exists(&source.image).await? => {
-                Some((source, delta))
-            }
-            Some((source, _)) => {
+            Some(start) if runtime.image_exists(&start.source.image).await? => Some(start),
+            Some(start) => {
                 version_reason.push_str(&format!(
                     "; reuse: the environment of {} is gone, launched cold",
-                    source.instance_id
+                    start.source.instance_id
                 ));
                 None
             }
             None => None,
         };
         record.version_reason.clone_from(&version_reason);
+        // A reused attempt that keeps the source's dependencies runs the plan made with its
+        // cut-off.
+        let attempt_plan = match &reused {
+            Some(Start {
+                source,
+                kept: Some(kept),
+                ..
+            }) => {
+                if kept.cutoff != plan.cutoff
+                    && let Some(cutoff) = &kept.cutoff
+                {
+                    record.version_reason.push_str(&format!(
+                        "; reuse: dependencies resolved as of {}'s cut-off {cutoff} (no dependency manifest changed since its commit)",
+                        source.instance_id
+                    ));
+                }
+                kept
+            }
+            _ => &plan,
+        };
+        record.dependency_cutoff.clone_from(&attempt_plan.cutoff);
+        record.rebuild_commands = attempt_plan.rebuild.iter().map(Step::render).collect();
 
         step("base image");
         if reused.is_none()
@@ -429,9 +495,10 @@ async fn build(
 
         step(
             match &reused {
-                Some((source, _)) => {
-                    format!("start container from {}'s environment", source.instance_id)
-                }
+                Some(start) => format!(
+                    "start container from {}'s environment",
+                    start.source.instance_id
+                ),
                 None => "start container".to_string(),
             }
             .as_str(),
@@ -439,7 +506,7 @@ async fn build(
         let spec = ContainerSpec {
             image: reused
                 .as_ref()
-                .map_or_else(|| plan.image.tag.clone(), |(s, _)| s.image.clone()),
+                .map_or_else(|| plan.image.tag.clone(), |s| s.source.image.clone()),
             env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
             labels: request.labels.clone(),
             limits: request.docker.limits(),
@@ -463,14 +530,20 @@ async fn build(
             record,
             Attempted {
                 ecosystem,
-                plan: &plan,
+                plan: attempt_plan,
                 spec: &spec,
-                reused: reused
-                    .as_ref()
-                    .map(|(_, delta)| delta.as_ref().map(|d| &d.deleted)),
+                reused: reused.as_ref().map(|start| Reused {
+                    delta: start.delta.is_some(),
+                    skip: match (&start.kept, &start.delta) {
+                        (Some(_), Some(delta)) => Some((&start.source, delta.changed.as_slice())),
+                        _ => None,
+                    },
+                }),
             },
             match &reused {
-                Some((_, Some(delta))) => delta.tar.clone(),
+                Some(Start {
+                    delta: Some(delta), ..
+                }) => delta.tar.clone(),
                 _ => tar.clone(),
             },
             step,
@@ -494,7 +567,9 @@ async fn build(
                 let _ = std::fs::rename(&log, request.log_dir.join("launch-reused.log"));
                 version_reason.push_str(&format!(
                     "; reuse: starting from {}'s environment failed ({}), launched cold",
-                    reused.as_ref().map_or("", |(s, _)| s.instance_id.as_str()),
+                    reused
+                        .as_ref()
+                        .map_or("", |s| s.source.instance_id.as_str()),
                     failure.class
                 ));
                 record.repairs.clear();
@@ -538,7 +613,7 @@ async fn build(
             Attempt::Done(failure) => {
                 phases.write(&request.log_dir.join("launch.log"));
                 if failure.is_none() {
-                    record.reused_from = reused.map(|(s, _)| s.instance_id);
+                    record.reused_from = reused.map(|s| s.source.instance_id);
                     *verify_context = context;
                 }
                 return Ok(failure);
@@ -559,15 +634,25 @@ enum Attempt {
     Restart(Suite, Option<kiln_core::ImageBuild>),
 }
 
-/// What one attempt runs: the plan of an ecosystem in a container of `spec`. `reused` when
-/// `spec`'s image is an earlier commit's environment: `Some(deleted)` when the archive holds
-/// only what changed since (and these paths are gone), `None` when it is the whole checkout.
+/// What one attempt runs: the plan of an ecosystem in a container of `spec`, `reused` when
+/// `spec`'s image is an earlier commit's environment.
 #[derive(Clone, Copy)]
 struct Attempted<'a> {
     ecosystem: Ecosystem,
     plan: &'a Plan,
     spec: &'a ContainerSpec,
-    reused: Option<Option<&'a Vec<String>>>,
+    reused: Option<Reused<'a>>,
+}
+
+/// How a reused attempt starts.
+#[derive(Clone, Copy)]
+struct Reused<'a> {
+    /// The archive is a [`Delta`] (else the whole checkout).
+    delta: bool,
+    /// With the source's dependencies kept: the source, and the paths changed since its
+    /// commit. A setup step the source ran as it is, none of whose inputs changed, is not run
+    /// again.
+    skip: Option<(&'a ReuseSource, &'a [String])>,
 }
 
 /// Removes an earlier commit's checkout from a reused environment: its tracked files and its
@@ -576,16 +661,15 @@ struct Attempted<'a> {
 const CLEAR_CHECKOUT: &str = "cd /testbed && git ls-files -z | xargs -0 -r rm -f -- && rm -rf .git \
      && find . -mindepth 1 -depth -type d -empty -delete";
 
-/// Turns an earlier commit's checkout back into that commit exactly (what its build changed in
-/// tracked files undone; unchanged files keep their times), removes its `.git` and the paths
-/// this commit deleted; the archive then brings the changed files and the new `.git`.
-fn clear_for_delta(deleted: &[String]) -> String {
-    let mut script = "cd /testbed && git reset -q --hard && rm -rf .git".to_string();
-    for path in deleted {
-        script.push_str(" && rm -f -- ");
-        script.push_str(&crate::shell::quote(path));
-    }
-    script
+/// Runs a script that turns a reused environment's checkout into this one's; `Some` failure
+/// when it did not work (the launch then goes cold).
+async fn run_checkout_script(
+    session: &mut Session,
+    script: &str,
+) -> Result<Option<Failure>, RuntimeError> {
+    let outcome = session.run(script, Duration::from_secs(600)).await?;
+    Ok((outcome.exit_code != 0)
+        .then(|| Failure::new(FailureClass::Build, Some(script), &outcome.output)))
 }
 
 /// Adds the `[kiln] ...` lines a repaired command printed (what it dropped, which package
@@ -718,16 +802,23 @@ async fn run_plan(
         reused,
     } = attempted;
     let runtime = Arc::clone(session.runtime());
-    if let Some(delta) = reused {
-        let clear = delta.map_or_else(|| CLEAR_CHECKOUT.to_string(), |d| clear_for_delta(d));
-        let cleared = session.run(&clear, Duration::from_secs(600)).await?;
-        if cleared.exit_code != 0 {
-            return Ok(Attempt::Done(Some(Failure::new(
-                FailureClass::Build,
-                Some(&clear),
-                &cleared.output,
-            ))));
-        }
+    // An earlier checkout gives way to this one: by git from a delta, or cleared for a whole
+    // copy (a submodule changed).
+    let (before, after) = match reused.map(|r| r.delta) {
+        Some(true) => (
+            None,
+            Some(format!(
+                "cd {WORKDIR} && {}",
+                kiln_git::HistoryDelta::apply_script(DELTA_DIR)
+            )),
+        ),
+        Some(false) => (Some(CLEAR_CHECKOUT.to_string()), None),
+        None => (None, None),
+    };
+    if let Some(script) = &before
+        && let Some(failed) = run_checkout_script(session, script).await?
+    {
+        return Ok(Attempt::Done(Some(failed)));
     }
     match runtime.copy_in(session.id(), "/", tar).await {
         Ok(()) => {}
@@ -740,6 +831,11 @@ async fn run_plan(
             ))));
         }
         Err(e) => return Err(e),
+    }
+    if let Some(script) = &after
+        && let Some(failed) = run_checkout_script(session, script).await?
+    {
+        return Ok(Attempt::Done(Some(failed)));
     }
     phases.end("copy-in");
 
@@ -755,8 +851,22 @@ async fn run_plan(
         test: TestCommandSlot::new(plan.test.clone(), record),
     };
     let setup_started = Instant::now();
+    let mut skipped = 0;
     while let Some(setup_step) = work.queue.pop_front() {
         let command = setup_step.render();
+        if let Some((source, changed)) = reused.and_then(|r| r.skip)
+            && source.setup_commands.contains(&command)
+            && setup_step.unaffected_by(changed)
+        {
+            session.note(&format!(
+                "# reuse: not run again ({}'s environment ran it; none of its inputs changed): {}",
+                source.instance_id,
+                short(&command)
+            ));
+            record.setup_commands.push(command);
+            skipped += 1;
+            continue;
+        }
         step(short(&command));
         let outcome = match run_or_fail(
             session,
@@ -814,6 +924,14 @@ async fn run_plan(
         }
     }
     record.setup_seconds = setup_started.elapsed().as_secs_f64();
+    if let Some((source, _)) = reused.and_then(|r| r.skip)
+        && skipped > 0
+    {
+        record.version_reason.push_str(&format!(
+            "; reuse: {skipped} setup step(s) not run again ({}'s environment ran them and none of their inputs changed)",
+            source.instance_id
+        ));
+    }
     phases.end("setup");
 
     // The environment is committed before the baseline run, so that nothing the tests write

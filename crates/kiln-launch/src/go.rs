@@ -139,10 +139,10 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let resolution = if module.vendored {
         "vendor/ holds every dependency (-mod=vendor)".to_string()
     } else if module.go_sum {
-        setup.push(Step::Shell(format!("{flags}go mod download")));
+        setup.push(Step::Resolve(format!("{flags}go mod download")));
         "go.mod and go.sum pin every dependency (minimal version selection)".to_string()
     } else if module.has_requires {
-        setup.push(Step::Shell(format!("{flags}go mod download")));
+        setup.push(Step::Resolve(format!("{flags}go mod download")));
         "go.mod pins every dependency (minimal version selection); no go.sum, so -mod=mod records the sums".to_string()
     } else {
         "no dependencies".to_string()

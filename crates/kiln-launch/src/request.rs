@@ -65,6 +65,13 @@ pub struct ReuseSource {
     /// The base image it was built on: only an environment on the image this launch's plan
     /// chose is reused (another interpreter or toolchain is another environment).
     pub base_image: String,
+    /// The setup commands that built it, as its row lists them: a step this launch would run
+    /// again is skipped when the source ran the same command and none of its inputs changed.
+    pub setup_commands: Vec<String>,
+    /// The dependency cut-off its plan applied: with no dependency manifest changed since its
+    /// commit, this launch resolves as of the same date, so that the source's dependencies
+    /// stand as they are.
+    pub cutoff: Option<String>,
 }
 
 impl LaunchRequest {

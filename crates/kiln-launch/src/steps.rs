@@ -20,6 +20,9 @@ pub enum Step {
     Pip(PipInstall),
     /// A Node project's dependencies, installed by its package manager.
     Node(NodeInstall),
+    /// A command that resolves or fetches what the project's dependency manifests declare and
+    /// reads nothing else of the checkout (`cargo fetch`, `go mod download`).
+    Resolve(String),
     /// A command run as written.
     Shell(String),
 }
@@ -54,9 +57,110 @@ impl Step {
             ),
             Self::Pip(install) => install.render(),
             Self::Node(install) => install.render(),
-            Self::Shell(command) => command.clone(),
+            Self::Resolve(command) | Self::Shell(command) => command.clone(),
         }
     }
+
+    /// Whether what this step made in an environment is still what it would make after the
+    /// checkout changed `changed` (paths relative to the root): none of the files it reads
+    /// is among them. Apt reads no file of the checkout (its package list is in the command);
+    /// dependency installs read the manifests, requirement files and, for an editable install,
+    /// the sources of compiled extensions (a non-editable install copies every file); a shell
+    /// command may read anything.
+    #[must_use]
+    pub fn unaffected_by(&self, changed: &[String]) -> bool {
+        let untouched = |reads: &dyn Fn(&str) -> bool| !changed.iter().any(|p| reads(p));
+        match self {
+            Self::Apt(_) => true,
+            Self::Resolve(_) | Self::Node(_) => untouched(&|p| is_dependency_manifest(p)),
+            Self::Pip(install) => match &install.project {
+                Some(project) if !project.editable => changed.is_empty(),
+                Some(_) => untouched(&|p| is_dependency_manifest(p) || is_compiled_source(p)),
+                None => untouched(&|p| {
+                    is_dependency_manifest(p) || install.files.iter().any(|f| f == p)
+                }),
+            },
+            Self::Shell(_) => changed.is_empty(),
+        }
+    }
+}
+
+/// Whether `path` (relative to the root) declares dependencies or how they are resolved or
+/// built: a manifest, lockfile, requirement file or package-manager setting of any ecosystem.
+#[must_use]
+pub fn is_dependency_manifest(path: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "Cargo.toml",
+        "Cargo.lock",
+        "rust-toolchain",
+        "rust-toolchain.toml",
+        "go.mod",
+        "go.sum",
+        "go.work",
+        "go.work.sum",
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "pnpm-workspace.yaml",
+        "bun.lockb",
+        ".npmrc",
+        ".yarnrc",
+        ".yarnrc.yml",
+        ".nvmrc",
+        ".node-version",
+        "setup.py",
+        "setup.cfg",
+        "pyproject.toml",
+        "MANIFEST.in",
+        "Pipfile",
+        "Pipfile.lock",
+        "poetry.lock",
+        "pdm.lock",
+        "uv.lock",
+        "environment.yml",
+        "tox.ini",
+        "noxfile.py",
+        ".python-version",
+        "pom.xml",
+        "build.gradle",
+        "build.gradle.kts",
+        "settings.gradle",
+        "settings.gradle.kts",
+        "gradle.properties",
+        "CMakeLists.txt",
+        "configure.ac",
+        "meson.build",
+        ".gitmodules",
+    ];
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let lower = name.to_ascii_lowercase();
+    NAMES.contains(&name)
+        || ((lower.contains("requirements") || lower.starts_with("constraints"))
+            && (lower.ends_with(".txt") || lower.ends_with(".in")))
+        || [
+            ".cargo/",
+            ".yarn/",
+            ".mvn/",
+            "gradle/",
+            "patches/",
+            "requirements/",
+        ]
+        .iter()
+        .any(|dir| path.starts_with(dir) || path.contains(&format!("/{dir}")))
+}
+
+/// Whether `path` is a source a Python build compiles (C, C++, Cython, Fortran, CUDA, Rust):
+/// an editable install holds what was built from it.
+#[must_use]
+pub fn is_compiled_source(path: &str) -> bool {
+    const EXTENSIONS: &[&str] = &[
+        "c", "h", "cc", "cpp", "cxx", "hh", "hpp", "hxx", "inc", "pyx", "pxd", "pxi", "f", "f90",
+        "for", "cu", "cuh", "rs", "l", "y", "i", "swg",
+    ];
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
 }
 
 /// What a Python install is for.
@@ -407,6 +511,43 @@ impl PartialEq<&str> for TestCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_affected_only_by_the_files_it_reads() {
+        let changed = |paths: &[&str]| paths.iter().map(|p| (*p).to_string()).collect::<Vec<_>>();
+        let sources = changed(&["src/lib.rs", "docs/index.md"]);
+        let manifest = changed(&["src/lib.rs", "crates/core/Cargo.toml"]);
+        let fetch = Step::Resolve("cargo fetch".into());
+        assert!(fetch.unaffected_by(&changed(&["src/main.py"])));
+        assert!(!fetch.unaffected_by(&manifest));
+        assert!(Step::Apt(vec!["libssl-dev".into()]).unaffected_by(&manifest));
+        assert!(!Step::shell("make").unaffected_by(&sources));
+        assert!(Step::shell("make").unaffected_by(&[]));
+
+        let mut editable = PipInstall::new(Some("2022-03-31"));
+        editable.project = Some(ProjectInstall {
+            editable: true,
+            extras: vec!["test".into()],
+        });
+        let editable = Step::Pip(editable);
+        assert!(editable.unaffected_by(&changed(&["pkg/core.py", "docs/x.rst"])));
+        assert!(!editable.unaffected_by(&changed(&["pkg/_speedups.pyx"])));
+        assert!(!editable.unaffected_by(&changed(&["cextern/lib/fits.c"])));
+        assert!(!editable.unaffected_by(&changed(&["setup.cfg"])));
+        let mut copied = PipInstall::new(None);
+        copied.project = Some(ProjectInstall::default());
+        assert!(!Step::Pip(copied).unaffected_by(&changed(&["pkg/core.py"])));
+        let mut requirements = PipInstall::new(None);
+        requirements.files = vec!["ci/test-deps.txt".into()];
+        let requirements = Step::Pip(requirements);
+        assert!(requirements.unaffected_by(&changed(&["pkg/core.py"])));
+        assert!(!requirements.unaffected_by(&changed(&["ci/test-deps.txt"])));
+        assert!(!requirements.unaffected_by(&changed(&["requirements/dev.in"])));
+        assert!(
+            !Step::Node(NodeInstall::new(NodeManager::Npm))
+                .unaffected_by(&changed(&["packages/app/package.json"]))
+        );
+    }
 
     #[test]
     fn pip_installs_render_options_then_what_they_install() {

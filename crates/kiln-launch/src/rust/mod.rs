@@ -261,8 +261,8 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         // A lockfile that no longer matches the manifests (edited by hand, or written by an old
         // cargo that resolved differently) makes `--locked` fail; resolving anew is then the
         // closest thing to what the developers built, and the log says it happened.
-        setup.push(Step::shell(
-            "cargo fetch --locked || { echo '[kiln] Cargo.lock does not match the manifests; resolving again'; cargo fetch; }",
+        setup.push(Step::Resolve(
+            "cargo fetch --locked || { echo '[kiln] Cargo.lock does not match the manifests; resolving again'; cargo fetch; }".into(),
         ));
         "Cargo.lock pins every dependency".to_string()
     } else if let Some(cutoff) = cx.cutoff {
@@ -271,19 +271,19 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         // each version's publication time). The image also sets
         // CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback, so what stays newer still prefers
         // versions that Rust 1.85 supports.
-        setup.push(Step::shell("cargo generate-lockfile"));
-        setup.push(Step::Shell(format!(
+        setup.push(Step::Resolve("cargo generate-lockfile".into()));
+        setup.push(Step::Resolve(format!(
             "python3 {CARGO_CUTOFF_PATH} {}",
             shell_quote(cutoff)
         )));
-        setup.push(Step::shell("cargo fetch"));
+        setup.push(Step::Resolve("cargo fetch".into()));
         applied_cutoff = Some(cutoff.to_string());
         format!(
             "no Cargo.lock: generated, then every crates.io package moved to its newest compatible release published before {cutoff} (the setup log lists any left newer)"
         )
     } else {
-        setup.push(Step::shell("cargo generate-lockfile"));
-        setup.push(Step::shell("cargo fetch"));
+        setup.push(Step::Resolve("cargo generate-lockfile".into()));
+        setup.push(Step::Resolve("cargo fetch".into()));
         "no Cargo.lock and no date cut-off: `cargo generate-lockfile` resolved the newest versions compatible with the declared rust-version (MSRV-aware fallback)".to_string()
     };
     setup.push(compile.clone());

@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(
             step_repair_in(
                 &rules,
-                &Step::shell("cargo fetch --locked"),
+                &Step::Resolve("cargo fetch --locked".into()),
                 TOKIO,
                 &narrowed
             ),

@@ -947,6 +947,8 @@ async fn check_reuse(
             base_commit: shas[commit].clone(),
             plan: record.plan.clone(),
             base_image: record.base_image.clone(),
+            setup_commands: record.setup_commands.clone(),
+            cutoff: record.dependency_cutoff.clone(),
         };
 
     let (first, cold_first) = launch(0, 1, None).await;
@@ -956,6 +958,28 @@ async fn check_reuse(
         Some(format!("kiln-it__{name}-1").as_str())
     );
     assert_eq!(status_of(&second, added[0]), Some(TestStatus::Pass));
+    // Commit 1 changed no manifest: the dependency steps commit 0 ran are not run again.
+    assert!(
+        second
+            .version_reason
+            .contains("setup step(s) not run again (kiln-it__"),
+        "{}",
+        second.version_reason
+    );
+    assert_eq!(second.setup_commands, first.setup_commands);
+    // Its checkout came by git from commit 0's: at commit 1, nothing of commit 2, no
+    // change to a tracked file, a sound object store.
+    let git = support::run_in_image(
+        &runtime,
+        second.image_digest.as_deref().unwrap(),
+        &format!(
+            "cd /testbed && git rev-parse HEAD && git status --porcelain --untracked-files=no \
+             && git fsck --no-dangling 2>&1 && git cat-file -e {} 2>/dev/null || echo 'not in the history'",
+            shas[2]
+        ),
+    )
+    .await;
+    assert_eq!(git.trim(), format!("{}\nnot in the history", shas[1]));
     let (third, reused_third) =
         launch(2, 3, Some(vec![source(&first, 0), source(&second, 1)])).await;
     assert_eq!(

@@ -943,6 +943,8 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
         base_commit: base_commit.into(),
         plan: cold.plan.clone(),
         base_image: cold.base_image.clone(),
+        setup_commands: cold.setup_commands.clone(),
+        cutoff: cold.dependency_cutoff.clone(),
     };
     let reusing = |r: &mut LaunchRequest| {
         r.settings.reuse = true;
@@ -965,18 +967,81 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
     let commands = from_source[0].commands();
     assert!(commands[0].contains("git reset -q --hard"), "{commands:?}");
     assert!(
-        commands.iter().any(|c| c.contains(" -e '.[test]'")),
-        "the setup steps run again: {commands:?}"
+        commands[0].contains("git index-pack --stdin"),
+        "{commands:?}"
+    );
+    // Nothing changed since the source's commit: no setup step runs again, and the row still
+    // lists every one (its Dockerfile builds the same environment cold).
+    assert!(
+        !commands.iter().any(|c| c.contains(" -e '.[test]'")),
+        "{commands:?}"
+    );
+    assert_eq!(reused.setup_commands, cold.setup_commands);
+    assert!(
+        reused
+            .version_reason
+            .contains("not run again (scripted__demo-0's environment ran them"),
+        "{}",
+        reused.version_reason
     );
     assert_eq!(reused.baseline, cold.baseline);
 
-    // The same source, but every setup step in it fails: a cold launch builds it.
+    // A source resolved as of an earlier date, no manifest changed since: this commit resolves
+    // as of that date too (what the source installed stands), so its install runs again with
+    // the source's cut-off.
+    assert!(cold.dependency_cutoff.is_some(), "{cold:?}");
+    let earlier = "2024-05-02T03:04:05Z";
+    let before = runtime.containers().len();
+    let dated = launch_with(&runtime, PYTHON, |r| {
+        r.settings.reuse = true;
+        r.reuse = vec![kiln_launch::ReuseSource {
+            cutoff: Some(earlier.into()),
+            ..source(&r.candidate.base_commit)
+        }];
+    })
+    .await
+    .record()
+    .clone();
+    assert_eq!(dated.reused_from.as_deref(), Some("scripted__demo-0"));
+    assert_eq!(dated.dependency_cutoff.as_deref(), Some(earlier));
+    assert!(
+        dated.version_reason.contains(&format!(
+            "dependencies resolved as of scripted__demo-0's cut-off {earlier}"
+        )),
+        "{}",
+        dated.version_reason
+    );
+    let ran: Vec<String> = runtime.containers()[before..]
+        .iter()
+        .filter(|c| c.spec.image == source_image)
+        .flat_map(|c| {
+            c.commands()
+                .into_iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        ran.iter()
+            .any(|c| c.contains(" -e '.[test]'") && c.contains(earlier)),
+        "{ran:?}"
+    );
+
+    // A source whose setup differs runs the steps again; here every one fails in it: a cold
+    // launch builds it.
     runtime.script(
         Script::contains(" -e '.[test]'")
             .in_image(source_image.clone())
             .answer(Answer::exit(1).output("error: something of the old build\n")),
     );
-    let fallback = launch_with(&runtime, PYTHON, reusing).await;
+    let fallback = launch_with(&runtime, PYTHON, |r| {
+        r.settings.reuse = true;
+        r.reuse = vec![kiln_launch::ReuseSource {
+            setup_commands: Vec::new(),
+            ..source(&r.candidate.base_commit)
+        }];
+    })
+    .await;
     let row = fallback.record();
     assert_eq!(row.status, EnvironmentStatus::Built, "{row:?}");
     assert_eq!(row.reused_from, None);

@@ -106,6 +106,8 @@ impl Reuse {
                 base_commit: candidate.base_commit.clone(),
                 plan: row.plan.clone(),
                 base_image: row.base_image.clone(),
+                setup_commands: row.setup_commands.clone(),
+                cutoff: row.dependency_cutoff.clone(),
             });
     }
 
