@@ -1,14 +1,17 @@
 //! What a repository's own CI configuration says about building and testing it: the shell
 //! commands of GitHub Actions workflows (`run:`), Travis (`install:`, `script:`, ...), CircleCI
 //! (`run:`, `command:`) and Azure Pipelines (`script:`, `bash:`), one logical line each
-//! (continuations joined, block scalars split into their lines). Planners and repair rules
+//! (continuations joined, block scalars split into their lines), and of the task runners CI
+//! often calls (a Makefile's test targets, tox, nox: [`runners`]). Planners and repair rules
 //! read candidates from them (the features `cargo test` is given, the Debian `-dev` packages
-//! the jobs install); the rules stay first, and whatever comes from here goes through the same
-//! verification as the rules' own commands.
+//! the jobs install, the Python packages they install by name); the rules stay first, and
+//! whatever comes from here goes through the same verification as the rules' own commands.
 //!
 //! YAML is read line by line, not parsed: the keys that hold commands, with inline values and
 //! `|`/`>` block scalars. Expressions (`${{ matrix.x }}`) are left as they are; a command that
 //! holds one is not a candidate for anything that needs a literal value.
+
+mod runners;
 
 use std::path::Path;
 
@@ -20,6 +23,9 @@ pub struct CiCommand {
     /// The command, continuations joined.
     pub text: String,
 }
+
+/// Reads the commands of one task-runner file.
+type Reader = fn(&str) -> Vec<String>;
 
 /// The commands of every CI configuration at `root`, in file order.
 #[must_use]
@@ -57,6 +63,22 @@ pub fn commands(root: &Path) -> Vec<CiCommand> {
                 text: line,
             });
         }
+    }
+    let readers: [(&str, Reader); 5] = [
+        ("Makefile", runners::makefile_commands),
+        ("GNUmakefile", runners::makefile_commands),
+        ("makefile", runners::makefile_commands),
+        ("tox.ini", runners::tox_commands),
+        ("noxfile.py", runners::nox_commands),
+    ];
+    for (file, read) in readers {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        out.extend(read(&text).into_iter().map(|text| CiCommand {
+            file: file.to_string(),
+            text,
+        }));
     }
     out
 }
@@ -458,5 +480,36 @@ jobs:
         assert_eq!(found[0].file, ".github/workflows/ci.yml");
         assert_eq!(found[5].file, ".travis.yml");
         assert_eq!(found[5].text, "cargo test --features serde");
+    }
+
+    #[test]
+    fn task_runners_feed_the_same_candidates() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Makefile"),
+            "test:\n\tcargo test --workspace --features full\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("noxfile.py"),
+            "def tests(session):\n    session.install(\"pytest\", \"mock\")\n    session.run(\"pytest\")\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("tox.ini"),
+            "[testenv]\ncommands = pip install hypothesis\n    pytest {posargs}\n",
+        )
+        .unwrap();
+        let found = commands(dir.path());
+        let files: Vec<&str> = found.iter().map(|c| c.file.as_str()).collect();
+        assert_eq!(
+            files,
+            ["Makefile", "tox.ini", "tox.ini", "noxfile.py", "noxfile.py"]
+        );
+        assert_eq!(
+            cargo_test_features(&found),
+            Some(CargoFeatures::List(vec!["full".into()]))
+        );
+        assert_eq!(pip_packages(&found), ["hypothesis", "pytest", "mock"]);
     }
 }
