@@ -73,13 +73,15 @@ impl Step {
         match self {
             Self::Apt(_) => true,
             Self::Resolve(_) | Self::Node(_) => untouched(&|p| is_dependency_manifest(p)),
-            Self::Pip(install) => match &install.project {
-                Some(project) if !project.editable => changed.is_empty(),
-                Some(_) => untouched(&|p| is_dependency_manifest(p) || is_compiled_source(p)),
-                None => untouched(&|p| {
-                    is_dependency_manifest(p) || install.files.iter().any(|f| f == p)
-                }),
-            },
+            Self::Pip(install) => {
+                let declared =
+                    |p: &str| is_dependency_manifest(p) || install.files.iter().any(|f| f == p);
+                match &install.project {
+                    Some(project) if !project.editable => changed.is_empty(),
+                    Some(_) => untouched(&|p| declared(p) || is_compiled_source(p)),
+                    None => untouched(&declared),
+                }
+            }
             Self::Shell(_) => changed.is_empty(),
         }
     }
@@ -529,7 +531,9 @@ mod tests {
             editable: true,
             extras: vec!["test".into()],
         });
+        editable.files = vec!["ci/extra-deps.txt".into()];
         let editable = Step::Pip(editable);
+        assert!(!editable.unaffected_by(&changed(&["ci/extra-deps.txt"])));
         assert!(editable.unaffected_by(&changed(&["pkg/core.py", "docs/x.rst"])));
         assert!(!editable.unaffected_by(&changed(&["pkg/_speedups.pyx"])));
         assert!(!editable.unaffected_by(&changed(&["cextern/lib/fits.c"])));
