@@ -11,7 +11,10 @@
 //! `|`/`>` block scalars. Expressions (`${{ matrix.x }}`) are left as they are; a command that
 //! holds one is not a candidate for anything that needs a literal value.
 
+mod lines;
 mod runners;
+
+use lines::shell_lines;
 
 use std::path::Path;
 
@@ -164,31 +167,6 @@ fn unquote(value: &str) -> &str {
         }
     }
     value
-}
-
-/// Shell lines, continuations (`\` at the end) joined, blank and comment lines left out.
-fn shell_lines(lines: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    for line in lines {
-        let line = line.trim();
-        if let Some(head) = line.strip_suffix('\\') {
-            current.push_str(head.trim_end());
-            current.push(' ');
-            continue;
-        }
-        current.push_str(line);
-        let command = std::mem::take(&mut current);
-        let command = command.trim();
-        if !command.is_empty() && !command.starts_with('#') {
-            out.push(command.to_string());
-        }
-    }
-    let rest = current.trim();
-    if !rest.is_empty() {
-        out.push(rest.to_string());
-    }
-    out
 }
 
 /// The words of a command line, split at blanks (quotes taken off whole words only); a CI

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use super::lines::shell_lines;
+
 /// Makefile targets whose recipes are how a project tests.
 const TEST_TARGETS: &[&str] = &[
     "test",
@@ -94,7 +96,7 @@ pub(super) fn makefile_commands(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for target in &wanted {
         let lines: Vec<&str> = rules[target].1.iter().map(String::as_str).collect();
-        for command in super::shell_lines(&lines) {
+        for command in shell_lines(&lines) {
             let command = command.trim_start_matches(['@', '-', '+', ' ']);
             if !command.is_empty() {
                 out.push(command.replace("$$", "$"));
@@ -114,7 +116,7 @@ pub(super) fn tox_commands(text: &str) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let flush = |lines: &mut Vec<String>, out: &mut Vec<String>| {
         let raw: Vec<&str> = lines.iter().map(String::as_str).collect();
-        for command in super::shell_lines(&raw) {
+        for command in shell_lines(&raw) {
             let command = tox_substitute(command.trim_start_matches(['-', ' ']));
             if !command.is_empty() {
                 out.push(command);
