@@ -18,7 +18,10 @@ pub fn tar_dir(dir: &Path, prefix: &str) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
-/// Packs `files` (path in the archive, contents) as a tar archive of plain files, mode 0644.
+/// Packs `files` (path in the archive, contents) as a tar archive of plain files, mode 0644,
+/// without entries for their parent directories: the engine creates missing ones, and an entry
+/// for an existing one would reset its mode in the image that is committed (Docker applies a
+/// `tmp/` entry's 0755 to `/tmp`, which `kiln_core::session::tar_files` writes).
 ///
 /// # Errors
 /// When the archive cannot be written.
