@@ -369,33 +369,19 @@ impl Drop for Session {
     }
 }
 
-/// A tar archive of files at absolute paths (stored relative to `/`), with entries for their
-/// parent directories so extraction creates them.
+/// A tar archive of files at absolute paths (stored relative to `/`): plain files, mode 0644,
+/// without entries for their parent directories. The engine creates a missing parent (mode
+/// 0755), and an entry for an existing one would reset its mode in the container, and so in
+/// an image committed from it: a `tmp/` entry of mode 0755 took `/tmp`'s sticky,
+/// world-writable 1777 away on Docker, and then every user but root failed to write there.
 ///
 /// # Errors
 /// Only when a name is unusable in a tar header.
 pub fn tar_files(files: &[(String, &[u8])]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
-    let mut dirs = std::collections::BTreeSet::new();
-    for (path, _) in files {
-        let relative = path.trim_start_matches('/');
-        let mut parent = std::path::Path::new(relative).parent();
-        while let Some(dir) = parent.filter(|d| !d.as_os_str().is_empty()) {
-            dirs.insert(dir.to_path_buf());
-            parent = dir.parent();
-        }
-    }
-    for dir in dirs {
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_size(0);
-        header.set_mode(0o755);
-        header.set_mtime(0);
-        header.set_cksum();
-        builder.append_data(&mut header, &dir, std::io::empty())?;
-    }
     for (path, contents) in files {
         let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
         header.set_size(contents.len() as u64);
         header.set_mode(0o644);
         header.set_mtime(0);
@@ -407,7 +393,38 @@ pub fn tar_files(files: &[(String, &[u8])]) -> std::io::Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::CappedLog;
+    use super::{CappedLog, tar_files};
+
+    #[test]
+    fn files_are_packed_without_entries_for_their_directories() {
+        let packed = tar_files(&[
+            ("/tmp/kiln/a.patch".into(), b"A".as_slice()),
+            ("/testbed/b".into(), b"BB".as_slice()),
+        ])
+        .unwrap();
+        let mut archive = tar::Archive::new(packed.as_slice());
+        let entries: Vec<(String, tar::EntryType, u32, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let h = e.header();
+                (
+                    e.path().unwrap().to_string_lossy().into_owned(),
+                    h.entry_type(),
+                    h.mode().unwrap(),
+                    h.size().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("tmp/kiln/a.patch".into(), tar::EntryType::Regular, 0o644, 1),
+                ("testbed/b".into(), tar::EntryType::Regular, 0o644, 2),
+            ]
+        );
+    }
 
     #[test]
     fn a_huge_output_costs_head_and_tail_on_disk() {

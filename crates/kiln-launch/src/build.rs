@@ -349,10 +349,9 @@ fn prepare(
 fn delta(workdir: &std::path::Path, older: &str, newer: &str) -> Option<Delta> {
     let changes = kiln_git::tree_changes(workdir, older, newer)?;
     let history = kiln_git::history_delta(workdir, older, newer)?;
-    let prefix = DELTA_DIR.trim_start_matches('/');
-    let tar = repo::tar_files(&[
-        (format!("{prefix}/pack"), history.pack.as_slice()),
-        (format!("{prefix}/refs"), history.refs.as_bytes()),
+    let tar = kiln_core::session::tar_files(&[
+        (format!("{DELTA_DIR}/pack"), history.pack.as_slice()),
+        (format!("{DELTA_DIR}/refs"), history.refs.as_bytes()),
     ])
     .ok()?;
     let mut changed = changes.written;

@@ -18,39 +18,9 @@ pub fn tar_dir(dir: &Path, prefix: &str) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
-/// Packs `files` (path in the archive, contents) as a tar archive of plain files, mode 0644,
-/// without entries for their parent directories: the engine creates missing ones, and an entry
-/// for an existing one would reset its mode in the image that is committed (Docker applies a
-/// `tmp/` entry's 0755 to `/tmp`, which `kiln_core::session::tar_files` writes).
-///
-/// # Errors
-/// When the archive cannot be written.
-pub fn tar_files(files: &[(String, &[u8])]) -> std::io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    for (path, contents) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(contents.len() as u64);
-        header.set_mode(0o644);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder.append_data(&mut header, path, *contents)?;
-    }
-    builder.into_inner()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn named_files_are_packed_with_their_contents() {
-        let packed = tar_files(&[("tmp/x/pack".into(), b"PACK".as_slice())]).unwrap();
-        let mut archive = tar::Archive::new(packed.as_slice());
-        let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
-        assert_eq!(entry.path().unwrap().to_string_lossy(), "tmp/x/pack");
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
-        assert_eq!(bytes, b"PACK");
-    }
 
     #[test]
     fn a_file_with_holes_is_packed_as_a_plain_file() {

@@ -218,6 +218,24 @@ async fn files_round_trip_through_copy_in_and_copy_out() {
         .await
         .unwrap();
     assert_eq!(sh(&rt, &c.0, "cat /data/after").await, "ok");
+
+    // Files written at absolute paths get their missing parents from the engine, and the
+    // existing ones keep their modes: `/tmp` stays sticky and world-writable.
+    let files = kiln_core::session::tar_files(&[
+        ("/tmp/kiln-x/y/file".into(), b"deep".as_slice()),
+        ("/data/top".into(), b"top".as_slice()),
+    ])
+    .unwrap();
+    rt.copy_in(&c.0, "/", files).await.unwrap();
+    assert_eq!(
+        sh(
+            &rt,
+            &c.0,
+            "cat /tmp/kiln-x/y/file /data/top; echo; stat -c '%a %n' /tmp /tmp/kiln-x/y /tmp/kiln-x/y/file"
+        )
+        .await,
+        "deeptop\n1777 /tmp\n755 /tmp/kiln-x/y\n644 /tmp/kiln-x/y/file\n"
+    );
     rt.remove(&c.0).await.unwrap();
 }
 
