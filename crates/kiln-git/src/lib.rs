@@ -235,6 +235,34 @@ impl MirrorCache {
         }
     }
 
+    /// Makes sure the mirror of `repo` holds `commit` and makes `dest` a checkout of it that
+    /// reads its objects from the mirror (see [`borrow_at`]): quick whatever the size of the
+    /// history, for work that reads the checkout on the host and sends none of its history
+    /// as a whole. The mirror stays locked until the returned guard is dropped, so that no
+    /// other launch re-makes it while the checkout borrows from it.
+    ///
+    /// # Errors
+    /// When the clone, fetch or checkout fails, or the commit does not exist upstream.
+    pub fn borrowed_checkout(
+        &self,
+        repo: &str,
+        url: &str,
+        commit: &str,
+        dest: &Path,
+    ) -> Result<Borrowed, GitError> {
+        let stem = stem(repo, url);
+        let lock = lock(&self.dir.join(format!("{stem}.lock")))?;
+        let (mirror, missing) = self.update_locked(&stem, url, &[commit])?;
+        if !missing.is_empty() {
+            return Err(GitError {
+                command: format!("git cat-file -e {commit}"),
+                message: format!("commit {commit} is not in {url}"),
+            });
+        }
+        borrow_at(&mirror, commit, dest)?;
+        Ok(Borrowed { _lock: lock })
+    }
+
     /// Removes the temporary clones of the mirror `stem` (call with its lock held).
     fn remove_partials(&self, stem: &str) {
         let prefix = format!(".partial-{stem}-");
@@ -338,36 +366,13 @@ fn batch_check(repo: &Path, objects: &[&str], suffix: &str) -> Result<String, Gi
     if objects.is_empty() {
         return Ok(String::new());
     }
-    let command_line = "git cat-file --batch-check".to_string();
-    let fail = |message: String| GitError {
-        command: command_line.clone(),
-        message,
-    };
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["cat-file", "--batch-check=%(objecttype)"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| fail(e.to_string()))?;
     let input: String = objects.iter().map(|o| format!("{o}{suffix}\n")).collect();
-    let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
-    // Write from another thread: git answers line by line and would block on a full pipe.
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
-    let _ = writer.join();
-    if !output.status.success() {
-        return Err(fail(
-            String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    git_with_input(repo, &["cat-file", "--batch-check=%(objecttype)"], &input)
 }
 
 /// Creates `dest` as a repository checked out at `commit` on branch `main`, holding only the
-/// history reachable from `commit`: no later commit, no tag, no remote, no reflog.
+/// history reachable from `commit`: no later commit, no tag made after it, no remote, no
+/// reflog.
 ///
 /// When the mirror cannot send that history (a copy with objects missing from old commits),
 /// the checkout holds the commit alone (`--depth 1`); the returned note says so.
@@ -415,11 +420,28 @@ pub fn checkout_at(mirror: &Path, commit: &str, dest: &Path) -> Result<Option<St
 }
 
 /// Fetches into `dest` the tags of `mirror` that point into the history of `commit` and were
-/// made no later than it. Version tools (setuptools_scm, versioneer, `git describe`) derive the
+/// made no later than it ([`older_tags`]).
+fn fetch_older_tags(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
+    let refspecs: Vec<String> = older_tags(mirror, commit)?
+        .into_iter()
+        .map(|(name, _)| format!("+{name}:{name}"))
+        .collect();
+    let mirror_str = mirror.to_string_lossy().to_string();
+    // In batches, so that a repository with thousands of tags stays under the argument limit.
+    for batch in refspecs.chunks(500) {
+        let mut args = vec!["fetch", "--quiet", "--no-tags", &mirror_str];
+        args.extend(batch.iter().map(String::as_str));
+        git(Some(dest), &args)?;
+    }
+    Ok(())
+}
+
+/// The tags of `mirror` (name, object) that point into the history of `commit` and were made
+/// no later than it. Version tools (setuptools_scm, versioneer, `git describe`) derive the
 /// project's version from them; without them a project that demands a minimum version of itself
 /// (pytest's `minversion`, a plugin checking its host) fails before any test runs. Such tags
-/// name nothing newer than the commit, so the checkout's history still ends at it.
-fn fetch_older_tags(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
+/// name nothing newer than the commit, so a checkout holding them still ends at it.
+fn older_tags(mirror: &Path, commit: &str) -> Result<Vec<(String, String)>, GitError> {
     let commit_time: i64 = git(Some(mirror), &["show", "-s", "--format=%ct", commit])?
         .trim()
         .parse()
@@ -430,26 +452,94 @@ fn fetch_older_tags(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitE
             "for-each-ref",
             "--merged",
             commit,
-            "--format=%(refname) %(creatordate:unix)",
+            "--format=%(refname) %(objectname) %(creatordate:unix)",
             "refs/tags",
         ],
     )?;
-    let refspecs: Vec<String> = listing
+    Ok(listing
         .lines()
         .filter_map(|line| {
-            let (name, date) = line.rsplit_once(' ')?;
+            let (rest, date) = line.rsplit_once(' ')?;
+            let (name, id) = rest.rsplit_once(' ')?;
             let date: i64 = date.trim().parse().ok()?;
-            (date <= commit_time).then(|| format!("+{name}:{name}"))
+            (date <= commit_time).then(|| (name.to_string(), id.to_string()))
         })
-        .collect();
-    let mirror_str = mirror.to_string_lossy().to_string();
-    // In batches, so that a repository with thousands of tags stays under the argument limit.
-    for batch in refspecs.chunks(500) {
-        let mut args = vec!["fetch", "--quiet", "--no-tags", &mirror_str];
-        args.extend(batch.iter().map(String::as_str));
-        git(Some(dest), &args)?;
+        .collect())
+}
+
+/// Holds a mirror's lock while a checkout borrows its objects ([`MirrorCache::borrowed_checkout`]).
+#[derive(Debug)]
+pub struct Borrowed {
+    _lock: File,
+}
+
+/// Creates `dest` as a checkout of `commit` with the refs [`checkout_at`] gives it (branch
+/// `main` at `commit`, the older tags), whose objects are read from `mirror` (git alternates)
+/// instead of copied: no history is packed or written, only the work tree. Every ref names
+/// `commit`'s history alone, so what is packed from the refs ([`history_delta`]) is what it
+/// would be from a [`checkout_at`]; but the objects of later commits can be read by id, so the
+/// checkout itself must never be sent anywhere whole.
+///
+/// # Errors
+/// When a git step fails.
+pub fn borrow_at(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitError> {
+    let objects = git(
+        Some(mirror),
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            "objects",
+        ],
+    )?;
+    let dest_str = dest.to_string_lossy().to_string();
+    git(
+        None,
+        &["init", "--quiet", "--initial-branch=main", &dest_str],
+    )?;
+    let alternates = dest.join(".git/objects/info/alternates");
+    std::fs::write(&alternates, format!("{objects}\n")).map_err(|e| GitError {
+        command: format!("write {}", alternates.display()),
+        message: e.to_string(),
+    })?;
+    let mut refs = format!("create refs/heads/main {commit}\n");
+    for (name, id) in older_tags(mirror, commit)? {
+        refs.push_str(&format!("create {name} {id}\n"));
     }
+    git_with_input(dest, &["update-ref", "--stdin"], &refs)?;
+    git(Some(dest), &["reset", "--quiet", "--hard", commit])?;
     Ok(())
+}
+
+/// Runs git in `dir` with `input` on its stdin; returns its trimmed stdout.
+fn git_with_input(dir: &Path, args: &[&str], input: &str) -> Result<String, GitError> {
+    let line = format!("git {}", args.join(" "));
+    let fail = |message: String| GitError {
+        command: line.clone(),
+        message,
+    };
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
+    let input = input.to_string();
+    // From another thread: git answers line by line and would block on a full pipe.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+    let _ = writer.join();
+    if !output.status.success() {
+        return Err(fail(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
@@ -649,6 +739,17 @@ mod tests {
 
     #[test]
     fn a_history_delta_turns_the_older_checkout_into_the_newer_one() {
+        history_delta_from(false);
+    }
+
+    #[test]
+    fn a_borrowed_checkout_gives_the_same_delta_and_nothing_of_later_commits() {
+        history_delta_from(true);
+    }
+
+    /// Checks [`history_delta`] from a newer checkout made by [`checkout_at`], or by
+    /// [`borrow_at`] (which can read every object of the source, later commits' too).
+    fn history_delta_from(borrowed: bool) {
         let tmp = tempfile::tempdir().unwrap();
         let source = tmp.path().join("source");
         std::fs::create_dir(&source).unwrap();
@@ -662,11 +763,36 @@ mod tests {
         let third = commit(&source, "b", "3");
         // The later commit, never offered: nothing of it may arrive.
         let future = commit(&source, "c", "4");
+        git(Some(&source), &["tag", "-a", "v3", "-m", "three"]).unwrap();
         // The older checkout, and the newer one whose refs name only what it may hold.
         let older = tmp.path().join("older");
         checkout_at(&source, &first, &older).unwrap();
         let newer = tmp.path().join("newer");
-        checkout_at(&source, &third, &newer).unwrap();
+        if borrowed {
+            borrow_at(&source, &third, &newer).unwrap();
+            // The refs a full checkout has, and nothing copied.
+            let full = tmp.path().join("full");
+            checkout_at(&source, &third, &full).unwrap();
+            let refs = |dir: &Path| {
+                git(
+                    Some(dir),
+                    &["for-each-ref", "--format=%(objectname) %(refname)"],
+                )
+                .unwrap()
+            };
+            assert_eq!(refs(&newer), refs(&full));
+            assert_eq!(git(Some(&newer), &["status", "--porcelain"]).unwrap(), "");
+            assert_eq!(
+                git(Some(&newer), &["count-objects", "-v"])
+                    .unwrap()
+                    .lines()
+                    .filter(|l| l.starts_with("count") || l.starts_with("in-pack"))
+                    .collect::<Vec<_>>(),
+                ["count: 0", "in-pack: 0"]
+            );
+        } else {
+            checkout_at(&source, &third, &newer).unwrap();
+        }
         let delta = history_delta(&newer, &first, &third).unwrap();
         assert!(
             delta.refs.contains("create refs/heads/main "),

@@ -198,8 +198,10 @@ struct Prepared {
     plan: Plan,
     /// What the checkout did beyond a plain clone (tags kept, submodules missing).
     checkout_note: Option<String>,
-    /// The checkout as a tar archive whose entries sit under `testbed/`.
-    tar: Vec<u8>,
+    /// The checkout as a tar archive whose entries sit under `testbed/`; `None` when the
+    /// checkout borrowed the mirror's objects ([`Checkout::Borrowed`]): it is made and packed
+    /// whole only if the launch goes cold.
+    tar: Option<Vec<u8>>,
     /// The repository's version (`major.minor`) and licence at the base commit.
     version: Option<String>,
     license: String,
@@ -234,13 +236,50 @@ struct Delta {
 /// Where a [`Delta`] is unpacked in the container (and removed once applied).
 const DELTA_DIR: &str = "/tmp/kiln-reuse";
 
+/// How [`prepare`] checks the repository out on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checkout {
+    /// A checkout that reads its objects from the mirror ([`kiln_git::borrow_at`]): seconds
+    /// where copying a long history takes many, and enough to plan and to pack the [`Delta`]
+    /// an earlier commit's environment needs. Nothing of it goes to a container whole.
+    Borrowed,
+    /// A checkout of its own with exactly the base commit's history, packed whole; `reuse`
+    /// says whether to look for an environment to start from.
+    Whole { reuse: bool },
+}
+
 /// Clones the candidate's repository at its base commit, fetches its submodules, reads the
 /// commit's date, chooses the plan and packs the checkout: all of it blocking work (git, a
 /// walk of the tree, a tar of it in memory), run in a blocking task by [`build`].
 /// `Ok(Err(..))` is a failure of the repository.
+///
+/// With reuse on and earlier environments of the repository known, the checkout is first
+/// [`Checkout::Borrowed`]; when that finds an environment to start from and the delta to it,
+/// nothing is packed whole (the Dockerfile check needs the whole checkout, so it borrows
+/// nothing). Otherwise the checkout is made whole, as for a cold launch.
 fn prepare(
     request: &LaunchRequest,
     phases: &mut Phases,
+) -> Result<Result<Prepared, Failure>, LaunchError> {
+    let reuse = request.settings.reuse && !request.reuse.is_empty();
+    if reuse && !request.settings.verify_dockerfile {
+        match prepare_with(request, phases, Checkout::Borrowed) {
+            Ok(Ok(prepared)) if matches!(&prepared.reuse, Some(Start { delta: Some(_), .. })) => {
+                return Ok(Ok(prepared));
+            }
+            // No environment to start from, no delta to it, or a borrowed checkout that
+            // failed: the whole checkout decides.
+            _ => {}
+        }
+    }
+    prepare_with(request, phases, Checkout::Whole { reuse })
+}
+
+/// [`prepare`] with the checkout made as `how` says.
+fn prepare_with(
+    request: &LaunchRequest,
+    phases: &mut Phases,
+    how: Checkout,
 ) -> Result<Result<Prepared, Failure>, LaunchError> {
     let candidate = &request.candidate;
     let checkout = tempfile::Builder::new()
@@ -248,13 +287,26 @@ fn prepare(
         .tempdir()
         .map_err(|e| LaunchError::host("create a temporary directory for the checkout", e))?;
     let workdir = checkout.path().join("repo");
-    let cloned = kiln_git::MirrorCache::new(&request.cache_dir).and_then(|cache| {
-        cache.checkout(
+    // A borrowed checkout holds the mirror's lock until it is dropped, at the end.
+    let mut borrowed = None;
+    let cloned = kiln_git::MirrorCache::new(&request.cache_dir).and_then(|cache| match how {
+        Checkout::Borrowed => cache
+            .borrowed_checkout(
+                &candidate.repo,
+                &request.clone_url,
+                &candidate.base_commit,
+                &workdir,
+            )
+            .map(|guard| {
+                borrowed = Some(guard);
+                None
+            }),
+        Checkout::Whole { .. } => cache.checkout(
             &candidate.repo,
             &request.clone_url,
             &candidate.base_commit,
             &workdir,
-        )
+        ),
     });
     let checkout_note = match cloned {
         Ok(note) => note,
@@ -280,7 +332,10 @@ fn prepare(
     } else {
         None
     };
-    phases.end("clone");
+    phases.end(match how {
+        Checkout::Borrowed => "checkout (borrowed)",
+        Checkout::Whole { .. } => "clone",
+    });
     let test_files = plan::patch_files(&candidate.test_patch);
     let plan_cx = PlanContext {
         root: &workdir,
@@ -296,41 +351,22 @@ fn prepare(
             "no build plan matched the repository's files",
         )));
     };
-    let tar = repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
-        .map_err(|e| LaunchError::host("pack the checkout", e))?;
+    let tar = match how {
+        Checkout::Borrowed => None,
+        Checkout::Whole { .. } => Some(
+            repo::tar_dir(&workdir, WORKDIR.trim_start_matches('/'))
+                .map_err(|e| LaunchError::host("pack the checkout", e))?,
+        ),
+    };
     let (version, license) = (about::version(&workdir), about::license(&workdir));
-    let reuse = if request.settings.reuse {
-        nearest_ancestor(&workdir, &candidate.base_commit, &plan, &request.reuse).map(|source| {
-            let delta = delta(&workdir, &source.base_commit, &candidate.base_commit);
-            let kept = delta
-                .as_ref()
-                .filter(|d| !d.changed.iter().any(|p| steps::is_dependency_manifest(p)))
-                .and_then(|_| {
-                    if source.cutoff == plan.cutoff {
-                        return Some(plan.clone());
-                    }
-                    // A source resolved without a cut-off (a lockfile pinned it) says nothing
-                    // about a date to resolve this commit at.
-                    source.cutoff.as_ref()?;
-                    let (_, kept) = ecosystems::choose(&PlanContext {
-                        cutoff: source.cutoff.as_deref(),
-                        ..plan_cx
-                    })?;
-                    (kept.name == plan.name
-                        && kept.image.tag == plan.image.tag
-                        && kept.cutoff == source.cutoff)
-                        .then_some(kept)
-                });
-            Start {
-                source,
-                delta,
-                kept,
-            }
-        })
-    } else {
-        None
+    let reuse = match how {
+        Checkout::Borrowed | Checkout::Whole { reuse: true } => {
+            start(&workdir, &plan_cx, &plan, request)
+        }
+        Checkout::Whole { reuse: false } => None,
     };
     drop(checkout);
+    drop(borrowed);
     phases.end("plan+pack");
     Ok(Ok(Prepared {
         ecosystem,
@@ -341,6 +377,43 @@ fn prepare(
         license,
         reuse,
     }))
+}
+
+/// Where a launch of the checkout at `workdir` (planned as `plan`) starts: the environment of
+/// the nearest ancestor of the same plan, if any, and what it lacks.
+fn start(
+    workdir: &std::path::Path,
+    plan_cx: &PlanContext<'_>,
+    plan: &Plan,
+    request: &LaunchRequest,
+) -> Option<Start> {
+    let base = &request.candidate.base_commit;
+    let source = nearest_ancestor(workdir, base, plan, &request.reuse)?;
+    let delta = delta(workdir, &source.base_commit, base);
+    let kept = delta
+        .as_ref()
+        .filter(|d| !d.changed.iter().any(|p| steps::is_dependency_manifest(p)))
+        .and_then(|_| {
+            if source.cutoff == plan.cutoff {
+                return Some(plan.clone());
+            }
+            // A source resolved without a cut-off (a lockfile pinned it) says nothing about a
+            // date to resolve this commit at.
+            source.cutoff.as_ref()?;
+            let (_, kept) = ecosystems::choose(&PlanContext {
+                cutoff: source.cutoff.as_deref(),
+                ..*plan_cx
+            })?;
+            (kept.name == plan.name
+                && kept.image.tag == plan.image.tag
+                && kept.cutoff == source.cutoff)
+                .then_some(kept)
+        });
+    Some(Start {
+        source,
+        delta,
+        kept,
+    })
 }
 
 /// The [`Delta`] from the checkout of `older` to the one at `workdir` (of `newer`); `None`
@@ -404,7 +477,7 @@ async fn build(
         ecosystem,
         mut plan,
         checkout_note,
-        tar,
+        mut tar,
         version,
         license,
         mut reuse,
@@ -431,7 +504,7 @@ async fn build(
         version_reason.push_str(&note);
     }
     // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
-    let context = request.settings.verify_dockerfile.then(|| tar.clone());
+    let context = tar.clone().filter(|_| request.settings.verify_dockerfile);
 
     // A repair may start the launch over on another interpreter, once.
     let mut restarted = false;
@@ -451,6 +524,43 @@ async fn build(
                 None
             }
             None => None,
+        };
+        // What the container starts from: the delta to the environment it starts from, or the
+        // whole checkout, made now if the checkout was borrowed.
+        let archive = match &reused {
+            Some(Start {
+                delta: Some(delta), ..
+            }) => delta.tar.clone(),
+            _ => {
+                if tar.is_none() {
+                    step("clone");
+                    let whole = {
+                        let request = request.clone();
+                        tokio::task::spawn_blocking(move || {
+                            prepare_with(
+                                &request,
+                                &mut Phases::new(),
+                                Checkout::Whole { reuse: false },
+                            )
+                        })
+                        .await
+                        .map_err(|e| LaunchError::host("prepare the checkout", e))??
+                    };
+                    let whole = match whole {
+                        Ok(whole) => whole,
+                        Err(failure) => return Ok(Some(failure)),
+                    };
+                    if let Some(note) = whole.checkout_note {
+                        version_reason.push_str("; checkout: ");
+                        version_reason.push_str(&note);
+                    }
+                    tar = whole.tar;
+                    phases.end("clone");
+                }
+                tar.clone().ok_or_else(|| {
+                    LaunchError::host("pack the checkout", "the whole checkout was not packed")
+                })?
+            }
         };
         record.version_reason.clone_from(&version_reason);
         // A reused attempt that keeps the source's dependencies runs the plan made with its
@@ -539,12 +649,7 @@ async fn build(
                     },
                 }),
             },
-            match &reused {
-                Some(Start {
-                    delta: Some(delta), ..
-                }) => delta.tar.clone(),
-                _ => tar.clone(),
-            },
+            archive,
             step,
             &mut phases,
         )

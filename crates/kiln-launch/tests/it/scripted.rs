@@ -952,12 +952,16 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
     };
 
     let cold_containers = runtime.containers().len();
-    let reused = launch_with(&runtime, PYTHON, reusing)
-        .await
-        .record()
-        .clone();
+    let reused_launch = launch_with(&runtime, PYTHON, reusing).await;
+    let reused = reused_launch.record().clone();
     assert_eq!(reused.status, EnvironmentStatus::Built, "{reused:?}");
     assert_eq!(reused.reused_from.as_deref(), Some("scripted__demo-0"));
+    // The host's checkout borrowed the mirror's objects; nothing was cloned or packed whole.
+    let phases = phases_of(&reused_launch.log_dir.join("launch.log"));
+    assert!(
+        phases.contains("checkout (borrowed) ") && !phases.contains("clone "),
+        "{phases}"
+    );
     let from_source: Vec<_> = runtime.containers()[cold_containers..]
         .iter()
         .filter(|c| c.spec.image == source_image)
@@ -1052,7 +1056,11 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
         "{}",
         row.version_reason
     );
-    assert!(fallback.log_dir.join("launch-reused.log").is_file());
+    // The cold attempt made the whole checkout the borrowed one had spared.
+    assert!(
+        phases_of(&fallback.log_dir.join("launch-reused.log")).contains("checkout (borrowed) ")
+    );
+    assert!(phases_of(&fallback.log_dir.join("launch.log")).contains("clone "));
 
     // A source whose commit is not an ancestor of the base commit is never started from.
     let before = runtime.containers().len();
@@ -1077,4 +1085,14 @@ async fn a_launch_starts_from_an_ancestors_environment_and_falls_back_to_cold() 
             .iter()
             .all(|c| c.spec.image != source_image)
     );
+}
+
+/// The phases line `launch.log` ends with (`# launch phases (s): clone 0.08, ...`).
+fn phases_of(log: &std::path::Path) -> String {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .rfind(|l| l.starts_with("# launch phases (s): "))
+        .unwrap_or_default()
+        .to_string()
 }
