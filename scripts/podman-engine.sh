@@ -65,6 +65,17 @@ fi
 if ! grep -q "^$user:" /etc/subuid; then
     usermod --add-subuids 300000-365535 --add-subgids 300000-365535 "$user"
 fi
+# slirp4netns, which gives rootless containers their network, opens /dev/net/tun as the user:
+# udev makes it 0666 on a booted Debian, but a minimal machine or a container may leave it
+# root's alone (seen: `open("/dev/net/tun"): Permission denied`, HTTP 500 on every start).
+if [[ ! -c /dev/net/tun ]]; then
+    mkdir -p /dev/net
+    mknod -m 0666 /dev/net/tun c 10 200
+fi
+if ! as_user "test -r /dev/net/tun -a -w /dev/net/tun"; then
+    log "making /dev/net/tun usable by $user (mode 0666, as udev sets it)"
+    chmod 0666 /dev/net/tun
+fi
 uid=$(id -u "$user")
 runtime=/run/user/$uid
 mkdir -p "$runtime"

@@ -94,13 +94,16 @@ def harness(shard, predictions, run_id, ids, work, timeout):
     ]
     for _ in range(3):
         result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        # The harness's final report lists every image of the engine and then inspects each one;
-        # an image another process removes in between (a parallel test, `kiln gc`) fails that step
-        # although every instance ran. The instances' reports are kept, so a rerun only reports.
-        raced = "ImageNotFound" in result.stderr and "in list_images" in result.stderr
+        # The harness's final report lists every image and every container of the engine and
+        # then inspects each one; one that another process removes in between (a parallel test,
+        # `kiln gc`) fails that step although every instance ran. The instances' reports are
+        # kept, so a rerun only reports.
+        raced = ("ImageNotFound" in result.stderr and "in list_images" in result.stderr) or (
+            "NotFound" in result.stderr and "client.containers.list(" in result.stderr
+        )
         if result.returncode == 0 or not raced:
             break
-        print(f"{run_id}: an image vanished while the harness listed images; reporting again", file=sys.stderr)
+        print(f"{run_id}: an image or container vanished while the harness listed them; reporting again", file=sys.stderr)
     if result.returncode != 0:
         print(result.stdout[-4000:], result.stderr[-4000:], sep="\n", file=sys.stderr)
         check(False, f"{run_id}: run_evaluation exits {result.returncode}")
