@@ -284,6 +284,10 @@ table! {
         /// with a line break or runs of spaces): the release lists them apart, so that the
         /// harness grades the row on the rest.
         pub harness_unread: Vec<String>,
+        /// Tests in neither list that failed for want of a network (a host that could not be
+        /// resolved or reached, with the test containers' `network` off): the tests of a
+        /// network-free evaluation leave them out, and the row names them.
+        pub needs_network: Vec<String>,
         /// Runs per side.
         pub repeats: i64,
         /// Network mode of the test containers (`none` or `bridge`).
@@ -504,6 +508,7 @@ mod tests {
             log_parser: Some("parse_log_pytest_v2".into()),
             log_parser_reason: None,
             harness_unread: Vec::new(),
+            needs_network: Vec::new(),
             repeats: 1,
             network: "none".into(),
             runs: BTreeMap::new(),

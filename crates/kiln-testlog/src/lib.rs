@@ -34,7 +34,9 @@
 //! when `-v` lines name the skipped tests of that file, those node ids are used instead. The
 //! ` - message` suffix is cut at the first ` - ` after the closing `]` of the params when the id is
 //! parametrized, so a param containing `] - ` is cut short. Lines printed by tests themselves that
-//! look like result lines are taken at face value.
+//! look like result lines are taken at face value. A failing test whose traceback (`E   X: msg`
+//! in its FAILURES/ERRORS section) or summary message is an exception naming a missing network
+//! ([`network::names_missing_network`]) is listed in [`ParsedLog::offline`].
 //!
 //! ## `unittest`
 //! Python `unittest` / Django runner at verbosity 2: `test_x (mod.Class) ... ok` (before 3.11) and
@@ -189,6 +191,7 @@ mod gtest;
 mod js;
 mod junit;
 mod lines;
+pub mod network;
 mod node;
 mod normalize;
 mod parsed;

@@ -1,7 +1,7 @@
 //! What parsing a log gives: per-test statuses, the totals the framework printed, and the
 //! problems found; and which of two statuses of one id is kept.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_schema::{TestStatus, TestStatuses};
 
@@ -15,6 +15,10 @@ pub struct ParsedLog {
     /// Disagreements found while parsing, e.g. "summary says 3 passed but 2 parsed": the log is
     /// truncated or garbled.
     pub problems: Vec<String>,
+    /// Failing tests whose failure the log puts down to a missing network (a host that could
+    /// not be resolved or reached: [`crate::network::names_missing_network`]). Only parsers
+    /// that can tie a failure's text to its test fill it (`pytest`).
+    pub offline: BTreeSet<String>,
 }
 
 impl ParsedLog {
@@ -68,6 +72,13 @@ impl ParsedLog {
                 .or_insert(status);
         }
         self.statuses = statuses;
+        self.offline = std::mem::take(&mut self.offline)
+            .into_iter()
+            .map(|id| match id.strip_prefix(&prefix) {
+                Some(rest) => rest.to_string(),
+                None => id,
+            })
+            .collect();
         self
     }
 }

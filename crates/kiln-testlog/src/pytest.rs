@@ -77,6 +77,16 @@ pub(crate) fn cut_message(rest: &str) -> &str {
 /// tests in full, which settles where the id ends in an ambiguous `FAILED id - msg` line.
 static SECTION_HEADER: Re = Re::new(r"^_{3,} (.+?) _{3,}$");
 
+/// A raised exception as pytest shows it, `Qualified.Name: message` (after the `E   ` of a
+/// traceback line, or the ` - ` of a summary entry); an `assert` that quotes a message is none.
+static EXCEPTION: Re = Re::new(r"^[A-Za-z_][\w.]*: ");
+
+/// Whether `text` (an `E   ` line, or a summary entry's message) is an exception raised for
+/// want of a network.
+fn raised_offline(text: &str) -> bool {
+    EXCEPTION.is_match(text) && crate::network::names_missing_network(text)
+}
+
 /// The header of the short test summary (`=== short test summary info ===`), the only section
 /// whose `STATUS id` lines are results: elsewhere such lines are the test's own output, such as
 /// the records of a "Captured log" section (`ERROR    app.db:test_x.py:11 message`).
@@ -140,6 +150,12 @@ pub(crate) struct Pytest {
     /// closes it. A session opened inside another (a project's tests running pytest, whose
     /// output `-rA` prints in the PASSES section) is not the run's: its lines are skipped.
     depth: usize,
+    /// The title of the FAILURES/ERRORS section being read (`____ title ____`).
+    section: Option<String>,
+    /// Section titles, and ids from `FAILED id - msg` entries, whose failure text says the
+    /// network was missing.
+    offline_titles: BTreeSet<String>,
+    offline_ids: BTreeSet<String>,
 }
 
 impl Pytest {
@@ -208,6 +224,14 @@ impl LineParser for Pytest {
         if self.in_summary && MAJOR_HEADER.is_match(line) && !TOTALS_LINE.is_match(line) {
             self.in_summary = false;
         }
+        if MAJOR_HEADER.is_match(line) {
+            self.section = None;
+        } else if let Some(title) = &self.section
+            && let Some(raised) = line.strip_prefix('E').filter(|r| r.starts_with(' '))
+            && raised_offline(raised.trim_start())
+        {
+            self.offline_titles.insert(title.clone());
+        }
         if let Some(caps) = XDIST_LINE.captures(line) {
             // xdist progress lines carry no message, so the whole rest is the id.
             if let Some(status) = status_of(&caps[1]) {
@@ -235,6 +259,13 @@ impl LineParser for Pytest {
                 self.record(rest, status, 1, false);
             } else {
                 let id = resolve_id(rest, &self.out.statuses, &self.headers).to_owned();
+                if rest[id.len()..]
+                    .strip_prefix(" - ")
+                    .is_some_and(raised_offline)
+                {
+                    self.offline_ids
+                        .insert(crate::normalize::normalize_test_id(&id));
+                }
                 self.record(&id, status, 1, false);
             }
         } else if let Some(caps) = VERBOSE_LINE.captures(line) {
@@ -249,6 +280,7 @@ impl LineParser for Pytest {
                 .or_else(|| title.strip_prefix("ERROR collecting "))
                 .unwrap_or(title);
             self.headers.insert(title.to_owned());
+            self.section = Some(title.to_owned());
         }
     }
 
@@ -261,7 +293,18 @@ impl LineParser for Pytest {
             skipped: short.skipped.max(verbose.skipped),
             errors: short.errors.max(verbose.errors),
         };
-        out.finish(self.totals)
+        let mut parsed = out.finish(self.totals);
+        parsed.offline = parsed
+            .statuses
+            .iter()
+            .filter(|(id, status)| {
+                matches!(status, TestStatus::Fail | TestStatus::Error)
+                    && (self.offline_ids.contains(*id)
+                        || self.offline_titles.contains(&head_line(id)))
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        parsed
     }
 }
 
@@ -282,9 +325,46 @@ mod tests {
             &SECTION_HEADER,
             &SHORT_SUMMARY_HEADER,
             &MAJOR_HEADER,
+            &EXCEPTION,
         ] {
             assert!(re.compiles());
         }
+    }
+
+    #[test]
+    fn failures_for_want_of_a_network_are_told_apart() {
+        let log = "\
+============================= test session starts ==============================
+tests/test_data.py::test_download FAILED                                 [ 25%]
+tests/test_data.py::TestCache::test_remote[v1] FAILED                    [ 50%]
+tests/test_data.py::test_math FAILED                                     [ 75%]
+tests/test_data.py::test_local PASSED                                    [100%]
+
+=================================== FAILURES ===================================
+________________________________ test_download _________________________________
+tests/test_data.py:5: in test_download
+    urllib.request.urlopen(\"https://data.example.org/x.csv\")
+E   urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>
+_________________________ TestCache.test_remote[v1] __________________________
+E   socket.gaierror: [Errno -2] Name or service not known
+__________________________________ test_math ___________________________________
+E   assert 'Name or service not known' == 2
+=========================== short test summary info ============================
+FAILED tests/test_data.py::test_download - urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>
+FAILED tests/test_data.py::TestCache::test_remote[v1] - socket.gaierror: [Errno -2] Name...
+FAILED tests/test_data.py::test_math - assert 1 == 2
+PASSED tests/test_data.py::test_local
+========================= 3 failed, 1 passed in 0.20s ==========================
+";
+        let parsed = crate::parse("pytest", log).unwrap();
+        assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+        assert_eq!(
+            parsed.offline.iter().collect::<Vec<_>>(),
+            [
+                "tests/test_data.py::TestCache::test_remote[v1]",
+                "tests/test_data.py::test_download"
+            ]
+        );
     }
 
     #[test]

@@ -72,6 +72,7 @@ impl Collector {
             statuses: self.statuses,
             summary,
             problems: self.problems,
+            offline: std::collections::BTreeSet::new(),
         }
     }
 }

@@ -202,7 +202,8 @@ pub fn decide(runs: &[RunResult]) -> Decision {
     decision
 }
 
-fn preview(tests: &[String]) -> String {
+/// The first five of `tests`, and how many more there are.
+pub(crate) fn preview(tests: &[String]) -> String {
     let mut text = tests.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
     if tests.len() > 5 {
         text.push_str(&format!(", and {} more", tests.len() - 5));

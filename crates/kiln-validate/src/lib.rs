@@ -94,6 +94,7 @@ pub async fn validate(
         log_parser: None,
         log_parser_reason: None,
         harness_unread: Vec::new(),
+        needs_network: Vec::new(),
         repeats: i64::try_from(repeats).unwrap_or(1),
         network: network.as_str().into(),
         runs: BTreeMap::new(),
@@ -140,6 +141,7 @@ pub async fn validate(
     }
     let mut runs = Vec::new();
     let mut harness_maps = Vec::new();
+    let mut offline = std::collections::BTreeSet::new();
     // Interleave the sides so that a slow drift of the machine affects both equally.
     for repeat in 1..=repeats {
         let base = (repeat == 1 && request.settings.base_run).then_some(Side::Base);
@@ -214,6 +216,7 @@ pub async fn validate(
                 parse_problems: output.parse_problems.clone(),
             };
             record.test_seconds += output.test_seconds;
+            offline.extend(output.offline.iter().cloned());
             record.runs.insert(result.label(), run_summary(&output));
             record.run_statuses.insert(result.label(), output.statuses);
             harness_maps.push((side, output.exit_code, output.harness));
@@ -222,6 +225,15 @@ pub async fn validate(
     }
 
     let decision = decide(&runs);
+    // A test that failed for want of a network in some run and is in neither list says
+    // nothing about the patch; the row names it.
+    record.needs_network = offline
+        .into_iter()
+        .filter(|t| {
+            decision.fail_to_pass.binary_search(t).is_err()
+                && decision.pass_to_pass.binary_search(t).is_err()
+        })
+        .collect();
     record.FAIL_TO_PASS = decision.fail_to_pass;
     record.PASS_TO_PASS = decision.pass_to_pass;
     record.fail_to_pass_classes = decision.classes;
@@ -262,7 +274,15 @@ pub async fn validate(
                 Err(reason) => record.log_parser_reason = Some(reason),
             }
         }
-        Some((class, reason)) => {
+        Some((class, mut reason)) => {
+            if class == FailureClass::NoFailToPass && !record.needs_network.is_empty() {
+                reason.push_str(&format!(
+                    "; {} test(s) failed for want of a network (needs-network; the tests ran with network `{}`): {}",
+                    record.needs_network.len(),
+                    record.network,
+                    decide::preview(&record.needs_network)
+                ));
+            }
             record.status = ValidationStatus::Rejected;
             record.failure_class = Some(class);
             record.reason = Some(reason);

@@ -55,6 +55,9 @@ pub struct RunOutput {
     pub statuses: TestStatuses,
     /// Problems the parser noticed (totals that do not add up).
     pub parse_problems: Vec<String>,
+    /// Failing tests whose failure the log puts down to a missing network
+    /// ([`kiln_testlog::ParsedLog::offline`]).
+    pub offline: std::collections::BTreeSet<String>,
     /// `name:method` for each applied patch.
     pub patch_methods: Vec<String>,
     /// Seconds of the test command alone.
@@ -196,6 +199,7 @@ pub async fn run_tests(
         exit_code: outcome.exit_code,
         statuses: parsed.statuses,
         parse_problems: parsed.problems,
+        offline: parsed.offline,
         patch_methods,
         test_seconds: outcome.duration.as_secs_f64(),
     })

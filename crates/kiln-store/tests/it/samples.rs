@@ -149,6 +149,7 @@ pub fn validation(id: &str) -> ValidationRecord {
         log_parser: None,
         log_parser_reason: Some("the SWE-bench harness has no parser for kiln's `x` output".into()),
         harness_unread: Vec::new(),
+        needs_network: vec!["tests/test_data.py::test_download".into()],
         repeats: 3,
         network: "none".into(),
         runs: BTreeMap::new(),

@@ -276,6 +276,53 @@ async fn a_flaky_test_is_dropped_and_recorded() {
     assert_eq!(record.flaky.len(), 1);
 }
 
+/// A pytest run in which `tests/test_data.py::test_download` fails for want of a network, as
+/// urllib reports it with the network off, beside NEW (with `new`) and OLD (passing).
+fn with_an_offline_test(new: &str) -> Answer {
+    let failed = if new == "FAILED" { 2 } else { 1 };
+    Answer::exit(1).output(format!(
+        "============================= test session starts ==============================\n\
+         {NEW} {new}\n{OLD} PASSED\n{DATA} FAILED\n\n\
+         =================================== FAILURES ===================================\n\
+         ________________________________ test_download _________________________________\n\
+         tests/test_data.py:4: in test_download\n    urllib.request.urlopen(URL, timeout=30)\n\
+         E   urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>\n\
+         =========================== short test summary info ============================\n\
+         {new} {NEW}\nPASSED {OLD}\n\
+         FAILED {DATA} - urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in na...\n\
+         ========================= {failed} failed, {} passed in 0.30s =========================\n",
+        3 - failed
+    ))
+}
+
+const DATA: &str = "tests/test_data.py::test_download";
+
+#[tokio::test]
+async fn a_test_that_fails_for_want_of_a_network_is_named_and_in_neither_list() {
+    let runtime = runtime();
+    runtime.script(after_gold().answer(with_an_offline_test("PASSED")));
+    runtime.script(before_gold().answer(with_an_offline_test("FAILED")));
+    let record = validated(validate_on(&runtime, &[], settings(2)).await);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    assert_eq!(record.FAIL_TO_PASS, [NEW]);
+    assert_eq!(record.PASS_TO_PASS, [OLD]);
+    assert_eq!(record.needs_network, [DATA]);
+
+    // When it is the only test the patch concerns, the rejection says why it failed.
+    let runtime = self::runtime();
+    runtime.script(before_gold().answer(with_an_offline_test("PASSED")));
+    let record = validated(validate_on(&runtime, &[], settings(1)).await);
+    assert_eq!(record.status.as_str(), "rejected");
+    assert_eq!(record.needs_network, [DATA]);
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "1 test(s) failed for want of a network (needs-network; the tests ran with network `none`): {DATA}"
+        )),
+        "{reason}"
+    );
+}
+
 #[tokio::test]
 async fn an_instance_whose_only_fix_is_flaky_is_rejected_as_flaky() {
     let runtime = runtime();
