@@ -4,7 +4,7 @@
 
 /// What resolvers and sockets print when there is no network: glibc's resolver (through
 /// Python's `socket.gaierror`, urllib, requests and urllib3), Node's `getaddrinfo` and socket
-/// codes, curl, Rust's `std::net`, Go's resolver. Connection refusals are left out: a test's own
+/// codes, curl, Rust's standard library, Go's resolver. Connection refusals are left out: a test's own
 /// server on loopback refuses too.
 const SIGNS: &[&str] = &[
     "Temporary failure in name resolution",

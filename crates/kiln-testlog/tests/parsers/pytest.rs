@@ -235,3 +235,30 @@ fn inner_sessions_of_pytester_are_not_the_outer_runs_tests() {
     );
     assert_summary(&parsed, [3, 1, 0, 0]);
 }
+
+/// Captured from pytest 6.2.5 on Python 3.9 in a container with the network off, as validation
+/// runs tests: a URL fetch (`gaierror` chained into `URLError`), a connect to an address
+/// (`OSError: [Errno 101] Network is unreachable`), and an assertion that merely compares the
+/// same words. The summary's messages are cut to the terminal's width; the FAILURES section
+/// says why each test failed.
+#[test]
+fn failures_for_want_of_a_network_are_told_apart() {
+    let parsed = check(
+        "pytest",
+        include_str!("../data/pytest/network_off.log"),
+        "
+        fail tests/test_data.py::test_download
+        fail tests/test_data.py::TestCache::test_remote[v1]
+        fail tests/test_data.py::test_math
+        pass tests/test_data.py::test_local
+        ",
+    );
+    assert!(parsed.is_consistent(), "{:?}", parsed.problems);
+    assert_eq!(
+        parsed.offline.iter().collect::<Vec<_>>(),
+        [
+            "tests/test_data.py::TestCache::test_remote[v1]",
+            "tests/test_data.py::test_download"
+        ]
+    );
+}
