@@ -122,14 +122,9 @@ impl MirrorCache {
     /// # Errors
     /// When the clone or fetch fails, or a commit does not exist upstream (the message names it).
     pub fn ensure(&self, repo: &str, url: &str, commits: &[&str]) -> Result<PathBuf, GitError> {
-        let (mirror, missing) = self.update(repo, url, commits)?;
-        if let Some(commit) = missing.first() {
-            return Err(GitError {
-                command: format!("git cat-file -e {commit}"),
-                message: format!("commit {commit} is not in {url}"),
-            });
-        }
-        Ok(mirror)
+        let stem = stem(repo, url);
+        let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
+        self.holding_locked(&stem, url, commits)
     }
 
     /// Like [`ensure`](Self::ensure), but a commit upstream does not have is an answer, not an
@@ -215,13 +210,7 @@ impl MirrorCache {
         let _lock = lock(&self.dir.join(format!("{stem}.lock")))?;
         let mut attempt = 0;
         loop {
-            let (mirror, missing) = self.update_locked(&stem, url, &[commit])?;
-            if !missing.is_empty() {
-                return Err(GitError {
-                    command: format!("git cat-file -e {commit}"),
-                    message: format!("commit {commit} is not in {url}"),
-                });
-            }
+            let mirror = self.holding_locked(&stem, url, &[commit])?;
             match checkout_at(&mirror, commit, dest) {
                 Ok(note) => return Ok(note),
                 Err(e) if attempt == 0 && !is_sound_mirror(&mirror) => {
@@ -252,15 +241,22 @@ impl MirrorCache {
     ) -> Result<Borrowed, GitError> {
         let stem = stem(repo, url);
         let lock = lock(&self.dir.join(format!("{stem}.lock")))?;
-        let (mirror, missing) = self.update_locked(&stem, url, &[commit])?;
-        if !missing.is_empty() {
+        let mirror = self.holding_locked(&stem, url, &[commit])?;
+        borrow_at(&mirror, commit, dest)?;
+        Ok(Borrowed { _lock: lock })
+    }
+
+    /// The mirror `stem`, updated until it holds every commit of `commits`; a commit upstream
+    /// does not have is an error (call with the mirror's lock held).
+    fn holding_locked(&self, stem: &str, url: &str, commits: &[&str]) -> Result<PathBuf, GitError> {
+        let (mirror, missing) = self.update_locked(stem, url, commits)?;
+        if let Some(commit) = missing.first() {
             return Err(GitError {
                 command: format!("git cat-file -e {commit}"),
                 message: format!("commit {commit} is not in {url}"),
             });
         }
-        borrow_at(&mirror, commit, dest)?;
-        Ok(Borrowed { _lock: lock })
+        Ok(mirror)
     }
 
     /// Removes the temporary clones of the mirror `stem` (call with its lock held).

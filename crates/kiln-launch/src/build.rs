@@ -267,27 +267,52 @@ fn prepare(
             Ok(Ok(prepared)) if matches!(&prepared.reuse, Some(Start { delta: Some(_), .. })) => {
                 return Ok(Ok(prepared));
             }
-            // No environment to start from, no delta to it, or a borrowed checkout that
-            // failed: the whole checkout decides.
+            // No environment to start from, or one the checkout goes to whole (a submodule
+            // changed): the plan and that choice stand, and only the whole checkout is made.
+            Ok(Ok(prepared)) => {
+                let whole = whole_archive(request)?;
+                phases.end("clone");
+                return Ok(whole.map(|whole| Prepared {
+                    tar: Some(whole.tar),
+                    checkout_note: whole.note,
+                    ..prepared
+                }));
+            }
+            // A borrowed checkout that failed: the whole checkout decides.
             _ => {}
         }
     }
     prepare_with(request, phases, Checkout::Whole { reuse })
 }
 
-/// [`prepare`] with the checkout made as `how` says.
-fn prepare_with(
+/// A checkout of the candidate's base commit in a temporary directory, its submodules fetched
+/// where they can be.
+struct HostCheckout {
+    dir: tempfile::TempDir,
+    /// What the checkout did beyond a plain clone (tags kept, history cut).
+    note: Option<String>,
+    /// The mirror's lock, held while a borrowed checkout reads from it.
+    _borrowed: Option<kiln_git::Borrowed>,
+}
+
+impl HostCheckout {
+    fn workdir(&self) -> std::path::PathBuf {
+        self.dir.path().join("repo")
+    }
+}
+
+/// Checks the candidate's base commit out on the host as `how` says; `Ok(Err(..))` is a
+/// failure of the repository.
+fn check_out(
     request: &LaunchRequest,
-    phases: &mut Phases,
     how: Checkout,
-) -> Result<Result<Prepared, Failure>, LaunchError> {
+) -> Result<Result<HostCheckout, Failure>, LaunchError> {
     let candidate = &request.candidate;
-    let checkout = tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("kiln-checkout-")
         .tempdir()
         .map_err(|e| LaunchError::host("create a temporary directory for the checkout", e))?;
-    let workdir = checkout.path().join("repo");
-    // A borrowed checkout holds the mirror's lock until it is dropped, at the end.
+    let workdir = dir.path().join("repo");
     let mut borrowed = None;
     let cloned = kiln_git::MirrorCache::new(&request.cache_dir).and_then(|cache| match how {
         Checkout::Borrowed => cache
@@ -308,7 +333,7 @@ fn prepare_with(
             &workdir,
         ),
     });
-    let checkout_note = match cloned {
+    let note = match cloned {
         Ok(note) => note,
         // A full or read-only disk is the host's failure, not the repository's.
         Err(e) if e.is_local_storage_problem() => {
@@ -327,6 +352,47 @@ fn prepare_with(
         // says so in the version reason.
         tracing::warn!(instance = %candidate.instance_id, "git submodules not fetched: {error}");
     }
+    Ok(Ok(HostCheckout {
+        dir,
+        note,
+        _borrowed: borrowed,
+    }))
+}
+
+/// The whole checkout packed for the container, and what the checkout did beyond a plain
+/// clone: what a launch that borrowed its checkout needs once it goes cold.
+struct Packed {
+    tar: Vec<u8>,
+    note: Option<String>,
+}
+
+/// Makes and packs the whole checkout ([`Packed`]); `Ok(Err(..))` is a failure of the
+/// repository.
+fn whole_archive(request: &LaunchRequest) -> Result<Result<Packed, Failure>, LaunchError> {
+    let checkout = match check_out(request, Checkout::Whole { reuse: false })? {
+        Ok(checkout) => checkout,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let tar = repo::tar_dir(&checkout.workdir(), WORKDIR.trim_start_matches('/'))
+        .map_err(|e| LaunchError::host("pack the checkout", e))?;
+    Ok(Ok(Packed {
+        tar,
+        note: checkout.note,
+    }))
+}
+
+/// [`prepare`] with the checkout made as `how` says.
+fn prepare_with(
+    request: &LaunchRequest,
+    phases: &mut Phases,
+    how: Checkout,
+) -> Result<Result<Prepared, Failure>, LaunchError> {
+    let candidate = &request.candidate;
+    let checkout = match check_out(request, how)? {
+        Ok(checkout) => checkout,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let workdir = checkout.workdir();
     let cutoff = if request.settings.date_cutoff {
         kiln_git::commit_date(&workdir, &candidate.base_commit).ok()
     } else {
@@ -365,8 +431,8 @@ fn prepare_with(
         }
         Checkout::Whole { reuse: false } => None,
     };
+    let checkout_note = checkout.note.clone();
     drop(checkout);
-    drop(borrowed);
     phases.end("plan+pack");
     Ok(Ok(Prepared {
         ecosystem,
@@ -536,25 +602,19 @@ async fn build(
                     step("clone");
                     let whole = {
                         let request = request.clone();
-                        tokio::task::spawn_blocking(move || {
-                            prepare_with(
-                                &request,
-                                &mut Phases::new(),
-                                Checkout::Whole { reuse: false },
-                            )
-                        })
-                        .await
-                        .map_err(|e| LaunchError::host("prepare the checkout", e))??
+                        tokio::task::spawn_blocking(move || whole_archive(&request))
+                            .await
+                            .map_err(|e| LaunchError::host("prepare the checkout", e))??
                     };
                     let whole = match whole {
                         Ok(whole) => whole,
                         Err(failure) => return Ok(Some(failure)),
                     };
-                    if let Some(note) = whole.checkout_note {
+                    if let Some(note) = whole.note {
                         version_reason.push_str("; checkout: ");
                         version_reason.push_str(&note);
                     }
-                    tar = whole.tar;
+                    tar = Some(whole.tar);
                     phases.end("clone");
                 }
                 tar.clone().ok_or_else(|| {
