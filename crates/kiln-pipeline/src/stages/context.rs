@@ -200,13 +200,7 @@ pub(crate) fn plan<R: Row>(
     table: &mut StageTable<R>,
     items: Vec<InstanceId>,
 ) -> Result<(Vec<InstanceId>, u64), PipelineError> {
-    let wanted: Vec<InstanceId> = match &cx.options.only {
-        Some(only) => items
-            .into_iter()
-            .filter(|i| only.contains(i.as_str()))
-            .collect(),
-        None => items,
-    };
+    let wanted = wanted(cx, items);
     if cx.options.force {
         if cx.options.only.is_some() {
             let keys: BTreeSet<String> = wanted.iter().map(ToString::to_string).collect();
@@ -222,6 +216,35 @@ pub(crate) fn plan<R: Row>(
         .filter(|i| !done.contains(i.as_str()))
         .collect();
     Ok((todo, skipped))
+}
+
+/// The items of `items` that `--only` names (all without it).
+fn wanted(cx: &StageContext<'_>, items: Vec<InstanceId>) -> Vec<InstanceId> {
+    match &cx.options.only {
+        Some(only) => items
+            .into_iter()
+            .filter(|i| only.contains(i.as_str()))
+            .collect(),
+        None => items,
+    }
+}
+
+/// The items of `items` that [`plan`] will give to process, without changing the table: those
+/// wanted and without a row (all wanted with `--force`).
+pub(crate) fn pending<R: Row>(
+    cx: &StageContext<'_>,
+    table: &StageTable<R>,
+    items: &[InstanceId],
+) -> Result<Vec<InstanceId>, PipelineError> {
+    let wanted = wanted(cx, items.to_vec());
+    if cx.options.force {
+        return Ok(wanted);
+    }
+    let done = table.keys()?;
+    Ok(wanted
+        .into_iter()
+        .filter(|i| !done.contains(i.as_str()))
+        .collect())
 }
 
 /// Judges the candidates in `todo` with a deterministic judge and appends their rows at once.

@@ -42,6 +42,28 @@ pub(crate) async fn launch(
         let at = |id: &InstanceId| candidates.get(id).map(|c| c.created_at.as_str());
         at(a).cmp(&at(b)).then_with(|| a.cmp(b))
     });
+    let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
+    if settings.reuse {
+        let pending = super::context::pending(cx, &table, &items)?;
+        let mirrors = kiln_git::MirrorCache::new(&cache_dir).map_err(|e| PipelineError::Host {
+            what: format!("the mirror cache {}", cache_dir.display()),
+            message: e.to_string(),
+        })?;
+        let (template, reporter) = (clone_url_template.clone(), Arc::clone(&cx.reporter));
+        let (all, known) = (items.clone(), candidates.clone());
+        items = tokio::task::spawn_blocking(move || {
+            super::reuse::launch_order(
+                &all,
+                &pending,
+                &known,
+                &mirrors,
+                &template,
+                reporter.as_ref(),
+            )
+        })
+        .await
+        .map_err(|e| PipelineError::Internal(format!("ordering the launches: {e}")))?;
+    }
     let reuse = settings
         .reuse
         .then(|| Reuse::new(cx, &table.rows().unwrap_or_default(), &candidates));
@@ -54,7 +76,6 @@ pub(crate) async fn launch(
     let recipes = settings.recipes.then(|| recipes_dir(cx.pipeline));
     // The bundle is read once, and only when there is something to launch.
     let mut ca_bundle: Option<Option<Arc<Vec<u8>>>> = None;
-    let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
     let ran = containers::run(
         cx,
         &mut table,

@@ -158,6 +158,89 @@ impl Reuse {
     }
 }
 
+/// The launch order with `reuse`: within a repository, oldest base commit first, so that every
+/// instance finds the environments of its ancestors built (a commit is never started from a
+/// newer one's, so an instance launched before its ancestor is launched cold, not wrongly).
+/// The committer dates come from the repository's mirror, which the launches fetch anyway; it
+/// is fetched here only for repositories with more than one instance in `pending`. Where the
+/// dates cannot be read (the mirror cannot be fetched, a commit is missing), and between
+/// repositories, the order is by creation time (`created_at`), then id.
+pub(super) fn launch_order(
+    items: &[InstanceId],
+    pending: &[InstanceId],
+    candidates: &BTreeMap<InstanceId, Candidate>,
+    mirrors: &kiln_git::MirrorCache,
+    clone_url_template: &str,
+    reporter: &dyn Reporter,
+) -> Vec<InstanceId> {
+    let mut by_repo: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for id in pending {
+        if let Some(c) = candidates.get(id) {
+            by_repo.entry(&c.repo).or_default().push(&c.base_commit);
+        }
+    }
+    let mut dates: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for (repo, mut commits) in by_repo {
+        commits.sort_unstable();
+        commits.dedup();
+        if commits.len() < 2 {
+            continue;
+        }
+        reporter.report(kiln_core::Event::Note {
+            message: format!(
+                "reuse: ordering {} commits of {repo} by date (fetching its mirror)",
+                commits.len()
+            ),
+        });
+        let url = kiln_github::clone_url(clone_url_template, repo);
+        let mirror = match mirrors.update(repo, &url, &commits) {
+            Ok((mirror, _missing)) => mirror,
+            Err(e) => {
+                reporter.report(kiln_core::Event::Note {
+                    message: format!(
+                        "reuse: {repo} launches in creation order: its mirror could not be \
+                         fetched ({e})"
+                    ),
+                });
+                continue;
+            }
+        };
+        let read: Vec<(&str, i64)> = commits
+            .iter()
+            .filter_map(|commit| {
+                Some((
+                    *commit,
+                    seconds(&kiln_git::commit_date(&mirror, commit).ok()?)?,
+                ))
+            })
+            .collect();
+        // Dates for only some of them would mix two clocks in one repository.
+        if read.len() == commits.len() {
+            dates.extend(read.into_iter().map(|(commit, at)| ((repo, commit), at)));
+        }
+    }
+    let key = |id: &InstanceId| {
+        let Some(c) = candidates.get(id) else {
+            return (None, id.clone());
+        };
+        let at = dates
+            .get(&(c.repo.as_str(), c.base_commit.as_str()))
+            .copied()
+            .or_else(|| seconds(&c.created_at));
+        (at, id.clone())
+    };
+    let mut ordered = items.to_vec();
+    ordered.sort_by_cached_key(key);
+    ordered
+}
+
+/// Seconds since the epoch of an RFC 3339 time.
+fn seconds(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .ok()
+        .map(|t| t.timestamp())
+}
+
 /// `same`, or `differs: ` and each test whose baseline status differs (`id: reused → cold`,
 /// `missing` where a side lacks it), or why the cold launch did not build.
 fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> String {

@@ -7,8 +7,8 @@ use kiln_pipeline::RunOptions;
 use kiln_schema::EnvironmentRecord;
 
 /// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
-/// commit a descendant of the earlier one's. They launch oldest first whatever the task file's
-/// order, and the later one starts from the earlier one's environment; `verify_reuse = 1`
+/// commit a descendant of the earlier one's. They launch oldest base commit first whatever the
+/// task file's order and the tasks' creation times, and the later one starts from the earlier one's environment; `verify_reuse = 1`
 /// launches it cold as well and finds the same baseline.
 #[tokio::test]
 async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
@@ -32,9 +32,10 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     let mut later = earlier.clone();
     later["instance_id"] = "kiln-demo__calc-9".into();
     later["base_commit"] = String::from_utf8_lossy(&head.stdout).trim().into();
-    later["created_at"] = "2030-01-01T00:00:00Z".into();
-    earlier["created_at"] = "2024-01-01T00:00:00Z".into();
-    // The later task first in the file: launch orders by creation time.
+    // The later commit's task was created first (and comes first in the file): launch orders
+    // a repository's instances by the date of their base commits, not by creation time.
+    later["created_at"] = "2024-01-01T00:00:00Z".into();
+    earlier["created_at"] = "2030-01-01T00:00:00Z".into();
     let tasks = dir.join("tasks.jsonl");
     std::fs::write(&tasks, format!("{later}\n{earlier}\n")).unwrap();
     let config = format!(
