@@ -30,6 +30,11 @@ static RESULT_LINE: Re = Re::new(
 );
 /// `src/lib.rs - add (line 5)`, optionally followed by ` - compile fail` and the like.
 static DOCTEST_NAME: Re = Re::new(r"^(.+?) \(line (\d+)\)((?: - .*)?)$");
+/// `---- tests::x stdout ----`: the output of a failed test, in the `failures:` section.
+static SECTION: Re = Re::new(r"^---- (.+) stdout ----$");
+/// `thread 'tests::x' panicked at src/lib.rs:5:9:` (the message on the next line, since Rust
+/// 1.73) or `thread 'tests::x' panicked at 'message', src/lib.rs:5:9` (before).
+static PANICKED: Re = Re::new(r"^thread '[^']*' panicked at (?:'(.*)', \S+|\S+:)$");
 
 /// The artifact name of a `target/debug/deps/foo-0123abcd` path.
 fn artifact_name(path: &str) -> &str {
@@ -84,12 +89,51 @@ pub(crate) struct Cargo {
     /// Every result: whether a name needs its binary's prefix, and a doctest's rank, are known
     /// only at the end.
     entries: Vec<Entry>,
+    /// The failed test whose output section is being read, and whether its panic message
+    /// comes on the next line.
+    section: Option<(String, bool)>,
+    /// Tests (prefix, name) whose panic message names a missing network.
+    offline: BTreeSet<(String, String)>,
+}
+
+impl Cargo {
+    /// Reads a line of a failed test's output section: its panic message says whether it failed
+    /// for want of a network. An assertion's message never counts (it may quote such text).
+    fn section_line(&mut self, line: &str) {
+        let Some((name, next_is_message)) = &mut self.section else {
+            return;
+        };
+        let message = if *next_is_message {
+            *next_is_message = false;
+            Some(line)
+        } else if let Some(caps) = PANICKED.captures(line) {
+            *next_is_message = caps.get(1).is_none();
+            caps.get(1).map(|m| m.as_str())
+        } else {
+            None
+        };
+        if let Some(message) = message
+            && !message.starts_with("assertion")
+            && crate::network::names_missing_network(message)
+        {
+            let key = (self.prefix.clone(), name.clone());
+            self.offline.insert(key);
+        }
+    }
 }
 
 impl LineParser for Cargo {
     fn line(&mut self, raw_line: &str) {
         let line = strip_ansi(raw_line);
         let line = line.trim_end();
+        if let Some(caps) = SECTION.captures(line) {
+            self.section = Some((caps[1].to_owned(), false));
+            return;
+        }
+        if line == "failures:" || line.starts_with("test result: ") {
+            self.section = None;
+        }
+        self.section_line(line);
         if let Some(caps) = RUNNING.captures(line) {
             self.prefix = target_prefix(
                 caps.get(1).map(|m| m.as_str()),
@@ -138,8 +182,15 @@ impl LineParser for Cargo {
 
     fn finish(self: Box<Self>) -> ParsedLog {
         let mut out = self.out;
-        for id in ids(&self.entries) {
+        for (id, entry) in ids(&self.entries).into_iter().zip(&self.entries) {
             out.record(&id.id, id.status);
+            if id.status == TestStatus::Fail
+                && self
+                    .offline
+                    .contains(&(entry.prefix.clone(), entry.name.clone()))
+            {
+                out.record_offline(&id.id);
+            }
         }
         out.finish(self.summary)
     }
@@ -250,6 +301,8 @@ mod tests {
             &TEST_LINE,
             &RESULT_LINE,
             &DOCTEST_NAME,
+            &SECTION,
+            &PANICKED,
         ] {
             assert!(re.compiles());
         }

@@ -88,6 +88,8 @@ pub(crate) struct GoJson {
     started: HashMap<String, bool>,
     failed_packages: BTreeSet<String>,
     packages_with_failed_tests: BTreeSet<String>,
+    /// Qualified ids of tests whose output names a missing network.
+    said_offline: BTreeSet<String>,
 }
 
 impl LineParser for GoJson {
@@ -117,6 +119,12 @@ impl LineParser for GoJson {
             (Some(test), "run") => {
                 self.started.insert(qualify(package, test), false);
             }
+            (Some(test), "output")
+                if event.output.as_deref().is_some_and(names_missing_network) =>
+            {
+                self.said_offline.insert(qualify(package, test));
+            }
+            (Some(_), "output") => {}
             (Some(test), action) => {
                 let Some(status) = status_of(action) else {
                     return;
@@ -134,6 +142,9 @@ impl LineParser for GoJson {
                     self.packages_with_failed_tests.insert(package.to_owned());
                 }
                 self.out.record(&id, status);
+                if status == TestStatus::Fail && self.said_offline.contains(&id) {
+                    self.out.record_offline(&id);
+                }
             }
             (None, "fail" | "build-fail") => {
                 self.failed_packages.insert(package.to_owned());
@@ -181,6 +192,27 @@ struct Event<'a> {
     import_path: Option<Cow<'a, str>>,
     #[serde(rename = "Test", borrow)]
     test: Option<Cow<'a, str>>,
+    #[serde(rename = "Output", borrow)]
+    output: Option<Cow<'a, str>>,
+}
+
+/// Whether a line a Go test printed says a host could not be resolved or reached: Go's errors
+/// (`dial tcp: lookup host on 10.0.0.2:53: ... connect: network is unreachable`) outside the
+/// double-quoted strings of the line, where a `t.Errorf("got %q", ...)` would quote them.
+fn names_missing_network(output: &str) -> bool {
+    let mut unquoted = String::with_capacity(output.len());
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in output.chars() {
+        match (quoted, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => quoted = !quoted,
+            (false, _, c) => unquoted.push(c),
+            (true, false, _) => {}
+        }
+    }
+    crate::network::names_missing_network(&unquoted)
 }
 
 #[cfg(test)]
@@ -192,5 +224,18 @@ mod tests {
         for re in [&RESULT_LINE, &PACKAGE_LINE] {
             assert!(re.compiles());
         }
+    }
+
+    #[test]
+    fn a_missing_network_in_quotes_is_what_a_test_compared() {
+        assert!(names_missing_network(
+            "    x_test.go:12: Get \"http://h/f\": dial tcp: lookup h: no such host\n"
+        ));
+        assert!(!names_missing_network(
+            "    x_test.go:34: got \"lookup h: no such host\", want \"x\"\n"
+        ));
+        assert!(!names_missing_network(
+            "    x_test.go:34: got \"say \\\"lookup h: no such host\\\"\", want \"\"\n"
+        ));
     }
 }

@@ -87,7 +87,11 @@ pub(crate) fn parse_jest(log: &str) -> ParsedLog {
                 // pending, skipped, todo, disabled, focused-out: did not run.
                 _ => TestStatus::Skip,
             };
-            out.record(&format!("{path}::{}", titles.join(" › ")), status);
+            let id = format!("{path}::{}", titles.join(" › "));
+            out.record(&id, status);
+            if status == TestStatus::Fail && jest_failed_offline(test) {
+                out.record_offline(&id);
+            }
         }
     }
     let summary = Summary {
@@ -131,6 +135,9 @@ pub(crate) fn parse_mocha(log: &str) -> ParsedLog {
             } else {
                 out.record(&id, status);
             }
+            if status == TestStatus::Fail && test.get("err").is_some_and(thrown_offline) {
+                out.record_offline(&id);
+            }
         }
     }
     let summary = report.get("stats").map(|stats| Summary {
@@ -140,4 +147,53 @@ pub(crate) fn parse_mocha(log: &str) -> ParsedLog {
         errors: 0,
     });
     out.finish(summary)
+}
+
+/// Whether a failed jest/vitest test failed for want of a network: one of its failures is an
+/// error Node raised resolving or reaching a host (`failureDetails` keeps the error's own
+/// fields: `syscall`, `code`), or, for runners that keep no details, the first line of its
+/// message says so. A matcher's failure (`expect(...)`, with `matcherResult`) never counts:
+/// its message may quote such text.
+fn jest_failed_offline(test: &Value) -> bool {
+    let details = test
+        .get("failureDetails")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if details.iter().any(|d| d.get("matcherResult").is_some()) {
+        return false;
+    }
+    details.iter().any(thrown_offline)
+        || test
+            .get("failureMessages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .any(first_line_offline)
+}
+
+/// Whether an error object of a JSON report (Node's error fields: `syscall`, `code`, a
+/// `cause`; or its `stack`/`message` text) is a failure to resolve or reach a host. Undici's
+/// `fetch failed` says which only in its `cause`. An assertion's error never counts.
+fn thrown_offline(err: &Value) -> bool {
+    let resolving = matches!(
+        (text(err, "syscall"), text(err, "code")),
+        (
+            "getaddrinfo" | "queryA" | "queryAaaa",
+            "EAI_AGAIN" | "ENOTFOUND" | "EAI_NONAME" | "EAI_FAIL"
+        ) | ("connect", "ENETUNREACH" | "EHOSTUNREACH")
+    );
+    let said = [text(err, "stack"), text(err, "message")]
+        .into_iter()
+        .any(first_line_offline);
+    resolving || said || err.get("cause").is_some_and(thrown_offline)
+}
+
+/// Whether the first line of an error's text (`Error: getaddrinfo EAI_AGAIN host`) names a
+/// missing network; an `AssertionError`'s (chai, `node:assert`) quotes what it compared.
+fn first_line_offline(text: &str) -> bool {
+    let first = text.lines().next().unwrap_or("");
+    !first.trim_start().starts_with("AssertionError")
+        && crate::network::names_missing_network(first)
 }

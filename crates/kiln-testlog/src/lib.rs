@@ -57,7 +57,10 @@
 //! and tests that started but never finished (timeout, crash) are errors with a problem noted.
 //! In text, results need the ` (0.00s)` timing, which rejects printed look-alikes. Go prints no
 //! totals, so there is no cross-check. Limits: text results after the last package line (a
-//! truncated log) are kept without a package and reported.
+//! truncated log) are kept without a package and reported. In JSON, a failed test whose output
+//! names a missing network outside double quotes (Go's `dial tcp: lookup h on ...: connect:
+//! network is unreachable`; not a `%q` of it) is listed in [`ParsedLog::offline`]; the text form
+//! is not read for it.
 //!
 //! ## `cargo`
 //! libtest text from `cargo test`, several binaries and doctests in one log. Ids are the names
@@ -68,7 +71,9 @@
 //! Mapping: ok and bench → pass, FAILED → fail, ignored → skip. Totals: every `test result:` line
 //! summed. Limits: old cargo (`Running target/debug/deps/foo-hash`) qualifies colliding names by
 //! artifact only;
-//! a compile error yields no tests (no totals to contradict).
+//! a compile error yields no tests (no totals to contradict). A failed test whose panic message
+//! (the line after `panicked at ...:`, or quoted on it before Rust 1.73) names a missing network,
+//! and is not an `assertion`, is listed in [`ParsedLog::offline`].
 //!
 //! ## `junit-xml`
 //! Generic JUnit XML: surefire, gradle, ctest `--output-junit`, pytest `--junitxml`, jest-junit,
@@ -92,7 +97,10 @@
 //! `mocha --reporter json`: ids `<file>::<full title>` (mocha only gives the space-joined title);
 //! passes → pass, failures → fail (a failing `"before all" hook` → error), pending → skip; totals
 //! from `stats`. Absolute file paths are kept as printed; [`ParsedLog::relative_to`] makes them
-//! relative to the checkout, as kiln's stages do.
+//! relative to the checkout, as kiln's stages do. A failed test whose thrown error is Node's
+//! failure to resolve or reach a host (the error's `syscall` and `code`, its `cause`, or the first
+//! line of its message; never a matcher's or an `AssertionError`) is listed in
+//! [`ParsedLog::offline`]. Jest drops an error's `cause`, so its `fetch failed` is not told apart.
 //!
 //! ## `node-test` and `mocha-spec`
 //! `node --test` with the TAP reporter (node 20's default without a TTY) or the spec reporter

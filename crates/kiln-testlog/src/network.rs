@@ -15,6 +15,8 @@ const SIGNS: &[&str] = &[
     "getaddrinfo ENOTFOUND",
     "getaddrinfo EAI_AGAIN",
     "connect ENETUNREACH",
+    "connect EHOSTUNREACH",
+    "connect: network is unreachable",
     "Could not resolve host",
     "failed to lookup address information",
     ": no such host",
@@ -42,6 +44,7 @@ mod tests {
             "curl: (6) Could not resolve host: example.org",
             "Os { code: -3, kind: Uncategorized, message: \"failed to lookup address information: Temporary failure in name resolution\" }",
             "dial tcp: lookup proxy.golang.org on 10.0.0.2:53: no such host",
+            "dial tcp 93.184.215.14:80: connect: network is unreachable",
         ] {
             assert!(names_missing_network(line), "{line}");
         }

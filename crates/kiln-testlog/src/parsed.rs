@@ -17,7 +17,8 @@ pub struct ParsedLog {
     pub problems: Vec<String>,
     /// Failing tests whose failure the log puts down to a missing network (a host that could
     /// not be resolved or reached: [`crate::network::names_missing_network`]). Only parsers
-    /// that can tie a failure's text to its test fill it (`pytest`).
+    /// that can tie a failure's text to its test fill it (`pytest`, `jest-json`, `vitest-json`,
+    /// `mocha-json`, `cargo`, `go-test-json`).
     pub offline: BTreeSet<String>,
 }
 

@@ -14,9 +14,19 @@ pub(crate) struct Collector {
     pub(crate) statuses: TestStatuses,
     pub(crate) events: Summary,
     pub(crate) problems: Vec<String>,
+    /// Ids whose failure the log puts down to a missing network ([`ParsedLog::offline`]).
+    pub(crate) offline: std::collections::BTreeSet<String>,
 }
 
 impl Collector {
+    /// Marks `raw_id` (recorded as failing) as failing for want of a network.
+    pub(crate) fn record_offline(&mut self, raw_id: &str) {
+        let id = normalize_test_id(raw_id);
+        if !id.is_empty() {
+            self.offline.insert(id);
+        }
+    }
+
     /// Records one report of `raw_id`; the id is normalised here so every parser agrees.
     pub(crate) fn record(&mut self, raw_id: &str, status: TestStatus) {
         self.record_n(raw_id, status, 1);
@@ -72,7 +82,7 @@ impl Collector {
             statuses: self.statuses,
             summary,
             problems: self.problems,
-            offline: std::collections::BTreeSet::new(),
+            offline: self.offline,
         }
     }
 }

@@ -157,3 +157,59 @@ fn the_output_filter_makes_the_harness_read_kiln_ids() {
         }
     }
 }
+
+/// Captured from cargo 1.85 in a container with the network off, as validation runs tests: a
+/// connect to a name (`failed to lookup address information`), a connect to an address
+/// (`Network is unreachable`), a lookup, and an assertion whose values hold the same words.
+#[test]
+fn failures_for_want_of_a_network_are_told_apart() {
+    let parsed = check(
+        "cargo",
+        include_str!("../data/cargo/network_off.log"),
+        "
+        pass tests::adds
+        fail tests::compares_messages
+        fail tests::connects_to_an_address
+        fail tests::downloads_a_file
+        fail tests::resolves_a_name
+        ",
+    );
+    assert_summary(&parsed, [1, 4, 0, 0]);
+    assert_eq!(
+        parsed.offline.iter().collect::<Vec<_>>(),
+        [
+            "tests::connects_to_an_address",
+            "tests::downloads_a_file",
+            "tests::resolves_a_name"
+        ]
+    );
+}
+
+/// Before Rust 1.73 the panic message was quoted on the `panicked at` line itself.
+#[test]
+fn an_old_panic_line_names_a_missing_network_too() {
+    let log = "running 2 tests
+test net::fetches ... FAILED
+test net::compares ... FAILED
+
+failures:
+
+---- net::fetches stdout ----
+thread 'net::fetches' panicked at 'called `Result::unwrap()` on an `Err` value: Os { code: 101, kind: NetworkUnreachable, message: \"Network is unreachable\" }', src/net.rs:9:44
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+---- net::compares stdout ----
+thread 'net::compares' panicked at 'assertion failed: `(left == right)`
+  left: `\"Network is unreachable\"`,
+ right: `\"\"`', src/net.rs:14:9
+
+
+failures:
+    net::compares
+    net::fetches
+
+test result: FAILED. 0 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+";
+    let parsed = check("cargo", log, "fail net::compares\nfail net::fetches");
+    assert_eq!(parsed.offline.iter().collect::<Vec<_>>(), ["net::fetches"]);
+}

@@ -1,6 +1,6 @@
 //! `go test` logs captured from go 1.19 on a module with passing, failing, skipped, nested and
 //! parallel subtests, a package without tests and a package that does not build: see
-//! `tests/data/go-test/` and `tests/data/go-test-json/`.
+//! `tests/data/go-test/` and `tests/data/go-test-json/` (`network_off.log`: go 1.24).
 
 use crate::check::check;
 
@@ -68,5 +68,32 @@ fn truncated_json_reports_unfinished_tests() {
     assert_eq!(
         parsed.statuses.get("example.com/goproj/calc::TestTable"),
         Some(&kiln_schema::TestStatus::Error)
+    );
+}
+
+/// Captured from go 1.24 (`go test -json -count=1 ./...`) in a container with the network off,
+/// as validation runs tests: an HTTP get of a name, a dial of an address and a lookup (Go's
+/// resolver fails dialling its name server: `connect: network is unreachable`), and a test
+/// whose `%q` message quotes `no such host`.
+#[test]
+fn failures_for_want_of_a_network_are_told_apart() {
+    let parsed = check(
+        "go-test-json",
+        include_str!("../data/go-test-json/network_off.log"),
+        "
+        pass example.org/netcap::TestAdds
+        fail example.org/netcap::TestComparesMessages
+        fail example.org/netcap::TestConnectsToAnAddress
+        fail example.org/netcap::TestDownloadsAFile
+        fail example.org/netcap::TestResolvesAName
+        ",
+    );
+    assert_eq!(
+        parsed.offline.iter().collect::<Vec<_>>(),
+        [
+            "example.org/netcap::TestConnectsToAnAddress",
+            "example.org/netcap::TestDownloadsAFile",
+            "example.org/netcap::TestResolvesAName",
+        ]
     );
 }
