@@ -4,7 +4,8 @@
 //! (continuations joined, block scalars split into their lines), and of the task runners CI
 //! often calls (a Makefile's test targets, tox, nox: [`runners`]). Planners and repair rules
 //! read candidates from them (the features `cargo test` is given, the Debian `-dev` packages
-//! the jobs install, the Python packages they install by name); the rules stay first, and
+//! the jobs install, the Python packages they install by name, the CMake options most
+//! configure lines set alike); the rules stay first, and
 //! whatever comes from here goes through the same verification as the rules' own commands.
 //!
 //! YAML is read line by line, not parsed: the keys that hold commands, with inline values and
@@ -248,6 +249,73 @@ pub fn cargo_test_features(commands: &[CiCommand]) -> Option<CargoFeatures> {
     }
 }
 
+/// The cache variables the CI's CMake configure lines mostly set (`cmake -S . -B build
+/// -DFOO_TESTS=ON`, `-D FOO_TESTS:BOOL=ON`), by name, with their value: a variable more than
+/// half of the configure lines set, all to the same literal value. What only some jobs set (a
+/// variant: exceptions off, a sanitizer, a standard), what the lines set to different values
+/// (a matrix of switches) or through an expression or a shell variable, is left out.
+#[must_use]
+pub fn cmake_definitions(commands: &[CiCommand]) -> Vec<(String, String)> {
+    // Per variable: how many lines set it, and the value when all agree.
+    let mut seen: std::collections::BTreeMap<String, (usize, Option<String>)> =
+        std::collections::BTreeMap::new();
+    let mut lines = 0usize;
+    for command in commands {
+        for part in command.text.split(['&', ';', '|']) {
+            let words = words(part);
+            let Some(at) = words
+                .iter()
+                .position(|w| *w == "cmake" || w.ends_with("/cmake"))
+            else {
+                continue;
+            };
+            let args = &words[at + 1..];
+            if args
+                .first()
+                .is_some_and(|w| matches!(*w, "--build" | "--install" | "-E" | "-P" | "--version"))
+            {
+                continue;
+            }
+            let mut defined = std::collections::BTreeSet::new();
+            let mut rest = args.iter();
+            while let Some(word) = rest.next() {
+                let definition = match *word {
+                    "-D" => rest.next().copied().unwrap_or_default(),
+                    other => match other.strip_prefix("-D") {
+                        Some(definition) => definition,
+                        None => continue,
+                    },
+                };
+                let Some((name, value)) = definition.split_once('=') else {
+                    continue;
+                };
+                let name = name.split(':').next().unwrap_or(name);
+                // `-DX=${{ matrix.x }}` reads as `-DX=` followed by the expression.
+                let literal = !value.is_empty() && !value.contains('$') && !value.contains('`');
+                let value = literal.then(|| value.to_string());
+                if !defined.insert(name) {
+                    continue;
+                }
+                seen.entry(name.to_string())
+                    .and_modify(|(count, kept)| {
+                        *count += 1;
+                        if *kept != value {
+                            *kept = None;
+                        }
+                    })
+                    .or_insert((1, value));
+            }
+            if !defined.is_empty() {
+                lines += 1;
+            }
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, (count, _))| 2 * count > lines)
+        .filter_map(|(name, (_, value))| Some((name, value?)))
+        .collect()
+}
+
 /// Features a CI's `cargo test` turns on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CargoFeatures {
@@ -422,6 +490,26 @@ jobs:
             None
         );
         assert_eq!(apt_dev_packages(&commands), ["libssl-dev", "libxml2-dev"]);
+    }
+
+    #[test]
+    fn cmake_definitions_are_those_every_configure_line_agrees_on() {
+        let found = cmake_definitions(&ci(&[
+            "cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug -DCATCH_DEVELOPMENT_BUILD=ON -D CATCH_BUILD_EXAMPLES:BOOL=OFF",
+            "mkdir build && cd build && cmake .. -DCATCH_DEVELOPMENT_BUILD=ON -DCMAKE_BUILD_TYPE=Release -DCATCH_ENABLE_WERROR=${{ matrix.werror }} -DCATCH_BUILD_EXAMPLES=OFF",
+            "cmake --build build -j2 -DNOT_A_DEFINITION=1",
+            "/usr/bin/cmake -B b -DCATCH_USE_VALGRIND=$VALGRIND -DCATCH_DEVELOPMENT_BUILD=ON -DCATCH_BUILD_EXAMPLES=OFF",
+            "cmake -B c -DCATCH_DEVELOPMENT_BUILD=ON -DCATCH_CONFIG_NO_EXCEPTIONS=ON",
+        ]));
+        // Four configure lines: the examples switch is in three, alike; the build type differs;
+        // the exceptions switch is one job's variant.
+        assert_eq!(
+            found,
+            [
+                ("CATCH_BUILD_EXAMPLES".to_string(), "OFF".to_string()),
+                ("CATCH_DEVELOPMENT_BUILD".into(), "ON".into()),
+            ]
+        );
     }
 
     #[test]

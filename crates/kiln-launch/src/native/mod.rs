@@ -51,6 +51,11 @@ pub struct NativeProject {
     pub ci_packages: Vec<String>,
     /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
     pub test_options: Vec<String>,
+    /// Other `option()`s of the project that most CMake configure lines of its CI set, to one
+    /// value (`-DCATCH_BUILD_EXAMPLES=OFF`; [`crate::ci::cmake_definitions`]), set so by the
+    /// plan; options of suites and checks the image cannot run or does not need (GPU,
+    /// sanitizers, warnings as errors, the CI's own targets: `JSON_CI`) left out.
+    pub ci_options: Vec<(String, String)>,
     /// Git submodules declared in `.gitmodules` but absent from the checkout (they could not
     /// be fetched), and what stands in for each.
     pub missing_submodules: Vec<Submodule>,
@@ -179,6 +184,13 @@ fn framework_of(root: &Path) -> Option<&'static str> {
     None
 }
 
+/// Words of CMake options that CI jobs turn on for checks of their own, which a test image
+/// neither needs nor always has the tools for.
+const CI_ONLY_CHECKS: &[&str] = &[
+    "WERROR", "WARNINGS", "PEDANTIC", "TIDY", "CPPCHECK", "IWYU", "LTO", "IPO", "CCACHE", "STATIC",
+    "ANALY", "LINT", "FORMAT",
+];
+
 /// Words of CMake test options that switch on suites other than the main one: accelerators
 /// the image has none of, benchmarks, fuzzers, sanitizer and coverage runs, long or exhaustive
 /// runs. Each costs build time (an accelerator suite took minutes on two cores) or cannot run.
@@ -266,10 +278,11 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
     }
     // Libraries the table does not know: the `-dev` packages the project's CI installs stand
     // in (they are what its own builds had).
+    let ci_commands = crate::ci::commands(root);
     let ci_packages = if unknown.is_empty() {
         Vec::new()
     } else {
-        crate::ci::apt_dev_packages(&crate::ci::commands(root))
+        crate::ci::apt_dev_packages(&ci_commands)
     };
     packages.extend(ci_packages.iter().cloned());
     let configure_ac = ["configure.ac", "configure.in"]
@@ -303,6 +316,29 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         .collect();
     test_options.sort();
     test_options.dedup();
+    let declared: Vec<String> = call_args(&top_cmake, "option")
+        .into_iter()
+        .filter_map(|words| words.into_iter().next())
+        .collect();
+    let ci_options = crate::ci::cmake_definitions(&ci_commands)
+        .into_iter()
+        .filter(|(name, value)| {
+            let upper = name.to_ascii_uppercase();
+            declared.contains(name)
+                && !test_options.contains(name)
+                && matches!(
+                    value.to_ascii_uppercase().as_str(),
+                    "ON" | "OFF" | "TRUE" | "FALSE" | "YES" | "NO" | "1" | "0"
+                )
+                && !upper.split('_').any(|word| {
+                    word == "CI"
+                        || OTHER_SUITES
+                            .iter()
+                            .chain(CI_ONLY_CHECKS)
+                            .any(|w| word.starts_with(w))
+                })
+        })
+        .collect();
     let fetches = match system {
         BuildSystem::Cmake => find_files(root, &|n| n == "CMakeLists.txt" || n.ends_with(".cmake"))
             .iter()
@@ -333,6 +369,7 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         unknown,
         ci_packages,
         test_options,
+        ci_options,
         missing_submodules,
         fetches,
         cmake_minimum,
@@ -378,6 +415,13 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                 format!("cmake -S . -B {BUILD_DIR} -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON");
             for option in &project.test_options {
                 configure.push_str(&format!(" -D{}=ON", shell_quote(option)));
+            }
+            for (option, value) in &project.ci_options {
+                configure.push_str(&format!(
+                    " -D{}={}",
+                    shell_quote(option),
+                    shell_quote(value)
+                ));
             }
             for switch in project
                 .missing_submodules
@@ -463,6 +507,17 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let mut reason = format!("{}: {why}", toolchain::compilers(suite));
     if let Some(minimum) = &project.cmake_minimum {
         reason.push_str(&format!("; cmake_minimum_required {minimum}"));
+    }
+    if !project.ci_options.is_empty() {
+        let list: Vec<String> = project
+            .ci_options
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        reason.push_str(&format!(
+            "; options as the CI sets them: {}",
+            list.join(" ")
+        ));
     }
     if !project.missing_submodules.is_empty() {
         let list: Vec<String> = project
@@ -666,6 +721,38 @@ mod tests {
             plan.version_reason
         );
         assert!(plan.version_reason.contains("cmake_minimum_required 3.14"));
+    }
+
+    /// Options most CMake configure lines of the CI set alike are set so; a matrix's switch,
+    /// one job's check, the CI's own targets, an undeclared variable and a test option the rules
+    /// turn on are left as the rules have them.
+    #[test]
+    fn cmake_options_the_ci_sets_alike() {
+        let plan = plan_of(
+            plan,
+            &[
+                (
+                    "CMakeLists.txt",
+                    "project(x)\noption(X_BUILD_TESTS \"\" OFF)\noption(X_BUILD_EXAMPLES \"\" ON)\noption(X_ENABLE_WERROR \"\" OFF)\noption(X_USE_SIMD \"\" ON)\noption(X_BUNDLE \"\" ON)\noption(X_CI \"\" OFF)\n",
+                ),
+                (
+                    ".github/workflows/ci.yml",
+                    "jobs:\n  linux:\n    steps:\n      - run: |\n          cmake -S . -B build -DX_BUILD_TESTS=OFF -DX_BUILD_EXAMPLES=OFF -DX_ENABLE_WERROR=ON -DX_USE_SIMD=${{ matrix.simd }} -DX_BUNDLE=ON -DCMAKE_CXX_COMPILER=clang++\n          cmake --build build\n      - run: cmake -B b2 -DX_BUILD_EXAMPLES:BOOL=OFF -DX_BUNDLE=OFF -DX_CI=ON\n      - run: cmake -B b3 -DX_CI=ON -DX_BUILD_EXAMPLES=OFF\n",
+                ),
+            ],
+            None,
+        )
+        .expect("no plan");
+        assert_eq!(
+            plan.setup[1],
+            "cmake -S . -B build-kiln -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON -DX_BUILD_TESTS=ON -DX_BUILD_EXAMPLES=OFF"
+        );
+        assert!(
+            plan.version_reason
+                .contains("options as the CI sets them: X_BUILD_EXAMPLES=OFF"),
+            "{}",
+            plan.version_reason
+        );
     }
 
     #[test]
