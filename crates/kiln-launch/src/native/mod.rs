@@ -390,6 +390,48 @@ sed -n -e 's/^PASS: \\(.*\\)/ok - \\1/p' -e 's/^XFAIL: \\(.*\\)/ok - \\1 # TODO 
     )
 }
 
+/// For a missing submodule with a Debian stand-in, a command to run after `configure` that
+/// fails, saying why, when the Makefiles configure wrote still link a library archive of the
+/// submodule's empty directory (outside comments: automake comments out the branch of a
+/// conditional not taken): the switch to the system copy did not take, and make would stop at
+/// `No rule to make target '<path>/src/.libs/libx.la'` with no word of why.
+fn links_bundled_copy(submodule: &Submodule) -> Option<String> {
+    if !matches!(submodule.stand_in, submodules::StandIn::Package(_)) {
+        return None;
+    }
+    let tried: Vec<&str> = submodule
+        .switches
+        .iter()
+        .filter(|s| s.starts_with("--"))
+        .map(String::as_str)
+        .collect();
+    let why = if tried.is_empty() {
+        "configure offers no switch to the system copy that kiln knows".to_string()
+    } else {
+        format!("configure did not take {}", tried.join(" "))
+    };
+    let pattern = format!("^[^#]*{}/[^ ]*[.]la", regex_escape(&submodule.path));
+    let message = format!(
+        "kiln: the build still links the bundled copy in {} (a git submodule that could not be fetched): {why}",
+        submodule.path
+    );
+    Some(format!(
+        "{{ ! grep -rqs --include=Makefile -e {} . || {{ echo {} >&2; false; }}; }}",
+        shell_quote(&pattern),
+        shell_quote(&message)
+    ))
+}
+
+/// `text` with the characters special to a basic regular expression (grep's) escaped.
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '.' | '[' | ']' | '*' | '^' | '$' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// The C/C++ plan, when the root holds a supported build system.
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
@@ -475,6 +517,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             {
                 configure.push(' ');
                 configure.push_str(&shell_quote(switch));
+            }
+            for submodule in &project.missing_submodules {
+                if let Some(check) = links_bundled_copy(submodule) {
+                    configure.push_str(" && ");
+                    configure.push_str(&check);
+                }
             }
             setup.push(Step::Shell(configure));
             (
@@ -753,6 +801,44 @@ mod tests {
             "{}",
             plan.version_reason
         );
+    }
+
+    /// The check after `configure`, run by sh on Makefiles as automake writes them: a
+    /// conditional's branch not taken is commented out and does not count.
+    #[test]
+    fn a_build_still_linking_the_empty_submodule_stops_after_configure() {
+        let submodule = Submodule {
+            path: "modules/zlib".into(),
+            stand_in: submodules::StandIn::Package("zlib1g-dev"),
+            probe: None,
+            switches: vec!["--with-system-zlib".into()],
+            stub_makefile: false,
+        };
+        let check = links_bundled_copy(&submodule).expect("no check");
+        let run = |makefile: &str| {
+            let tmp = tree(&[("src/Makefile", makefile), ("Makefile", "all:\n")]);
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&check)
+                .current_dir(tmp.path())
+                .output()
+                .unwrap()
+        };
+        let taken =
+            run("t_bound_LDADD = -lz\n#t_bound_LDADD = $(top_builddir)/modules/zlib/src/libz.la\n");
+        assert!(taken.status.success(), "{taken:?}");
+        let not_taken =
+            run("#t_bound_LDADD = -lz\nt_bound_LDADD = $(top_builddir)/modules/zlib/src/libz.la\n");
+        assert!(!not_taken.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&not_taken.stderr).trim(),
+            "kiln: the build still links the bundled copy in modules/zlib (a git submodule that could not be fetched): configure did not take --with-system-zlib"
+        );
+        let nothing = Submodule {
+            stand_in: submodules::StandIn::Nothing,
+            ..submodule
+        };
+        assert_eq!(links_bundled_copy(&nothing), None);
     }
 
     #[test]

@@ -187,31 +187,74 @@ fn cmake_switches(top_cmake: &str, name: &str) -> Vec<String> {
     out
 }
 
-/// `AC_ARG_WITH` and `AC_ARG_ENABLE` options of configure.ac that pick the system copy of
-/// library `name` (`--with-system-zlib`, `--with-zlib=yes`, `--enable-system-zlib`).
-fn autotools_switches(configure_ac: &str, name: &str) -> Vec<String> {
-    let wanted = normalise(name);
-    let mut out = Vec::new();
+/// The `--with-`/`--enable-` options an autotools build declares, as (`with` or `enable`, the
+/// option's name): the `AC_ARG_WITH` and `AC_ARG_ENABLE` calls of `configure_ac` (with the
+/// project's own macro files), and the options the generated `configure` script's help lists
+/// (`  --with-system-zlib`, `  --disable-bundled-fmt`), which also holds those that macros
+/// from elsewhere declare: what `configure --help` prints.
+fn autotools_options(configure_ac: &str, configure: &str) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::new();
     for (call, flag) in [("AC_ARG_WITH", "with"), ("AC_ARG_ENABLE", "enable")] {
         for words in call_args(configure_ac, call) {
-            let Some(option) = words.first() else {
-                continue;
-            };
-            let parts: Vec<&str> = option.split(['-', '_']).collect();
-            if !parts.iter().any(|p| normalise(p) == wanted) {
-                continue;
+            if let Some(option) = words.into_iter().next() {
+                out.push((flag, option));
             }
-            let lower = option.to_ascii_lowercase();
-            if lower.contains("system") || lower.contains("external") {
-                out.push(format!("--{flag}-{option}"));
-            } else if lower.contains("bundled") || lower.contains("internal") {
-                out.push(format!(
-                    "--{}-{option}",
-                    if flag == "with" { "without" } else { "disable" }
-                ));
-            } else if flag == "with" && normalise(option) == wanted {
-                out.push(format!("--with-{option}=yes"));
-            }
+        }
+    }
+    for line in configure.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("--") else {
+            continue;
+        };
+        // Help lines are indented and the option is followed by blanks, `=` or `[`.
+        if !line.starts_with(' ') {
+            continue;
+        }
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        let (flag, option) = match word.split_once('-') {
+            Some(("with" | "without", option)) => ("with", option),
+            Some(("enable" | "disable", option)) => ("enable", option),
+            _ => continue,
+        };
+        if !option.is_empty() && !out.iter().any(|(f, o)| *f == flag && o == option) {
+            out.push((flag, option.to_string()));
+        }
+    }
+    out
+}
+
+/// Options of an autotools build (see [`autotools_options`]) that pick the system copy of
+/// library `name` (`--with-system-zlib`, `--with-zlib=yes`, `--enable-system-zlib`,
+/// `--disable-bundled-zlib`).
+fn autotools_switches(options: &[(&'static str, String)], name: &str) -> Vec<String> {
+    let wanted = normalise(name);
+    let mut out = Vec::new();
+    for (flag, option) in options {
+        let parts: Vec<&str> = option.split(['-', '_']).collect();
+        if !parts.iter().any(|p| normalise(p) == wanted) {
+            continue;
+        }
+        let lower = option.to_ascii_lowercase();
+        let switch = if lower.contains("system") || lower.contains("external") {
+            format!("--{flag}-{option}")
+        } else if lower.contains("bundled") || lower.contains("internal") {
+            format!(
+                "--{}-{option}",
+                if *flag == "with" {
+                    "without"
+                } else {
+                    "disable"
+                }
+            )
+        } else if *flag == "with" && normalise(option) == wanted {
+            format!("--with-{option}=yes")
+        } else {
+            continue;
+        };
+        if !out.contains(&switch) {
+            out.push(switch);
         }
     }
     out
@@ -258,7 +301,9 @@ fn in_subdirs(root: &Path, path: &str) -> bool {
 }
 
 /// The submodules of `.gitmodules` that are missing from the checkout at `root` (absent or
-/// empty directories), with their stand-ins.
+/// empty directories), with their stand-ins. `configure_ac` is the autotools input; the
+/// project's macro files (`acinclude.m4`, `m4/*.m4`) and a generated `configure` at the root
+/// are read here.
 #[must_use]
 pub fn missing(
     root: &Path,
@@ -269,6 +314,25 @@ pub fn missing(
     let Ok(text) = std::fs::read_to_string(root.join(".gitmodules")) else {
         return Vec::new();
     };
+    let mut macros = configure_ac.to_string();
+    let mut macro_files = vec![root.join("acinclude.m4")];
+    if let Ok(entries) = std::fs::read_dir(root.join("m4")) {
+        let mut found: Vec<std::path::PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "m4"))
+            .collect();
+        found.sort();
+        macro_files.extend(found);
+    }
+    for file in macro_files {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            macros.push('\n');
+            macros.push_str(&text);
+        }
+    }
+    let script = std::fs::read_to_string(root.join("configure")).unwrap_or_default();
+    let options = autotools_options(&macros, &script);
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("path"))
         .filter_map(|rest| rest.trim_start().strip_prefix('='))
@@ -280,7 +344,7 @@ pub fn missing(
             let mut switches = Vec::new();
             if stand_in != StandIn::Nothing {
                 switches.extend(cmake_switches(top_cmake, &name));
-                switches.extend(autotools_switches(configure_ac, &name));
+                switches.extend(autotools_switches(&options, &name));
             }
             Submodule {
                 stub_makefile: in_subdirs(root, &path),
@@ -352,6 +416,40 @@ mod tests {
         assert_eq!(
             found[0].describe(),
             "deps/libsodium: Debian libsodium-dev, configured with --with-system-sodium, a stub Makefile in the empty directory"
+        );
+    }
+
+    /// The switches a macro file or only the generated `configure`'s help declares count too.
+    #[test]
+    fn switches_come_from_macro_files_and_the_configure_help() {
+        let tmp = tree(&[
+            (
+                ".gitmodules",
+                "[submodule \"a\"]\n\tpath = modules/libsodium\n\turl = x\n[submodule \"b\"]\n\tpath = modules/zstd\n\turl = y\n",
+            ),
+            (
+                "m4/ax_sodium.m4",
+                "AC_DEFUN([AX_SODIUM], [\n  AC_ARG_WITH([system-sodium], [AS_HELP_STRING([--with-system-sodium], [use it])])\n])\n",
+            ),
+            (
+                "configure",
+                "#! /bin/sh\n  -with-* | --with-*)\nOptional Features:\n  --disable-option-checking  ignore unrecognized --enable/--with options\n  --disable-bundled-zstd  use the system zstd\nOptional Packages:\n  --with-PACKAGE[=ARG]    use PACKAGE [ARG=yes]\n  --with-system-sodium    use the system libsodium\n",
+            ),
+        ]);
+        let found = missing(tmp.path(), &[], "", "AX_SODIUM\n");
+        let switches: Vec<(&str, &[String])> = found
+            .iter()
+            .map(|m| (m.path.as_str(), m.switches.as_slice()))
+            .collect();
+        assert_eq!(
+            switches,
+            [
+                (
+                    "modules/libsodium",
+                    &["--with-system-sodium".to_string()][..]
+                ),
+                ("modules/zstd", &["--disable-bundled-zstd".to_string()][..]),
+            ]
         );
     }
 

@@ -770,6 +770,72 @@ async fn an_unfetched_submodule_gets_the_system_library_and_a_stub_makefile() {
     assert_eq!(status_of(&record, "t_fails"), Some(TestStatus::Fail));
 }
 
+/// The shape of a held-out failure: the library links a libtool archive of the bundled copy
+/// (a submodule that could not be fetched) unless configure is given the switch to the
+/// system's, and the archive has no rule (`No rule to make target
+/// 'modules/zlib/src/libz.la'`). The switch comes from `configure.ac`, and the Makefiles
+/// configure wrote show that it took.
+#[tokio::test]
+async fn an_unfetched_submodule_is_switched_to_the_system_library() {
+    let configure_ac = |switch: &str| {
+        format!(
+            "AC_INIT([sub], [1.0])\nAM_INIT_AUTOMAKE([foreign])\nAC_PROG_CC\nLT_INIT\n{switch}AM_CONDITIONAL([SYSTEM_ZLIB], [test \"x$with_system_zlib\" = xyes])\nAC_CHECK_LIB([z], [compress])\nAC_CONFIG_FILES([Makefile src/Makefile])\nAC_OUTPUT\n"
+        )
+    };
+    let with_switch = configure_ac(
+        "AC_ARG_WITH([system-zlib], [AS_HELP_STRING([--with-system-zlib], [use the system zlib])], [], [with_system_zlib=no])\n",
+    );
+    let files = |configure_ac: &str| -> Vec<(String, String)> {
+        [
+            (
+                ".gitmodules",
+                "[submodule \"modules/zlib\"]\n\tpath = modules/zlib\n\turl = https://github.com/madler/zlib\n",
+            ),
+            ("configure.ac", configure_ac),
+            ("Makefile.am", "SUBDIRS = src\n"),
+            (
+                "src/Makefile.am",
+                "check_PROGRAMS = t_bound\nTESTS = t_bound\nt_bound_SOURCES = t_bound.c\nif SYSTEM_ZLIB\nt_bound_LDADD = -lz\nelse\nt_bound_LDADD = $(top_builddir)/modules/zlib/src/libz.la\nendif\n",
+            ),
+            (
+                "src/t_bound.c",
+                "#include <zlib.h>\nint main(void) { return compressBound(100) >= 100 ? 0 : 1; }\n",
+            ),
+        ]
+        .iter()
+        .map(|(a, b)| ((*a).to_string(), (*b).to_string()))
+        .collect()
+    };
+    fn borrowed(files: &[(String, String)]) -> Vec<(&str, &str)> {
+        files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect()
+    }
+    let switched = files(&with_switch);
+    let record = launch("submodule-switch", &borrowed(&switched)).await;
+    assert_eq!(record.plan, "cpp-autotools");
+    assert!(
+        record
+            .version_reason
+            .contains("modules/zlib: Debian zlib1g-dev, configured with --with-system-zlib"),
+        "{}",
+        record.version_reason
+    );
+    assert_eq!(status_of(&record, "t_bound"), Some(TestStatus::Pass));
+    // Without a switch to offer, the build stops after configure, saying why, not at make's
+    // `No rule to make target`.
+    let unswitched = files(&configure_ac(""));
+    let record = support::launch_any("submodule-no-switch", &borrowed(&unswitched)).await;
+    assert_eq!(record.status.as_str(), "failed");
+    let tail = record.log_tail.as_deref().unwrap_or_default();
+    assert!(
+        tail.contains("kiln: the build still links the bundled copy in modules/zlib (a git submodule that could not be fetched): configure offers no switch to the system copy that kiln knows"),
+        "{tail}"
+    );
+    assert!(!tail.contains("No rule to make target"), "{tail}");
+}
+
 #[tokio::test]
 async fn a_missing_debian_base_image_is_made_with_debootstrap() {
     // Under a tag of its own, so the engine's debian:bookworm (made by the scripts) stays.
