@@ -509,6 +509,13 @@ pub fn borrow_at(mirror: &Path, commit: &str, dest: &Path) -> Result<(), GitErro
 
 /// Runs git in `dir` with `input` on its stdin; returns its trimmed stdout.
 fn git_with_input(dir: &Path, args: &[&str], input: &str) -> Result<String, GitError> {
+    let output = git_bytes_with_input(dir, args, input)?;
+    Ok(String::from_utf8_lossy(&output).trim().to_string())
+}
+
+/// Runs `git -C dir <args>` with `input` on its standard input and returns its standard
+/// output as it is (a pack is binary).
+fn git_bytes_with_input(dir: &Path, args: &[&str], input: &str) -> Result<Vec<u8>, GitError> {
     let line = format!("git {}", args.join(" "));
     let fail = |message: String| GitError {
         command: line.clone(),
@@ -529,13 +536,17 @@ fn git_with_input(dir: &Path, args: &[&str], input: &str) -> Result<String, GitE
     // From another thread: git answers line by line and would block on a full pipe.
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
-    let _ = writer.join();
+    let written = writer.join();
     if !output.status.success() {
         return Err(fail(
             String::from_utf8_lossy(&output.stderr).trim().to_string(),
         ));
     }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    match written {
+        Ok(Ok(())) => Ok(output.stdout),
+        Ok(Err(e)) => Err(fail(format!("writing its input: {e}"))),
+        Err(_) => Err(fail("writing its input panicked".into())),
+    }
 }
 
 /// Fetches the git submodules of the checkout at `dest` (recursively), resolving relative
@@ -648,24 +659,10 @@ pub fn history_delta(repo: &Path, older: &str, newer: &str) -> Option<HistoryDel
         .collect();
     let mut revs: String = refs.iter().map(|(id, _)| format!("{id}\n")).collect();
     revs.push_str(&format!("{newer}\n^{older}\n"));
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["pack-objects", "--revs", "--stdout", "-q"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let mut stdin = child.stdin.take()?;
-    // The list is small; written before the pack is read, it cannot block on a full pipe of
-    // the pack (git reads all revisions before it writes).
-    let written = stdin.write_all(revs.as_bytes());
-    drop(stdin);
-    let output = child.wait_with_output().ok()?;
-    (written.is_ok() && output.status.success()).then(|| HistoryDelta {
-        pack: output.stdout,
+    let pack =
+        git_bytes_with_input(repo, &["pack-objects", "--revs", "--stdout", "-q"], &revs).ok()?;
+    Some(HistoryDelta {
+        pack,
         refs: refs
             .iter()
             .map(|(id, name)| format!("create {name} {id}\n"))
