@@ -1197,7 +1197,11 @@ impl TestCommandSlot {
         Self { command }
     }
 
-    fn set(&mut self, command: crate::steps::TestCommand, record: &mut EnvironmentRecord) {
+    /// A repaired command; the services the plan starts before the tests stay started.
+    fn set(&mut self, mut command: crate::steps::TestCommand, record: &mut EnvironmentRecord) {
+        if command.services.is_empty() {
+            command.services.clone_from(&self.command.services);
+        }
         record.test_command = command.render();
         self.command = command;
     }

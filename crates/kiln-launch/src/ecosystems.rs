@@ -105,12 +105,15 @@ fn entry(ecosystem: Ecosystem) -> &'static Entry {
         .unwrap_or(&REGISTRY[0])
 }
 
-/// The first ecosystem whose planner recognises the repository, and its plan.
+/// The first ecosystem whose planner recognises the repository, and its plan, with the
+/// services the repository's CI starts for its tests ([`crate::services`]).
 #[must_use]
 pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
-    REGISTRY
+    let (ecosystem, mut plan) = REGISTRY
         .iter()
-        .find_map(|e| (e.plan)(cx).map(|plan| (e.ecosystem, plan)))
+        .find_map(|e| (e.plan)(cx).map(|plan| (e.ecosystem, plan)))?;
+    crate::services::apply(&mut plan, &crate::ci::services(cx.root));
+    Some((ecosystem, plan))
 }
 
 /// The repair rules of `ecosystem`'s plans, in the order they are tried.

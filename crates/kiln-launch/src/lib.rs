@@ -35,6 +35,7 @@ mod repair;
 pub mod repo;
 mod request;
 mod rust;
+mod services;
 mod shell;
 mod steps;
 mod verify;

@@ -453,6 +453,10 @@ pub struct TestCommand {
     /// baseline's, and a run that crashes before writing its own must not be read as the
     /// baseline again) and printed after it.
     pub report: Option<String>,
+    /// Commands that start the services the tests talk to (a Redis or PostgreSQL server the
+    /// project's CI starts beside its jobs), run before everything else: every container a
+    /// test command runs in is fresh, so each run starts them again.
+    pub services: Vec<String>,
 }
 
 impl TestCommand {
@@ -474,11 +478,16 @@ impl TestCommand {
             .map(|(name, value)| format!("{name}={value} "))
             .collect();
         run.push_str(&self.run);
-        match &self.report {
+        let run = match &self.report {
             Some(file) => {
                 format!("rm -f {file}; {run}; rc=$?; echo; cat {file} 2>/dev/null; exit $rc")
             }
             None => run,
+        };
+        if self.services.is_empty() {
+            run
+        } else {
+            format!("{}; {run}", self.services.join("; "))
         }
     }
 }
@@ -605,14 +614,24 @@ mod tests {
             ..NodeInstall::new(NodeManager::Npm)
         };
         assert_eq!(dated.render(), "npm install --before 2019-06-01T00:00:00Z");
-        let jest = TestCommand {
+        let mut jest = TestCommand {
             env: vec![("CI".into(), "true".into())],
             run: "npx --no-install jest --json --outputFile=/tmp/r.json 2>&1".into(),
             report: Some("/tmp/r.json".into()),
+            services: Vec::new(),
         };
         assert_eq!(
             jest.render(),
             "rm -f /tmp/r.json; CI=true npx --no-install jest --json --outputFile=/tmp/r.json 2>&1; rc=$?; echo; cat /tmp/r.json 2>/dev/null; exit $rc"
+        );
+        // Services start first; the runner's variables stay the runner's.
+        jest.services = vec![
+            "redis-server --daemonize yes".into(),
+            "service postgresql start".into(),
+        ];
+        assert_eq!(
+            jest.render(),
+            "redis-server --daemonize yes; service postgresql start; rm -f /tmp/r.json; CI=true npx --no-install jest --json --outputFile=/tmp/r.json 2>&1; rc=$?; echo; cat /tmp/r.json 2>/dev/null; exit $rc"
         );
         assert_eq!(
             Step::apt(&["libpq-dev", "pkg-config"]).map(|s| s.render()),

@@ -5,8 +5,9 @@
 //! often calls (a Makefile's test targets, tox, nox: [`runners`]). Planners and repair rules
 //! read candidates from them (the features `cargo test` is given, the Debian `-dev` packages
 //! the jobs install, the Python packages they install by name, the CMake options most
-//! configure lines set alike); the rules stay first, and
-//! whatever comes from here goes through the same verification as the rules' own commands.
+//! configure lines set alike, the servers the jobs start: [`services`]); the rules stay
+//! first, and whatever comes from here goes through the same verification as the rules' own
+//! commands.
 //!
 //! YAML is read line by line, not parsed: the keys that hold commands, with inline values and
 //! `|`/`>` block scalars. Expressions (`${{ matrix.x }}`) are left as they are; a command that
@@ -14,6 +15,9 @@
 
 mod lines;
 mod runners;
+mod services;
+
+pub use services::{Service, ServiceKind, services};
 
 use lines::shell_lines;
 
@@ -34,33 +38,8 @@ type Reader = fn(&str) -> Vec<String>;
 /// The commands of every CI configuration at `root`, in file order.
 #[must_use]
 pub fn commands(root: &Path) -> Vec<CiCommand> {
-    let mut files: Vec<String> = Vec::new();
-    for dir in [".github/workflows"] {
-        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
-            let mut names: Vec<String> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
-                .collect();
-            names.sort();
-            files.extend(names.into_iter().map(|n| format!("{dir}/{n}")));
-        }
-    }
-    files.extend(
-        [
-            ".travis.yml",
-            ".circleci/config.yml",
-            "azure-pipelines.yml",
-            ".gitlab-ci.yml",
-        ]
-        .iter()
-        .map(|s| (*s).to_string()),
-    );
     let mut out = Vec::new();
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(root.join(&file)) else {
-            continue;
-        };
+    for (file, text) in yaml_files(root) {
         for line in yaml_commands(&text) {
             out.push(CiCommand {
                 file: file.clone(),
@@ -85,6 +64,40 @@ pub fn commands(root: &Path) -> Vec<CiCommand> {
         }));
     }
     out
+}
+
+/// The CI configuration files at `root` (GitHub Actions workflows, Travis, CircleCI, Azure
+/// Pipelines, GitLab), as (path relative to the root, text), in a stable order.
+fn yaml_files(root: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<String> = Vec::new();
+    for dir in [".github/workflows"] {
+        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+            let mut names: Vec<String> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
+                .collect();
+            names.sort();
+            files.extend(names.into_iter().map(|n| format!("{dir}/{n}")));
+        }
+    }
+    files.extend(
+        [
+            ".travis.yml",
+            ".circleci/config.yml",
+            "azure-pipelines.yml",
+            ".gitlab-ci.yml",
+        ]
+        .iter()
+        .map(|s| (*s).to_string()),
+    );
+    files
+        .into_iter()
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(root.join(&file)).ok()?;
+            Some((file, text))
+        })
+        .collect()
 }
 
 /// Keys whose values are shell commands, in the CI systems kiln reads.

@@ -310,6 +310,52 @@ async fn python_project_that_excludes_3_11_runs_on_python_3_9() {
     assert_eq!(status_of(&record, "test_fails"), Some(TestStatus::Fail));
 }
 
+/// The project's CI starts Redis and PostgreSQL beside its test job (a GitHub Actions
+/// `services:` block with the image's variables); the tests talk to both on loopback. They
+/// are installed in the image, PostgreSQL gets the CI's user, password and database, and both
+/// start before the baseline test run.
+#[tokio::test]
+async fn services_the_ci_starts_run_beside_the_tests() {
+    let workflow = "name: test\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    services:\n      redis:\n        image: redis:7\n        ports:\n          - 6379:6379\n      db:\n        image: postgres:15\n        env:\n          POSTGRES_USER: app\n          POSTGRES_PASSWORD: secret\n          POSTGRES_DB: app_test\n    steps:\n      - uses: actions/checkout@v4\n      - run: pip install -e . && pytest\n";
+    let tests = "import socket\nimport subprocess\n\n\ndef test_redis_answers_ping():\n    with socket.create_connection((\"127.0.0.1\", 6379), timeout=5) as conn:\n        conn.sendall(b\"PING\\r\\n\")\n        assert conn.recv(16) == b\"+PONG\\r\\n\"\n\n\ndef test_postgres_has_the_ci_database():\n    out = subprocess.run(\n        [\"psql\", \"-h\", \"127.0.0.1\", \"-U\", \"app\", \"-d\", \"app_test\", \"-tAc\", \"select current_user\"],\n        env={\"PGPASSWORD\": \"secret\", \"PATH\": \"/usr/bin:/bin\"},\n        capture_output=True,\n        text=True,\n    )\n    assert out.stdout.strip() == \"app\", out.stderr\n\n\ndef test_fails():\n    assert False\n";
+    let record = launch(
+        "services",
+        &[
+            (".github/workflows/test.yml", workflow),
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"svc\"\nversion = \"0.1.0\"\n\n[tool.setuptools]\npy-modules = [\"svc\"]\n",
+            ),
+            ("svc.py", "VERSION = 1\n"),
+            ("tests/test_svc.py", tests),
+        ],
+    )
+    .await;
+    assert!(
+        record
+            .version_reason
+            .contains("services the CI starts, run in the test container: redis, postgresql (user app, database app_test)"),
+        "{}",
+        record.version_reason
+    );
+    assert_eq!(
+        status_of(&record, "test_redis_answers_ping"),
+        Some(TestStatus::Pass),
+        "{}",
+        record.log_tail.as_deref().unwrap_or_default()
+    );
+    assert_eq!(
+        status_of(&record, "test_postgres_has_the_ci_database"),
+        Some(TestStatus::Pass)
+    );
+    assert_eq!(status_of(&record, "test_fails"), Some(TestStatus::Fail));
+    assert!(
+        record
+            .test_command
+            .starts_with("redis-server --daemonize yes")
+    );
+}
+
 #[tokio::test]
 async fn django_layout_runs_runtests_on_the_labels_of_the_test_patch() {
     // Django's own layout (tests/runtests.py next to the django package) with a stand-in
