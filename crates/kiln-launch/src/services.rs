@@ -39,15 +39,20 @@ fn setup(service: &Service) -> Option<String> {
         ServiceKind::Postgres => {
             let user = service.user.as_deref().unwrap_or("postgres");
             let password = service.password.as_deref().unwrap_or("postgres");
-            let mut sql = vec![if user == "postgres" {
-                format!("ALTER ROLE postgres PASSWORD '{password}';")
-            } else {
-                format!("CREATE ROLE \"{user}\" LOGIN SUPERUSER PASSWORD '{password}';")
-            }];
+            // Idempotent: a reused environment runs its setup again.
+            let mut sql = Vec::new();
+            if user != "postgres" {
+                sql.push(format!(
+                    "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{user}') THEN CREATE ROLE \"{user}\" LOGIN SUPERUSER; END IF; END$$;"
+                ));
+            }
+            sql.push(format!("ALTER ROLE \"{user}\" PASSWORD '{password}';"));
             // The image creates a database named after the user unless told another.
             let database = service.database.as_deref().unwrap_or(user);
             if database != "postgres" {
-                sql.push(format!("CREATE DATABASE \"{database}\" OWNER \"{user}\";"));
+                sql.push(format!(
+                    "SELECT 'CREATE DATABASE \"{database}\" OWNER \"{user}\"' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '{database}')\\gexec"
+                ));
             }
             Some(format!(
                 "service postgresql start && printf '%s\\n' {} | su postgres -c 'psql -q -v ON_ERROR_STOP=1' && service postgresql stop",
@@ -188,7 +193,7 @@ mod tests {
         assert_eq!(plan.setup.len(), before + 1 + usize::from(!had_apt));
         assert_eq!(
             plan.setup[apt + 1].render(),
-            "service postgresql start && printf '%s\\n' 'CREATE ROLE \"app\" LOGIN SUPERUSER PASSWORD '\\''secret'\\'';' 'CREATE DATABASE \"app_test\" OWNER \"app\";' | su postgres -c 'psql -q -v ON_ERROR_STOP=1' && service postgresql stop"
+            "service postgresql start && printf '%s\\n' 'DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '\\''app'\\'') THEN CREATE ROLE \"app\" LOGIN SUPERUSER; END IF; END$$;' 'ALTER ROLE \"app\" PASSWORD '\\''secret'\\'';' 'SELECT '\\''CREATE DATABASE \"app_test\" OWNER \"app\"'\\'' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '\\''app_test'\\'')\\gexec' | su postgres -c 'psql -q -v ON_ERROR_STOP=1' && service postgresql stop"
         );
         let test = plan.test.render();
         assert!(
