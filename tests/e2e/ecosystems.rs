@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kiln_schema::{EnvironmentRecord, ReleaseInstance};
+use kiln_schema::{EnvironmentRecord, ReleaseInstance, ValidationRecord};
 
 use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
 
@@ -217,6 +217,23 @@ fn ecosystem_fixtures_validate_exactly_and_leave_no_container() {
         failures.join("\n\n")
     );
     assert!(output.status.success(), "{}", text(&output));
+
+    // The Node fixture's test that fetches from a host fails in both runs: it is in neither
+    // list, and the row says why (validation's containers have no network).
+    let validated: Vec<ValidationRecord> =
+        kiln_store::read_rows(&run_dir.join("validate")).unwrap();
+    let needs_network: BTreeMap<&str, &[String]> = validated
+        .iter()
+        .filter(|r| !r.needs_network.is_empty())
+        .map(|r| (r.instance_id.as_str(), r.needs_network.as_slice()))
+        .collect();
+    assert_eq!(
+        needs_network,
+        BTreeMap::from([(
+            "kiln-eco__durations-12",
+            &["test/units.test.js::units › fetches the published unit table".to_string()][..]
+        )])
+    );
 
     // The official SWE-bench harness grades the release unchanged: every row
     // names a parser of its registry (jest's report, CTest's lines and go's JSON events through

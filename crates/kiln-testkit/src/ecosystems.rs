@@ -202,7 +202,8 @@ fn is_test_path(path: &str) -> bool {
 /// 1. `kiln-eco__runlength-11`: a Rust crate without dependencies (committed `Cargo.lock`),
 ///    unit tests in `src/lib.rs` and integration tests in `tests/`; cargo parser ids.
 /// 2. `kiln-eco__durations-12`: a Node package tested with jest 29 from a committed
-///    `package-lock.json` (`npm ci`), including `test.each` cases; jest-json ids.
+///    `package-lock.json` (`npm ci`), including `test.each` cases and a test that fetches from a
+///    host (it fails for want of a network, in neither list); jest-json ids.
 /// 3. `kiln-eco__semver-13`: a Go module without dependencies, table tests with subtests (the
 ///    parent test is F2P too); go-test-json ids.
 /// 4. `kiln-eco__ringbuf-14`: a C99 library built with CMake, one CTest test per case, where the
