@@ -16,10 +16,12 @@
 mod lines;
 mod runners;
 mod services;
+mod yaml;
 
 pub use services::{Service, ServiceKind, services};
 
 use lines::shell_lines;
+use yaml::{strip_comment, unquote, yaml_files};
 
 use std::path::Path;
 
@@ -64,40 +66,6 @@ pub fn commands(root: &Path) -> Vec<CiCommand> {
         }));
     }
     out
-}
-
-/// The CI configuration files at `root` (GitHub Actions workflows, Travis, CircleCI, Azure
-/// Pipelines, GitLab), as (path relative to the root, text), in a stable order.
-fn yaml_files(root: &Path) -> Vec<(String, String)> {
-    let mut files: Vec<String> = Vec::new();
-    for dir in [".github/workflows"] {
-        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
-            let mut names: Vec<String> = entries
-                .filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".yml") || n.ends_with(".yaml"))
-                .collect();
-            names.sort();
-            files.extend(names.into_iter().map(|n| format!("{dir}/{n}")));
-        }
-    }
-    files.extend(
-        [
-            ".travis.yml",
-            ".circleci/config.yml",
-            "azure-pipelines.yml",
-            ".gitlab-ci.yml",
-        ]
-        .iter()
-        .map(|s| (*s).to_string()),
-    );
-    files
-        .into_iter()
-        .filter_map(|file| {
-            let text = std::fs::read_to_string(root.join(&file)).ok()?;
-            Some((file, text))
-        })
-        .collect()
 }
 
 /// Keys whose values are shell commands, in the CI systems kiln reads.
@@ -161,26 +129,6 @@ fn yaml_commands(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// `value` without a trailing ` # comment`.
-fn strip_comment(value: &str) -> &str {
-    match value.find(" #") {
-        Some(at) if !value.starts_with(['\'', '"']) => value[..at].trim_end(),
-        _ => value,
-    }
-}
-
-fn unquote(value: &str) -> &str {
-    for quote in ['"', '\''] {
-        if let Some(inner) = value
-            .strip_prefix(quote)
-            .and_then(|v| v.strip_suffix(quote))
-        {
-            return inner;
-        }
-    }
-    value
 }
 
 /// The words of a command line, split at blanks (quotes taken off whole words only); a CI

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{strip_comment, unquote, yaml_files};
+use super::yaml::{strip_comment, unquote, yaml_files};
 
 /// What kind of server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -205,7 +205,17 @@ pub fn services(root: &Path) -> Vec<Service> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::testutil::tree;
+
+    /// A checkout holding `files`.
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
 
     #[test]
     fn services_of_every_ci_system_are_found_with_their_credentials() {
