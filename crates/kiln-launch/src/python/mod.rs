@@ -54,7 +54,10 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup: [Step::git_setup()]
             .into_iter()
             .chain(Step::apt(&project.system_packages))
-            .chain([Step::Shell(format!("python3 -m venv {VENV}"))])
+            .chain([
+                Step::Shell(format!("python3 -m venv {VENV}")),
+                Step::Shell(exit_plugin_step()),
+            ])
             .chain(install_commands(&project, cx.cutoff))
             .chain(ci_step)
             .collect(),
@@ -83,10 +86,56 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
 /// no `PASSED` lines in the `-rA` summary, so without it no harness parser could read a passing
 /// test of such a project (seen on sympy with pytest 3.5). pytest before 3.3 has no such
 /// setting, and `-o` keeps it unread.
+///
+/// `-p kiln_exit` ([`EXIT_PLUGIN`], installed by [`exit_plugin_step`]): the interpreter ends
+/// as soon as the session is over. Tests that leave child processes or non-daemon threads
+/// behind (a failing test of a worker pool) otherwise keep it waiting for them after the
+/// summary, until the run's timeout: seen on rq, 30 minutes per run after a 3-minute suite.
 #[must_use]
 pub fn test_command() -> String {
     format!(
-        "{VENV}/bin/python -m pytest -rA -v -o console_output_style=classic --tb=short -p no:cacheprovider --color=no --continue-on-collection-errors"
+        "{VENV}/bin/python -m pytest -rA -v -o console_output_style=classic --tb=short -p no:cacheprovider -p kiln_exit --color=no --continue-on-collection-errors"
+    )
+}
+
+/// The pytest plugin `kiln_exit`: it keeps the session's exit status and, after every other
+/// plugin is done, flushes the output and ends the process with that status, without waiting
+/// for what the tests left running (atexit handlers that join processes, non-daemon threads).
+pub const EXIT_PLUGIN: &[&str] = &[
+    "import os",
+    "import sys",
+    "",
+    "try:",
+    "    from pytest import hookimpl",
+    "except ImportError:  # pytest before 2.8",
+    "    def hookimpl(**_):",
+    "        def mark(hook):",
+    "            hook.trylast = True",
+    "            return hook",
+    "        return mark",
+    "",
+    "_status = [0]",
+    "",
+    "",
+    "def pytest_sessionfinish(session, exitstatus):",
+    "    _status[0] = int(exitstatus)",
+    "",
+    "",
+    "@hookimpl(trylast=True)",
+    "def pytest_unconfigure(config):",
+    "    sys.stdout.flush()",
+    "    sys.stderr.flush()",
+    "    os._exit(_status[0])",
+];
+
+/// The setup step that writes [`EXIT_PLUGIN`] into the virtualenv's `site-packages`, where
+/// `-p kiln_exit` finds it.
+#[must_use]
+pub fn exit_plugin_step() -> String {
+    let lines: Vec<String> = EXIT_PLUGIN.iter().map(|l| crate::shell::quote(l)).collect();
+    format!(
+        "printf '%s\\n' {} > \"$({VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/kiln_exit.py\"",
+        lines.join(" ")
     )
 }
 

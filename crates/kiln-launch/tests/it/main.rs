@@ -356,6 +356,35 @@ async fn services_the_ci_starts_run_beside_the_tests() {
     );
 }
 
+/// A failing test leaves a worker process (and another a non-daemon thread) running: the
+/// interpreter would wait for them after pytest's summary until the run's timeout (rq's worker
+/// pool tests, thirty minutes per run). The baseline ends with the session.
+#[tokio::test]
+async fn tests_that_leave_processes_behind_do_not_hold_the_run() {
+    let tests = "import multiprocessing\nimport threading\nimport time\n\n\ndef _sleep():\n    time.sleep(3600)\n\n\ndef test_leaves_a_process():\n    multiprocessing.Process(target=_sleep).start()\n    assert False, \"the pool was not reaped\"\n\n\ndef test_leaves_a_thread():\n    threading.Thread(target=_sleep).start()\n";
+    let record = launch(
+        "leftovers",
+        &[
+            (
+                "pyproject.toml",
+                "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"leftovers\"\nversion = \"0.1.0\"\n\n[tool.setuptools]\npy-modules = [\"leftovers\"]\n",
+            ),
+            ("leftovers.py", "VERSION = 1\n"),
+            ("tests/test_leftovers.py", tests),
+        ],
+    )
+    .await;
+    assert_eq!(
+        status_of(&record, "test_leaves_a_thread"),
+        Some(TestStatus::Pass)
+    );
+    assert_eq!(
+        status_of(&record, "test_leaves_a_process"),
+        Some(TestStatus::Fail)
+    );
+    assert!(record.test_command.contains("-p kiln_exit"));
+}
+
 #[tokio::test]
 async fn django_layout_runs_runtests_on_the_labels_of_the_test_patch() {
     // Django's own layout (tests/runtests.py next to the django package) with a stand-in
