@@ -227,7 +227,7 @@ fn runner_of(script: &str, has: &dyn Fn(&str) -> bool) -> Found {
             if *word == "node" && words.get(i + 1) == Some(&"--test") {
                 found.push((
                     Runner::NodeTest,
-                    words[i + 2..].iter().map(|w| (*w).to_string()).collect(),
+                    clean_args(Runner::NodeTest, &words[i + 2..]),
                     env_prefix(&words[..i]),
                 ));
                 break;
@@ -535,7 +535,13 @@ fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
         let name = arg.split('=').next().unwrap_or(arg);
         let drops_value = matches!(
             name,
-            "--reporter" | "-R" | "--outputFile" | "--config-env" | "--changedSince"
+            "--reporter"
+                | "-R"
+                | "--outputFile"
+                | "--config-env"
+                | "--changedSince"
+                | "--test-reporter"
+                | "--test-reporter-destination"
         ) && !arg.contains('=');
         if drops_value {
             skip_value = true;
@@ -560,6 +566,10 @@ fn clean_args(runner: Runner, args: &[&str]) -> Vec<String> {
                 | "--onlyChanged"
                 | "--lastCommit"
                 | "--changedSince"
+                // `node --test`'s: `dot` names no test; without one it prints TAP or spec,
+                // which the `node-test` parser reads.
+                | "--test-reporter"
+                | "--test-reporter-destination"
         ) {
             continue;
         }

@@ -388,6 +388,29 @@ mod tests {
         assert_eq!(plan.cutoff, None);
     }
 
+    /// markdown-it's script (2026): the `dot` reporter names no test, so kiln leaves the
+    /// reporter to node (TAP without a terminal), in either spelling of the flag.
+    #[test]
+    fn node_test_reporters_of_the_script_are_left_out() {
+        for script in [
+            "node --test --test-reporter=dot test/a/**/*.test.mjs test/b/**/*.test.mjs",
+            "node --test --test-reporter dot --test-reporter-destination stdout test/a/**/*.test.mjs test/b/**/*.test.mjs",
+        ] {
+            let plan = node_plan(
+                &[(
+                    "package.json",
+                    &format!(r#"{{"scripts":{{"test":"{script}"}},"engines":{{"node":">=20"}}}}"#),
+                )],
+                None,
+            );
+            assert_eq!(
+                plan.test.render(),
+                "CI=true node --test test/a/**/*.test.mjs test/b/**/*.test.mjs 2>&1",
+                "{script}"
+            );
+        }
+    }
+
     #[test]
     fn no_lockfile_installs_before_the_cutoff() {
         let plan = node_plan(
