@@ -102,8 +102,10 @@ pub fn test_command() -> String {
 /// plugin is done, flushes the output and ends the process with that status, without waiting
 /// for what the tests left running (atexit handlers that join processes, non-daemon threads).
 pub const EXIT_PLUGIN: &[&str] = &[
-    "import os",
     "import sys",
+    "",
+    "# Bound now: the code under test, imported later, cannot change what ends the run.",
+    "from os import _exit",
     "",
     "try:",
     "    from pytest import hookimpl",
@@ -125,7 +127,7 @@ pub const EXIT_PLUGIN: &[&str] = &[
     "def pytest_unconfigure(config):",
     "    sys.stdout.flush()",
     "    sys.stderr.flush()",
-    "    os._exit(_status[0])",
+    "    _exit(_status[0])",
 ];
 
 /// The setup step that writes [`EXIT_PLUGIN`] into the virtualenv's `site-packages`, where
