@@ -186,11 +186,10 @@ const FUZZ_INDEX: &str = "index 0badc0d..0ddba11";
 ///    changes `format_length`, so `tests/test_format.py::test_format_length` and
 ///    `tests/test_format.py::test_format_length_rounds` go from pass to fail: rejected with
 ///    `pass-to-fail`.
-/// 3. `kiln-vc__strutil-13` (fake pass): the gold patch fixes the bug but its fixed function,
-///    when first called, prints fake `PASSED` result lines past pytest's capture and ends the
-///    test run with exit code 3, with no failing test in the log: rejected with `invalid-run`
-///    because of the `after` runs (the `before` runs are consistent: one failing test, exit
-///    code 1).
+/// 3. `kiln-vc__strutil-13` (fake pass): the gold patch's fixed function, when first called,
+///    ends the test run with exit code 3, with no failing test in the log: rejected with
+///    `invalid-run` because of the `after` runs (the `before` runs are consistent: one failing
+///    test, exit code 1).
 /// 4. `kiln-vc__inikit-14` (fuzz): the gold patch reads as if written against another revision:
 ///    its hunk starts [`FUZZ_LINE_SHIFT`] lines too low, its last context line differs from the
 ///    base, and its `index` line names blobs that do not exist. `git apply` and
