@@ -6,7 +6,7 @@
 
 use crate::ci::{Service, ServiceKind};
 use crate::plan::Plan;
-use crate::shell::quote;
+use crate::shell::{join, quote};
 use crate::steps::Step;
 
 /// Debian packages of a server.
@@ -56,7 +56,7 @@ fn setup(service: &Service) -> Option<String> {
             }
             Some(format!(
                 "service postgresql start && printf '%s\\n' {} | su postgres -c 'psql -q -v ON_ERROR_STOP=1' && service postgresql stop",
-                sql.iter().map(|s| quote(s)).collect::<Vec<_>>().join(" ")
+                join(&sql)
             ))
         }
         ServiceKind::Mysql => {

@@ -134,10 +134,9 @@ pub const EXIT_PLUGIN: &[&str] = &[
 /// `-p kiln_exit` finds it.
 #[must_use]
 pub fn exit_plugin_step() -> String {
-    let lines: Vec<String> = EXIT_PLUGIN.iter().map(|l| crate::shell::quote(l)).collect();
     format!(
         "printf '%s\\n' {} > \"$({VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/kiln_exit.py\"",
-        lines.join(" ")
+        crate::shell::join(EXIT_PLUGIN)
     )
 }
 

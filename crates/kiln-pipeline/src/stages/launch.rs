@@ -50,7 +50,12 @@ pub(crate) async fn launch(
             message: e.to_string(),
         })?;
         let (template, reporter) = (clone_url_template.clone(), Arc::clone(&cx.reporter));
-        let (all, known) = (items.clone(), candidates.clone());
+        let all = items.clone();
+        // What the order reads of each candidate, not its patches.
+        let known: BTreeMap<InstanceId, super::reuse::Commit> = candidates
+            .iter()
+            .map(|(id, c)| (id.clone(), super::reuse::Commit::of(c)))
+            .collect();
         items = tokio::task::spawn_blocking(move || {
             super::reuse::launch_order(
                 &all,

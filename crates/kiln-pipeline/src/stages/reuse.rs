@@ -168,7 +168,7 @@ impl Reuse {
 pub(super) fn launch_order(
     items: &[InstanceId],
     pending: &[InstanceId],
-    candidates: &BTreeMap<InstanceId, Candidate>,
+    candidates: &BTreeMap<InstanceId, Commit>,
     mirrors: &kiln_git::MirrorCache,
     clone_url_template: &str,
     reporter: &dyn Reporter,
@@ -232,6 +232,23 @@ pub(super) fn launch_order(
     let mut ordered = items.to_vec();
     ordered.sort_by_cached_key(key);
     ordered
+}
+
+/// What [`launch_order`] reads of a candidate.
+pub(super) struct Commit {
+    repo: String,
+    base_commit: String,
+    created_at: String,
+}
+
+impl Commit {
+    pub(super) fn of(candidate: &Candidate) -> Self {
+        Self {
+            repo: candidate.repo.clone(),
+            base_commit: candidate.base_commit.clone(),
+            created_at: candidate.created_at.clone(),
+        }
+    }
 }
 
 /// Seconds since the epoch of an RFC 3339 time.
