@@ -34,6 +34,9 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
         // `parse_log_tap` keeps the ` - ` before a description in its ids; the lines of
         // [`id_script`] carry kiln's ids.
         "tap" => &["parse_log_tap", "parse_log_jest_json"],
+        // node's TAP nests subtests and its spec reporter prints no ids `parse_log_tap` reads;
+        // the lines of [`id_script`] carry kiln's.
+        "node-test" => &["parse_log_jest_json"],
         // A parser script's lines, printed after the test output by the eval script; for the
         // formats of [`id_script`], its lines.
         "status-lines" | "jest-json" | "vitest-json" | "mocha-json" | "ctest" | "go-test-json"
@@ -46,7 +49,8 @@ pub fn harness_parsers(kiln_parser: &str) -> &'static [&'static str] {
 /// (the shape of a parser script of the launch agent) that reads the test output on its
 /// standard input and prints `[PASSED] <id>` or `[FAILED] <id>` for every test that ran, under
 /// kiln's ids, which `parse_log_jest_json` reads: node reads the JSON reports of jest, vitest
-/// and mocha (node is in every image that runs them), awk (in every Debian image) TAP, CTest
+/// and mocha (node is in every image that runs them), awk (in every Debian image) TAP, `node --test`'s
+/// TAP and spec reporters, CTest
 /// and `go test -json` events and JUnit XML reports. The scripts port this crate's readers of those formats;
 /// validation runs the script in a fresh container of the environment image and grades the
 /// harness's view on what it printed there, so a case the port reads differently costs the row
@@ -67,6 +71,10 @@ pub fn id_script(kiln_parser: &str) -> Option<String> {
             format!("node -e '\n{}' {mode}", include_str!("report_ids.js"))
         }
         "tap" => awk(include_str!("tap_ids.awk")),
+        "node-test" => awk(concat!(
+            include_str!("node_ids.awk"),
+            include_str!("tap_ids.awk")
+        )),
         "ctest" => awk(include_str!("ctest_ids.awk")),
         "go-test-json" => awk(include_str!("go_json_ids.awk")),
         "junit-xml" => awk(include_str!("junit_ids.awk")),

@@ -1,7 +1,9 @@
-# TAP read as tap.rs reads it (without the additions of node): the results of a subtest wait, one list per
-# nesting level (4 spaces), until the line of the test that holds them names their parent
-# ("parent > child"); `prove -v` headers (`t/x.t ..`) prefix ids with the script; a # SKIP or
-# # TODO directive makes a test skipped; a test without a description is "#<number>".
+# TAP read as tap.rs reads it: the results of a subtest wait, one list per nesting level (4
+# spaces), until the line of the test that holds them names their parent ("parent > child");
+# `prove -v` headers (`t/x.t ..`) prefix ids with the script, except in node TAP (`node` set by
+# node_ids.awk); a # SKIP or # TODO directive makes a test skipped; a test without a
+# description is "#<number>". The YAML additions of node (suites, cancelled tests) change counts and
+# the kind of an error, not an id or whether it passed.
 function level_add(d, id, status) {
     n[d]++
     rid[d, n[d]] = id
@@ -95,7 +97,7 @@ BEGIN { levels = 1; yaml = -1; file = "" }
     }
     if (text ~ /^1\.\.[0-9]+/) next
     if (index(text, "TAP version") == 1 && indent == 0) { end_stream(); next }
-    if (indent == 0 && text ~ /^[^[:space:]]+ \.\.+[[:space:]]*$/) {
+    if (!node && indent == 0 && text ~ /^[^[:space:]]+ \.\.+[[:space:]]*$/) {
         end_stream()
         file = text
         sub(/ .*/, "", file)

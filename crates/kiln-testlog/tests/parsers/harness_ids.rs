@@ -108,6 +108,20 @@ fn tap_and_ctest_scripts_print_the_ids_kiln_reads() {
             .into(),
     ));
     check_format("tap", &tap);
+    let mut node = logs("node-test");
+    // A run of markdown-it's shape (spec reporter, as node 23+ prints without a terminal):
+    // nested parents, a result that closes its parent, a `#` inside a name, a test's console
+    // line at column 0 that looks like a `prove` header, the failure list, a second run.
+    node.push((
+        "spec edge cases".into(),
+        "▶ CommonMark\n  ▶ spec.txt\n    ✔ line 354 (9.42ms)\n    ✖ line 361 (0.69ms)\n  \
+         ✔ spec.txt (12ms)\n✖ CommonMark (13ms)\nloading fixtures ...\n✔ issue #12 stays (1ms)\n\
+         ✔ todo later (0.1ms) # TODO\n﹣ skipped one (0.1ms) # SKIP\nℹ tests 5\n\n\
+         ✖ failing tests:\n\ntest at test/a.mjs:3:1\n✖ line 361 (0.69ms)\n  Error: x\n\
+         ✔ second run (1ms)\n"
+            .into(),
+    ));
+    check_format("node-test", &node);
     let mut ctest = logs("ctest");
     ctest.push((
         "long names".into(),
