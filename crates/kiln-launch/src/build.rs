@@ -409,6 +409,7 @@ fn prepare_with(
         ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
         test_files: &test_files,
         scope: TestScope::parse(&request.settings.test_scope),
+        case_timeout: request.settings.case_timeout,
     };
     let Some((ecosystem, plan)) = ecosystems::choose(&plan_cx) else {
         return Ok(Err(Failure::new(

@@ -212,6 +212,7 @@ mod tests {
                 ca_bundle: None,
                 test_files: &[],
                 scope: TestScope::Auto,
+                case_timeout: std::time::Duration::from_secs(300),
             })
             .unwrap_or_else(|| panic!("no plan for {files:?}"));
             assert_eq!(ecosystem, *expected, "{files:?}");
@@ -224,6 +225,7 @@ mod tests {
                 ca_bundle: None,
                 test_files: &[],
                 scope: TestScope::Auto,
+                case_timeout: std::time::Duration::from_secs(300),
             })
             .is_none()
         );

@@ -26,6 +26,9 @@ pub struct PlanContext<'a> {
     pub test_files: &'a [String],
     /// Which tests the plan's test command runs.
     pub scope: TestScope,
+    /// Timeout of one test (`[launch] case_timeout`), for runners that can stop one test and
+    /// go on; zero: none.
+    pub case_timeout: std::time::Duration,
 }
 
 /// Which tests a plan's test command runs (`[launch] test_scope`).
@@ -266,6 +269,7 @@ pub(crate) mod testutil {
             ca_bundle: None,
             test_files: &[],
             scope: super::TestScope::Auto,
+            case_timeout: std::time::Duration::from_secs(300),
         })
     }
 }

@@ -50,6 +50,10 @@ pub struct LaunchSettings {
     pub command_timeout: Duration,
     /// Timeout of the test command.
     pub test_timeout: Duration,
+    /// Timeout of one test, where the runner can stop one test and go on with the others
+    /// (pytest, through kiln's plugin; CTest's `--timeout`): a test that hangs before the fix
+    /// fails after this instead of holding every run until `test_timeout`. Zero: none.
+    pub case_timeout: Duration,
     /// Share of parsed tests that must pass for a build to count.
     pub min_pass_ratio: f64,
     /// Resolve unpinned dependencies as of the base commit's date.
@@ -217,6 +221,7 @@ pub(super) const LAUNCH_KEYS: &[&str] = &[
     "concurrency",
     "command_timeout",
     "test_timeout",
+    "case_timeout",
     "min_pass_ratio",
     "date_cutoff",
     "verify_dockerfile",
@@ -421,6 +426,7 @@ impl Compiler<'_> {
         let concurrency = self.read(keys, "concurrency", 2, 1..=256);
         let command_timeout = self.read(keys, "command_timeout", Duration::from_secs(30 * 60), ..);
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
+        let case_timeout = self.read(keys, "case_timeout", Duration::from_secs(5 * 60), ..);
         let min_pass_ratio = self.read(keys, "min_pass_ratio", 0.5, 0.0..=1.0);
         let date_cutoff = self.read(keys, "date_cutoff", true, ..);
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
@@ -434,6 +440,7 @@ impl Compiler<'_> {
             concurrency: concurrency?,
             command_timeout: command_timeout?,
             test_timeout: test_timeout?,
+            case_timeout: case_timeout?,
             min_pass_ratio: min_pass_ratio?,
             date_cutoff: date_cutoff?,
             verify_dockerfile: verify_dockerfile?,

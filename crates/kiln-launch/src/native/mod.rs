@@ -480,12 +480,18 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                 configure.push_str(" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS");
             }
             setup.push(Step::Shell(configure));
+            // `--timeout`: a test without a TIMEOUT of its own that still runs after the case
+            // timeout is stopped (`***Timeout`, failed) and ctest goes on with the others.
+            let timeout = match cx.case_timeout.as_secs() {
+                0 => String::new(),
+                seconds => format!(" --timeout {seconds}"),
+            };
             (
                 "cpp-cmake",
                 format!("cmake --build {BUILD_DIR} -j2"),
                 // `--test-dir` is CMake 3.20's; bullseye has 3.18. A subshell keeps the eval
                 // script's later commands in the checkout.
-                format!("(cd {BUILD_DIR} && ctest --output-on-failure) 2>&1"),
+                format!("(cd {BUILD_DIR} && ctest --output-on-failure{timeout}) 2>&1"),
                 "ctest",
             )
         }
@@ -719,6 +725,7 @@ mod tests {
             ca_bundle: None,
             test_files: &[],
             scope: crate::plan::TestScope::Auto,
+            case_timeout: std::time::Duration::from_secs(300),
         })
         .expect("no plan");
         assert!(
@@ -758,6 +765,10 @@ mod tests {
         assert_eq!(plan.setup[3], "cmake --build build-kiln -j2");
         assert_eq!(plan.rebuild, [plan.setup[3].clone()]);
         assert_eq!(plan.parser, "ctest");
+        assert_eq!(
+            plan.test.render(),
+            "(cd build-kiln && ctest --output-on-failure --timeout 300) 2>&1"
+        );
         assert!(
             plan.resolution
                 .contains("not mapped to a package: Frobnicate")

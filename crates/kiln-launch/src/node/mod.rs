@@ -535,6 +535,7 @@ mod tests {
                 ca_bundle: None,
                 test_files: &touched,
                 scope,
+                case_timeout: std::time::Duration::from_secs(300),
             })
             .expect("a plan")
         };

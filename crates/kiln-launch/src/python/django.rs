@@ -135,6 +135,7 @@ mod tests {
                 ca_bundle: None,
                 test_files: &files,
                 scope: crate::plan::TestScope::Auto,
+                case_timeout: std::time::Duration::from_secs(300),
             },
             &project,
         );

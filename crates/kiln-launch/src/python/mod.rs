@@ -32,7 +32,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         cx.cutoff,
     );
     let (test, test_scope) = selection::scoped_command(
-        &test_command(),
+        &test_command(cx.case_timeout),
         cx.root,
         cx.scope,
         cx.test_files,
@@ -91,18 +91,28 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
 /// as soon as the session is over. Tests that leave child processes or non-daemon threads
 /// behind (a failing test of a worker pool) otherwise keep it waiting for them after the
 /// summary, until the run's timeout: seen on rq, 30 minutes per run after a 3-minute suite.
+/// `--kiln-case-timeout` (the same plugin; `case_timeout`, whole seconds, none when zero): a
+/// test still running after it fails there and the session goes on, so a test that loops
+/// forever before the fix costs each run that long, not the run's whole timeout.
 #[must_use]
-pub fn test_command() -> String {
-    format!(
+pub fn test_command(case_timeout: std::time::Duration) -> String {
+    let mut command = format!(
         "{VENV}/bin/python -m pytest -rA -v -o console_output_style=classic --tb=short -p no:cacheprovider -p kiln_exit --color=no --continue-on-collection-errors"
-    )
+    );
+    let seconds = case_timeout.as_secs();
+    if seconds > 0 {
+        command.push_str(&format!(" --kiln-case-timeout={seconds}"));
+    }
+    command
 }
 
 /// The pytest plugin `kiln_exit`: it keeps the session's exit status and, after every other
 /// plugin is done, flushes the output and ends the process with that status, without waiting
 /// for what the tests left running (atexit handlers that join processes, non-daemon threads).
 pub const EXIT_PLUGIN: &[&str] = &[
+    "import signal",
     "import sys",
+    "import threading",
     "",
     "# Bound now: the code under test, imported later, cannot change what ends the run.",
     "from os import _exit",
@@ -110,13 +120,57 @@ pub const EXIT_PLUGIN: &[&str] = &[
     "try:",
     "    from pytest import hookimpl",
     "except ImportError:  # pytest before 2.8",
+    "    hookimpl = None",
+    "",
+    "_status = [0]",
+    "",
+    "",
+    "def pytest_addoption(parser):",
+    "    parser.addoption('--kiln-case-timeout', type=float, default=0,",
+    "                     help='fail a test still running after this many seconds')",
+    "",
+    "",
+    "def _alarm_free():",
+    "    # SIGALRM in the main thread, and only when nothing else (the tests, pytest-timeout) uses it.",
+    "    if not hasattr(signal, 'setitimer') or threading.current_thread().name != 'MainThread':",
+    "        return False",
+    "    return signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)",
+    "",
+    "",
+    "def _case_timeout(item):",
+    "    seconds = item.config.getoption('kiln_case_timeout') or 0",
+    "    if seconds <= 0 or not _alarm_free():",
+    "        return None",
+    "    from pytest import fail",
+    "",
+    "    def expire(signum, frame):",
+    "        fail('kiln: the test was still running after %g s (case_timeout)' % seconds, pytrace=False)",
+    "",
+    "    signal.signal(signal.SIGALRM, expire)",
+    "    signal.setitimer(signal.ITIMER_REAL, seconds)",
+    "    return seconds",
+    "",
+    "",
+    "def _disarm():",
+    "    signal.setitimer(signal.ITIMER_REAL, 0)",
+    "    signal.signal(signal.SIGALRM, signal.SIG_DFL)",
+    "",
+    "",
+    "if hookimpl is not None:",
+    "    @hookimpl(hookwrapper=True)",
+    "    def pytest_runtest_call(item):",
+    "        armed = _case_timeout(item)",
+    "        try:",
+    "            yield",
+    "        finally:",
+    "            if armed:",
+    "                _disarm()",
+    "else:",
     "    def hookimpl(**_):",
     "        def mark(hook):",
     "            hook.trylast = True",
     "            return hook",
     "        return mark",
-    "",
-    "_status = [0]",
     "",
     "",
     "def pytest_sessionfinish(session, exitstatus):",

@@ -405,6 +405,7 @@ mod tests {
                 ca_bundle: None,
                 test_files: &files,
                 scope,
+                case_timeout: std::time::Duration::from_secs(300),
             })
             .expect("no plan")
         };

@@ -360,8 +360,10 @@ async fn services_the_ci_starts_run_beside_the_tests() {
 /// interpreter would wait for them after pytest's summary until the run's timeout (rq's worker
 /// pool tests, thirty minutes per run). The baseline ends with the session.
 #[tokio::test]
-async fn tests_that_leave_processes_behind_do_not_hold_the_run() {
-    let tests = "import multiprocessing\nimport threading\nimport time\n\n\ndef _sleep():\n    time.sleep(3600)\n\n\ndef test_leaves_a_process():\n    multiprocessing.Process(target=_sleep).start()\n    assert False, \"the pool was not reaped\"\n\n\ndef test_leaves_a_thread():\n    threading.Thread(target=_sleep).start()\n";
+async fn tests_that_hang_or_leave_processes_behind_do_not_hold_the_run() {
+    // Were the run held (by the loop, or by what the others left running) until its timeout
+    // (600 s), it would be killed and no test status read.
+    let tests = "import multiprocessing\nimport threading\nimport time\n\n\ndef _sleep():\n    time.sleep(3600)\n\n\ndef test_leaves_a_process():\n    multiprocessing.Process(target=_sleep).start()\n    assert False, \"the pool was not reaped\"\n\n\ndef test_leaves_a_thread():\n    threading.Thread(target=_sleep).start()\n\n\ndef test_loops_forever():\n    while True:\n        pass\n\n\ndef test_after_the_loop():\n    pass\n";
     let record = launch(
         "leftovers",
         &[
@@ -382,7 +384,17 @@ async fn tests_that_leave_processes_behind_do_not_hold_the_run() {
         status_of(&record, "test_leaves_a_process"),
         Some(TestStatus::Fail)
     );
+    // The case timeout (20 s in these launches) failed the loop and the session went on.
+    assert_eq!(
+        status_of(&record, "test_loops_forever"),
+        Some(TestStatus::Fail)
+    );
+    assert_eq!(
+        status_of(&record, "test_after_the_loop"),
+        Some(TestStatus::Pass)
+    );
     assert!(record.test_command.contains("-p kiln_exit"));
+    assert!(record.test_command.contains("--kiln-case-timeout=20"));
 }
 
 #[tokio::test]

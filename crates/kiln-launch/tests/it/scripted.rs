@@ -147,6 +147,7 @@ pub(crate) async fn launch_with(
             concurrency: 1,
             command_timeout: Duration::from_secs(1200),
             test_timeout: Duration::from_secs(600),
+            case_timeout: Duration::from_secs(300),
             min_pass_ratio: 0.5,
             date_cutoff: true,
             verify_dockerfile: false,

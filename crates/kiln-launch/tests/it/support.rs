@@ -218,6 +218,8 @@ pub async fn launch_repo(
             concurrency: 1,
             command_timeout: Duration::from_secs(1200),
             test_timeout: Duration::from_secs(600),
+            // The fixtures' tests take well under a second; one loops forever.
+            case_timeout: Duration::from_secs(20),
             // Every fixture has one passing and one failing test.
             min_pass_ratio: 0.5,
             date_cutoff: true,
