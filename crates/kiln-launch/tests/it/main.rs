@@ -78,23 +78,31 @@ async fn node_test_without_dependencies_installs_before_the_cutoff() {
 }
 
 #[tokio::test]
-async fn jest_from_npm_reports_json() {
+async fn jest_on_es_modules_runs_with_the_node_options_of_the_script() {
+    // An ES-module package whose script runs Jest under `--experimental-vm-modules`: without
+    // the option every suite fails with `Cannot use import statement outside a module`.
     let record = launch(
         "jest",
         &[
             (
                 "package.json",
-                r#"{"name":"demo","version":"1.0.0","scripts":{"test":"jest"},"devDependencies":{"jest":"^29.0.0"}}"#,
+                r#"{"name":"demo","version":"1.0.0","type":"module","scripts":{"test":"cross-env NODE_OPTIONS=--experimental-vm-modules jest"},"devDependencies":{"jest":"^29.0.0"}}"#,
             ),
+            ("sum.js", "export const sum = (a, b) => a + b;\n"),
             (
                 "sum.test.js",
-                "test('adds', () => { expect(1 + 2).toBe(3); });\ntest('fails', () => { expect(1 + 2).toBe(4); });\n",
+                "import { sum } from './sum.js';\n\ntest('adds', () => { expect(sum(1, 2)).toBe(3); });\ntest('fails', () => { expect(sum(1, 2)).toBe(4); });\n",
             ),
         ],
     )
     .await;
     assert_eq!(record.plan, "node-npm-jest");
     assert_eq!(record.parser, "jest-json");
+    assert!(
+        record.test_command.contains("--experimental-vm-modules"),
+        "{}",
+        record.test_command
+    );
     assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
