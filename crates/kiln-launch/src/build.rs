@@ -1198,10 +1198,11 @@ impl TestCommandSlot {
         Self { command }
     }
 
-    /// A repaired command; the services the plan starts before the tests stay started.
+    /// A repaired command; what the plan runs before the tests (services, the CI's variables)
+    /// stays.
     fn set(&mut self, mut command: crate::steps::TestCommand, record: &mut EnvironmentRecord) {
-        if command.services.is_empty() {
-            command.services.clone_from(&self.command.services);
+        if command.prelude.is_empty() {
+            command.prelude.clone_from(&self.command.prelude);
         }
         record.test_command = command.render();
         self.command = command;

@@ -113,6 +113,7 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
         .iter()
         .find_map(|e| (e.plan)(cx).map(|plan| (e.ecosystem, plan)))?;
     crate::services::apply(&mut plan, &crate::ci::services(cx.root));
+    crate::ci_variables::apply(&mut plan, &crate::ci::environment(cx.root));
     Some((ecosystem, plan))
 }
 

@@ -16,6 +16,7 @@ mod about;
 mod agent;
 mod build;
 mod ci;
+mod ci_variables;
 mod classify;
 pub mod debian;
 pub mod dockerfile;

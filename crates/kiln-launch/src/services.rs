@@ -133,7 +133,9 @@ pub fn apply(plan: &mut Plan, services: &[Service]) {
     for (offset, step) in steps.into_iter().enumerate() {
         plan.setup.insert(at + 1 + offset, step);
     }
-    plan.test.services = services.iter().map(|s| start(s.kind).to_string()).collect();
+    plan.test
+        .prelude
+        .extend(services.iter().map(|s| start(s.kind).to_string()));
     let list: Vec<String> = services.iter().map(describe).collect();
     plan.version_reason.push_str(&format!(
         "; services the CI starts, run in the test container: {}",

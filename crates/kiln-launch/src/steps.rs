@@ -453,10 +453,11 @@ pub struct TestCommand {
     /// baseline's, and a run that crashes before writing its own must not be read as the
     /// baseline again) and printed after it.
     pub report: Option<String>,
-    /// Commands that start the services the tests talk to (a Redis or PostgreSQL server the
-    /// project's CI starts beside its jobs), run before everything else: every container a
-    /// test command runs in is fresh, so each run starts them again.
-    pub services: Vec<String>,
+    /// Commands run before everything else, because every container a test command runs in
+    /// is fresh: those that start the services the tests talk to (a Redis or PostgreSQL
+    /// server the project's CI starts beside its jobs), then the `export`s of the variables
+    /// the CI sets for them.
+    pub prelude: Vec<String>,
 }
 
 impl TestCommand {
@@ -484,10 +485,10 @@ impl TestCommand {
             }
             None => run,
         };
-        if self.services.is_empty() {
+        if self.prelude.is_empty() {
             run
         } else {
-            format!("{}; {run}", self.services.join("; "))
+            format!("{}; {run}", self.prelude.join("; "))
         }
     }
 }
@@ -618,14 +619,14 @@ mod tests {
             env: vec![("CI".into(), "true".into())],
             run: "npx --no-install jest --json --outputFile=/tmp/r.json 2>&1".into(),
             report: Some("/tmp/r.json".into()),
-            services: Vec::new(),
+            prelude: Vec::new(),
         };
         assert_eq!(
             jest.render(),
             "rm -f /tmp/r.json; CI=true npx --no-install jest --json --outputFile=/tmp/r.json 2>&1; rc=$?; echo; cat /tmp/r.json 2>/dev/null; exit $rc"
         );
         // Services start first; the runner's variables stay the runner's.
-        jest.services = vec![
+        jest.prelude = vec![
             "redis-server --daemonize yes".into(),
             "service postgresql start".into(),
         ];

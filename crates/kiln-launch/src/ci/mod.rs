@@ -5,7 +5,8 @@
 //! often calls (a Makefile's test targets, tox, nox: [`runners`]). Planners and repair rules
 //! read candidates from them (the features `cargo test` is given, the Debian `-dev` packages
 //! the jobs install, the Python packages they install by name, the CMake options most
-//! configure lines set alike, the servers the jobs start: [`services`]); the rules stay
+//! configure lines set alike, the servers the jobs start: [`services`], the variables they set
+//! that the project reads: [`environment`]); the rules stay
 //! first, and whatever comes from here goes through the same verification as the rules' own
 //! commands.
 //!
@@ -13,11 +14,13 @@
 //! `|`/`>` block scalars. Expressions (`${{ matrix.x }}`) are left as they are; a command that
 //! holds one is not a candidate for anything that needs a literal value.
 
+mod environment;
 mod lines;
 mod runners;
 mod services;
 mod yaml;
 
+pub use environment::environment;
 pub use services::{Service, ServiceKind, services};
 
 use lines::shell_lines;

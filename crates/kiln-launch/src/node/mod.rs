@@ -138,7 +138,7 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
         env: env.clone(),
         run,
         report: report.map(str::to_string),
-        services: Vec::new(),
+        prelude: Vec::new(),
     };
     match project.runner {
         Runner::Jest => (
@@ -193,7 +193,7 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
                     env: vec![("CI".to_string(), "true".to_string())],
                     run: format!("{run} 2>&1"),
                     report: None,
-                    services: Vec::new(),
+                    prelude: Vec::new(),
                 },
                 "tap",
             )

@@ -161,7 +161,7 @@ mod tests {
             ],
             run: "yarn jest --runInBand".into(),
             report: Some("/tmp/kiln-jest.json".into()),
-            services: Vec::new(),
+            prelude: Vec::new(),
         };
         let (name, repair) = test_repair(&rules(), &command, log).unwrap();
         assert_eq!(name, "node-require-async-module");
@@ -184,7 +184,7 @@ mod tests {
             env: vec![("NODE_OPTIONS".into(), "\"--a --b\"".into())],
             run: "jest".into(),
             report: None,
-            services: Vec::new(),
+            prelude: Vec::new(),
         };
         assert_eq!(
             without_require_module(&quoted)

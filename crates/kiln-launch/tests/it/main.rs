@@ -324,8 +324,9 @@ async fn python_project_that_excludes_3_11_runs_on_python_3_9() {
 /// start before the baseline test run.
 #[tokio::test]
 async fn services_the_ci_starts_run_beside_the_tests() {
-    let workflow = "name: test\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    services:\n      redis:\n        image: redis:7\n        ports:\n          - 6379:6379\n      db:\n        image: postgres:15\n        env:\n          POSTGRES_USER: app\n          POSTGRES_PASSWORD: secret\n          POSTGRES_DB: app_test\n    steps:\n      - uses: actions/checkout@v4\n      - run: pip install -e . && pytest\n";
-    let tests = "import socket\nimport subprocess\n\n\ndef test_redis_answers_ping():\n    with socket.create_connection((\"127.0.0.1\", 6379), timeout=5) as conn:\n        conn.sendall(b\"PING\\r\\n\")\n        assert conn.recv(16) == b\"+PONG\\r\\n\"\n\n\ndef test_postgres_has_the_ci_database():\n    out = subprocess.run(\n        [\"psql\", \"-h\", \"127.0.0.1\", \"-U\", \"app\", \"-d\", \"app_test\", \"-tAc\", \"select current_user\"],\n        env={\"PGPASSWORD\": \"secret\", \"PATH\": \"/usr/bin:/bin\"},\n        capture_output=True,\n        text=True,\n    )\n    assert out.stdout.strip() == \"app\", out.stderr\n\n\ndef test_fails():\n    assert False\n";
+    // The database's address comes from the variable the workflow sets for every job.
+    let workflow = "name: test\non: [push]\nenv:\n  DATABASE_URL: postgresql://app:secret@127.0.0.1/app_test\njobs:\n  test:\n    runs-on: ubuntu-latest\n    services:\n      redis:\n        image: redis:7\n        ports:\n          - 6379:6379\n      db:\n        image: postgres:15\n        env:\n          POSTGRES_USER: app\n          POSTGRES_PASSWORD: secret\n          POSTGRES_DB: app_test\n    steps:\n      - uses: actions/checkout@v4\n      - run: pip install -e . && pytest\n";
+    let tests = "import os\nimport socket\nimport subprocess\n\n\ndef test_redis_answers_ping():\n    with socket.create_connection((\"127.0.0.1\", 6379), timeout=5) as conn:\n        conn.sendall(b\"PING\\r\\n\")\n        assert conn.recv(16) == b\"+PONG\\r\\n\"\n\n\ndef test_postgres_has_the_ci_database():\n    out = subprocess.run(\n        [\"psql\", os.environ[\"DATABASE_URL\"], \"-tAc\", \"select current_user\"],\n        capture_output=True,\n        text=True,\n    )\n    assert out.stdout.strip() == \"app\", out.stderr\n\n\ndef test_fails():\n    assert False\n";
     let record = launch(
         "services",
         &[
@@ -361,6 +362,13 @@ async fn services_the_ci_starts_run_beside_the_tests() {
         record
             .test_command
             .starts_with("redis-server --daemonize yes")
+    );
+    assert!(
+        record
+            .version_reason
+            .contains("variables the CI sets that the project reads: DATABASE_URL=postgresql://app:secret@127.0.0.1/app_test"),
+        "{}",
+        record.version_reason
     );
 }
 
