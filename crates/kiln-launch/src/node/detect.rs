@@ -166,10 +166,9 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
     })
 }
 
-/// Whether a mocha config file (`.mocharc.*`, the `mocha` key of `package.json`, the legacy
-/// `test/mocha.opts`) mentions `bail`.
-fn mocha_config_bails(root: &Path, manifest: &serde_json::Map<String, Value>) -> bool {
-    let in_files = [
+/// The texts of mocha's config files (`.mocharc.*`, the legacy `test/mocha.opts`).
+fn mocha_config_files(root: &Path) -> Vec<String> {
+    [
         ".mocharc.js",
         ".mocharc.cjs",
         ".mocharc.mjs",
@@ -181,12 +180,34 @@ fn mocha_config_bails(root: &Path, manifest: &serde_json::Map<String, Value>) ->
     ]
     .iter()
     .filter_map(|name| read(root, name))
-    .any(|text| text.contains("bail") || text.lines().any(|l| l.trim() == "-b"));
+    .collect()
+}
+
+/// Whether a mocha config file or the `mocha` key of `package.json` mentions `bail`.
+fn mocha_config_bails(root: &Path, manifest: &serde_json::Map<String, Value>) -> bool {
+    let in_files = mocha_config_files(root)
+        .iter()
+        .any(|text| text.contains("bail") || text.lines().any(|l| l.trim() == "-b"));
     in_files
         || manifest
             .get("mocha")
             .and_then(Value::as_object)
             .is_some_and(|config| config.contains_key("bail"))
+}
+
+/// Whether mocha's config may name spec files of its own (a `spec` key; the legacy
+/// `mocha.opts` lists them as lines): mocha adds the files on its command line to those
+/// (mochajs/mocha#5412), so a command line cannot narrow the run.
+pub(crate) fn mocha_config_names_spec(root: &Path) -> bool {
+    let manifest = read(root, "package.json")
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| v.get("mocha").cloned());
+    root.join("test/mocha.opts").is_file()
+        || mocha_config_files(root).iter().any(|t| t.contains("spec"))
+        || manifest
+            .as_ref()
+            .and_then(Value::as_object)
+            .is_some_and(|config| config.contains_key("spec"))
 }
 
 /// The pnpm major that writes a lockfile of this `lockfileVersion`.
@@ -467,7 +488,7 @@ const VALUED: &[&str] = &[
 
 /// The arguments that are neither flags nor a flag's value: the files and directories a run
 /// is given.
-fn positionals(args: &[String]) -> Vec<&String> {
+pub(crate) fn positionals(args: &[String]) -> Vec<&String> {
     let mut out = Vec::new();
     let mut skip_value = false;
     for arg in args {

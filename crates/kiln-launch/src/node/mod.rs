@@ -205,8 +205,8 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let mut project = detect(cx.root, cx.cutoff)?;
-    // Jest and Vitest run the touched directories where the scope says so; the script's own
-    // files give way to them.
+    // Jest, Vitest and mocha run the touched directories where the scope says so; the
+    // script's own files give way to them.
     let mut test_scope = "all".to_string();
     if matches!(
         project.runner,
@@ -222,6 +222,24 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             .chain(dirs)
             .collect();
         test_scope = described;
+    } else if project.runner == Runner::Mocha {
+        let specs: Vec<String> = detect::positionals(&project.runner_args)
+            .into_iter()
+            .cloned()
+            .collect();
+        if let Some((args, described)) = selection::mocha_selection(
+            cx.root,
+            cx.scope,
+            cx.test_files,
+            &specs,
+            detect::mocha_config_names_spec(cx.root),
+        ) {
+            project.runner_args = detect::without_positionals(&project.runner_args)
+                .into_iter()
+                .chain(args)
+                .collect();
+            test_scope = described;
+        }
     }
     let (mut setup, resolution, cutoff_applied) = install(&project.manager, cx.cutoff);
     setup.insert(0, Step::git_setup());
@@ -558,6 +576,55 @@ mod tests {
         let whole = plan_for(crate::plan::TestScope::All);
         assert!(whole.test.render().contains("jest --runInBand tests --ci"));
         assert_eq!(whole.test_scope, "all");
+    }
+
+    #[test]
+    fn mocha_runs_the_touched_directory_unless_its_config_names_the_spec() {
+        let touched = vec!["test/acceptance/auth.js".to_string()];
+        let plan_for = |files: &[(&str, &str)]| {
+            let tree = crate::plan::testutil::tree(files);
+            plan(&PlanContext {
+                root: tree.path(),
+                cutoff: None,
+                ca_bundle: None,
+                test_files: &touched,
+                scope: crate::plan::TestScope::Touched,
+                case_timeout: std::time::Duration::from_secs(300),
+            })
+            .expect("a plan")
+        };
+        let script = (
+            "package.json",
+            r#"{"scripts":{"test":"mocha --require test/support/env --check-leaks test/ test/acceptance/"},"devDependencies":{"mocha":"^10"}}"#,
+        );
+        let files = [script, ("test/app.js", ""), ("test/acceptance/auth.js", "")];
+        let narrowed = plan_for(&files);
+        assert!(
+            narrowed.test.render().contains(
+                "mocha --require test/support/env --check-leaks test/acceptance/ --reporter json"
+            ),
+            "{}",
+            narrowed.test.render()
+        );
+        assert_eq!(
+            narrowed.test_scope,
+            "touched: test/acceptance/ (test_scope = \"touched\")"
+        );
+        let configured = plan_for(&[
+            script,
+            ("test/app.js", ""),
+            ("test/acceptance/auth.js", ""),
+            (".mocharc.yml", "spec: test/**/*.js\n"),
+        ]);
+        assert!(
+            configured
+                .test
+                .render()
+                .contains("test/ test/acceptance/ --reporter json"),
+            "{}",
+            configured.test.render()
+        );
+        assert_eq!(configured.test_scope, "all");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Which tests a Jest or Vitest run covers: the directories of the files the instance's test
 //! patch touches, as the SWE-bench harness's JavaScript specs select them (a whole prettier
 //! suite is thousands of snapshot files and several minutes per run, run four times per
-//! instance). Mocha is left whole: its positional files add to the `spec` of its config
-//! rather than replace it.
+//! instance). Mocha runs the touched directories in place of the files its script names, when
+//! no config of its own names spec files (positional files add to a config's `spec` rather
+//! than replace it).
 //!
 //! Directories, not files: a touched snapshot (`__snapshots__/x.spec.js.snap`) or fixture
 //! stands for the tests beside it, and a directory that exists at the base commit selects the
@@ -139,6 +140,140 @@ pub fn selection(
     Some((args, described))
 }
 
+/// The part of a mocha spec before its first glob character, without quotes and `./`:
+/// `'test/**/*.js'` → `test/`.
+fn static_prefix(spec: &str) -> (String, &str) {
+    let spec = spec.trim_matches(['\'', '"']);
+    let spec = spec.strip_prefix("./").unwrap_or(spec);
+    let cut = spec.find(['*', '?', '{', '[']).unwrap_or(spec.len());
+    let prefix = match spec[..cut].rfind('/') {
+        Some(at) if cut < spec.len() => &spec[..=at],
+        _ => &spec[..cut],
+    };
+    (prefix.to_string(), &spec[prefix.len()..])
+}
+
+/// What to pass a mocha run for `scope` in place of the script's spec arguments `specs`, and
+/// the row's description; `None` runs what the script runs. Each spec (a directory, a file or
+/// a glob) gives way to the touched directories under it, a glob keeping its pattern below
+/// them (`test/**/*.js` → `test/unit/**/*.js`); a touched file under no spec is not a test of
+/// this run. `config_spec`: mocha's config names spec files of its own.
+#[must_use]
+pub fn mocha_selection(
+    root: &Path,
+    scope: TestScope,
+    test_files: &[String],
+    specs: &[String],
+    config_spec: bool,
+) -> Option<(Vec<String>, String)> {
+    if scope == TestScope::All || config_spec || specs.is_empty() {
+        return None;
+    }
+    let script = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"];
+    let prefixes: Vec<(String, String)> = specs
+        .iter()
+        .map(|s| {
+            let (prefix, rest) = static_prefix(s);
+            (prefix, rest.to_string())
+        })
+        .collect();
+    let mut args: Vec<String> = Vec::new();
+    let mut dirs: Vec<String> = Vec::new();
+    for file in test_files
+        .iter()
+        .filter(|f| script.iter().any(|e| f.ends_with(e)))
+    {
+        for (prefix, rest) in &prefixes {
+            let file_spec =
+                rest.is_empty() && !prefix.ends_with('/') && !root.join(prefix).is_dir();
+            if file_spec {
+                // A file the script names: it stays as it is when touched.
+                if file == prefix && !args.contains(prefix) {
+                    args.push(prefix.clone());
+                }
+                continue;
+            }
+            let prefix_dir = if prefix.is_empty() || prefix.ends_with('/') {
+                prefix.clone()
+            } else {
+                format!("{prefix}/")
+            };
+            if !file.starts_with(&prefix_dir) {
+                continue;
+            }
+            let mut parts: Vec<&str> = file.split('/').collect();
+            parts.pop();
+            while parts.len() > prefix_dir.matches('/').count()
+                && !root.join(parts.join("/")).is_dir()
+            {
+                parts.pop();
+            }
+            let dir = format!("{}/", parts.join("/"));
+            let arg = format!("{dir}{rest}");
+            if !args.contains(&arg) {
+                args.push(arg);
+                dirs.push(dir);
+            }
+        }
+    }
+    let same = |spec: &str| {
+        let (prefix, rest) = static_prefix(spec);
+        format!("{prefix}{rest}").trim_end_matches('/').to_string()
+    };
+    let unchanged: Vec<String> = specs.iter().map(|s| same(s)).collect();
+    let narrowed: Vec<String> = args.iter().map(|a| same(a)).collect();
+    if args.is_empty()
+        || (narrowed.iter().all(|a| unchanged.contains(a)) && args.len() == specs.len())
+    {
+        return None;
+    }
+    if scope == TestScope::Auto {
+        let suite: usize = prefixes
+            .iter()
+            .map(|(prefix, _)| js_files(&root.join(prefix)))
+            .sum();
+        if suite <= AUTO_FILES {
+            return None;
+        }
+    }
+    let why = match scope {
+        TestScope::Auto => format!("more than {AUTO_FILES} files under the script's specs"),
+        _ => "test_scope = \"touched\"".into(),
+    };
+    let described = format!("touched: {} ({why})", args.join(" "));
+    let quoted = args.iter().map(|a| crate::shell::quote(a)).collect();
+    Some((quoted, described))
+}
+
+/// Script files under `dir` (`node_modules` and hidden directories left out).
+fn js_files(dir: &Path) -> usize {
+    let mut count = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match entry.file_type() {
+                Ok(t) if t.is_dir() && !name.starts_with('.') && name != "node_modules" => {
+                    stack.push(entry.path());
+                }
+                Ok(t)
+                    if t.is_file()
+                        && [".js", ".mjs", ".cjs", ".ts"]
+                            .iter()
+                            .any(|e| name.ends_with(e)) =>
+                {
+                    count += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +360,85 @@ mod tests {
             None
         );
         assert!(selection(small.path(), TestScope::Touched, &touched, true).is_some());
+    }
+
+    #[test]
+    fn mocha_runs_the_touched_directories_in_place_of_the_scripts_specs() {
+        let root = checkout(&[
+            "test/app.js",
+            "test/acceptance/auth.js",
+            "test/unit/deep/x.spec.js",
+            "test/support/env.js",
+            "lib/index.js",
+        ]);
+        let run = |files: &[&str], specs: &[&str], config: bool| {
+            mocha_selection(
+                root.path(),
+                TestScope::Touched,
+                &files.iter().map(|f| (*f).to_string()).collect::<Vec<_>>(),
+                &specs.iter().map(|f| (*f).to_string()).collect::<Vec<_>>(),
+                config,
+            )
+            .map(|(args, _)| args)
+        };
+        // express's shape: two directories; a file of the first runs it alone.
+        assert_eq!(
+            run(&["test/app.js"], &["test/", "test/acceptance/"], false),
+            Some(vec!["test/".to_string()])
+        );
+        assert_eq!(
+            run(
+                &["test/acceptance/auth.js"],
+                &["test/", "test/acceptance/"],
+                false
+            ),
+            Some(vec!["test/acceptance/".to_string()])
+        );
+        // A glob keeps its pattern below the touched directory; a directory the patch adds
+        // is the nearest that exists.
+        assert_eq!(
+            run(
+                &["test/unit/deep/new/y.spec.js"],
+                &["'test/**/*.spec.js'"],
+                false
+            ),
+            Some(vec!["'test/unit/deep/**/*.spec.js'".to_string()])
+        );
+        // The same files as the script, a spec of mocha's config, no spec on the command
+        // line, a touched file under no spec, the whole scope: what the script runs.
+        assert_eq!(run(&["test/app.js"], &["test"], false), None);
+        assert_eq!(run(&["test/app.js"], &["./test/"], false), None);
+        assert_eq!(
+            run(&["test/app.js"], &["test", "test/unit"], false),
+            Some(vec!["test/".to_string()])
+        );
+        assert_eq!(
+            run(&["test/app.js"], &["test/app.js", "test/unit"], false),
+            Some(vec!["test/app.js".to_string()])
+        );
+        assert_eq!(run(&["test/app.js"], &["test/"], true), None);
+        assert_eq!(run(&["test/app.js"], &[], false), None);
+        assert_eq!(run(&["lib/index.js"], &["test/"], false), None);
+        assert_eq!(
+            mocha_selection(
+                root.path(),
+                TestScope::All,
+                &["test/app.js".to_string()],
+                &["test/".to_string(), "test/acceptance/".to_string()],
+                false
+            ),
+            None
+        );
+        // auto: only a large suite is narrowed.
+        assert_eq!(
+            mocha_selection(
+                root.path(),
+                TestScope::Auto,
+                &["test/app.js".to_string()],
+                &["test/".to_string(), "test/acceptance/".to_string()],
+                false
+            ),
+            None
+        );
     }
 }
