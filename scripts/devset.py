@@ -209,6 +209,7 @@ test_timeout = "{args.timeout}"
 date_cutoff = {"false" if args.no_cutoff else "true"}
 reuse = {"true" if args.reuse else "false"}
 verify_reuse = {args.verify_reuse}
+test_scope = "{args.test_scope}"
 
 [stages.validate]
 kind = "validate"
@@ -249,6 +250,7 @@ def main():
     r.add_argument("--only", nargs="*", default=[], help="only these instance ids")
     r.add_argument("--reuse", action="store_true", help="launch with reuse = true (an instance starts from an ancestor commit's environment)")
     r.add_argument("--verify-reuse", type=int, default=0, metavar="N", help="with --reuse: launch every Nth reused instance cold too and compare")
+    r.add_argument("--test-scope", choices=["auto", "touched", "all"], default="auto", help="[stages.launch] test_scope: which tests the recorded command runs")
     r.add_argument("--repeats", type=int, default=2)
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--timeout", default="60m")
