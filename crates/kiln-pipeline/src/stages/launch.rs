@@ -69,9 +69,11 @@ pub(crate) async fn launch(
         .await
         .map_err(|e| PipelineError::Internal(format!("ordering the launches: {e}")))?;
     }
-    let reuse = settings
-        .reuse
-        .then(|| Reuse::new(cx, &table.rows().unwrap_or_default(), &candidates));
+    let reuse = settings.reuse.then(|| {
+        let concurrency = usize::try_from(settings.concurrency).unwrap_or(1);
+        let lanes = super::reuse::lanes(&items, &candidates, concurrency);
+        Reuse::new(cx, &table.rows().unwrap_or_default(), &candidates, lanes)
+    });
     let verify_every = settings.verify_reuse;
     // The agent's answers are stored in the run and replayed, within the run's LM budget.
     let asker = match &settings.agent {
@@ -132,11 +134,11 @@ pub(crate) async fn launch(
         |runtime, request, reporter| {
             let reuse = reuse.clone();
             async move {
-                // With `reuse`, the instances of one repository launch one at a time, each given
-                // the environments built so far.
+                // With `reuse`, the instances of one chain of a repository launch one at a
+                // time, each given the environments built so far.
                 let (_turn, request) = match &reuse {
                     Some(reuse) => {
-                        let turn = reuse.turn(&request.candidate.repo).await;
+                        let turn = reuse.turn(&request.candidate).await;
                         let mut request = (*request).clone();
                         // Never its own earlier environment: a forced launch starts over.
                         let own = request.candidate.instance_id.as_str();

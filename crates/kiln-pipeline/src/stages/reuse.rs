@@ -1,6 +1,7 @@
 //! Environment reuse across the commits of a repository (`[stages.<launch>] reuse = true`): the
-//! environments built so far per repository, and a turn per repository so that its instances
-//! launch one after another, oldest first. `kiln_launch` picks the nearest ancestor's.
+//! environments built so far per repository, and turns so that its instances launch one after
+//! another along a few chains ([`lanes`]), oldest first. `kiln_launch` picks the nearest
+//! ancestor's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,12 +14,14 @@ use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, InstanceId, TestSt
 use super::context::StageContext;
 
 /// What `reuse` shares between the launches of a stage: the built environments per repository
-/// (this run's, and earlier runs' of the dataset) and a turn per repository, so that its
-/// instances launch one after another, oldest first.
+/// (this run's, and earlier runs' of the dataset) and a turn per chain of a repository
+/// ([`lanes`]), so that the instances of a chain launch one after another, oldest first.
 #[derive(Clone)]
 pub(super) struct Reuse {
     built: Arc<std::sync::Mutex<BTreeMap<String, Vec<kiln_launch::ReuseSource>>>>,
-    turns: Arc<std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    turns: Arc<std::sync::Mutex<BTreeMap<(String, usize), Arc<tokio::sync::Mutex<()>>>>>,
+    /// The chain of each instance (0 when not listed).
+    lanes: Arc<BTreeMap<InstanceId, usize>>,
     /// Reused launches so far, for `verify_reuse`.
     reused: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -30,10 +33,12 @@ impl Reuse {
         cx: &StageContext<'_>,
         rows: &[EnvironmentRecord],
         candidates: &BTreeMap<InstanceId, Candidate>,
+        lanes: BTreeMap<InstanceId, usize>,
     ) -> Self {
         let reuse = Self {
             built: Arc::default(),
             turns: Arc::default(),
+            lanes: Arc::new(lanes),
             reused: Arc::default(),
         };
         let mut known: Vec<(EnvironmentRecord, Option<Candidate>)> = rows
@@ -65,14 +70,15 @@ impl Reuse {
         reuse
     }
 
-    /// Waits for the repository's turn; the turn ends when the guard is dropped.
-    pub(super) async fn turn(&self, repo: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    /// Waits for the turn of `candidate`'s chain; the turn ends when the guard is dropped.
+    pub(super) async fn turn(&self, candidate: &Candidate) -> tokio::sync::OwnedMutexGuard<()> {
+        let lane = self.lanes.get(&candidate.instance_id).copied().unwrap_or(0);
         let lock = {
             let mut turns = self
                 .turns
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            Arc::clone(turns.entry(repo.to_string()).or_default())
+            Arc::clone(turns.entry((candidate.repo.clone(), lane)).or_default())
         };
         lock.lock_owned().await
     }
@@ -156,6 +162,36 @@ impl Reuse {
         ));
         Ok(())
     }
+}
+
+/// Instances per chain below which a repository's instances are not split further.
+pub(super) const CHAIN: usize = 4;
+
+/// The chain of each instance of `order` (the launch order): a repository's instances take
+/// turns along `n / CHAIN` chains, at least one and at most `concurrency`, dealt in order
+/// (the first instance to the first chain, the second to the second, ...). Each chain launches
+/// one instance at a time, so that its next one finds the environment of the one before
+/// built; the chains run at once, so that a dataset of one repository keeps the stage's
+/// concurrency. The first instance of each chain launches cold.
+pub(super) fn lanes(
+    order: &[InstanceId],
+    candidates: &BTreeMap<InstanceId, Candidate>,
+    concurrency: usize,
+) -> BTreeMap<InstanceId, usize> {
+    let mut by_repo: BTreeMap<&str, Vec<&InstanceId>> = BTreeMap::new();
+    for id in order {
+        if let Some(c) = candidates.get(id) {
+            by_repo.entry(&c.repo).or_default().push(id);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for ids in by_repo.values() {
+        let chains = (ids.len() / CHAIN).clamp(1, concurrency.max(1));
+        for (rank, id) in ids.iter().enumerate() {
+            out.insert((*id).clone(), rank % chains);
+        }
+    }
+    out
 }
 
 /// The launch order with `reuse`: within a repository, oldest base commit first, so that every
@@ -292,6 +328,30 @@ fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repositorys_instances_take_turns_along_chains_of_at_least_four() {
+        let mut candidates = BTreeMap::new();
+        let mut order = Vec::new();
+        for (repo, n) in [("o/big", 10), ("o/pair", 2)] {
+            for i in 0..n {
+                let id = InstanceId::new(&format!("{}-{i}", repo.replace('/', "__"))).unwrap();
+                let mut c = Candidate::new(id.clone());
+                c.repo = repo.into();
+                candidates.insert(id.clone(), c);
+                order.push(id);
+            }
+        }
+        let lanes = lanes(&order, &candidates, 8);
+        let of = |id: &str| lanes[&InstanceId::new(id).unwrap()];
+        // 10 instances: two chains, dealt in order; 2 instances: one chain.
+        let big: Vec<usize> = (0..10).map(|i| of(&format!("o__big-{i}"))).collect();
+        assert_eq!(big, [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        assert_eq!((of("o__pair-0"), of("o__pair-1")), (0, 0));
+        // Never more chains than launches at once.
+        let one = super::lanes(&order, &candidates, 1);
+        assert!(one.values().all(|lane| *lane == 0));
+    }
 
     #[test]
     fn baselines_are_compared_test_by_test() {
