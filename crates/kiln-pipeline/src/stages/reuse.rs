@@ -13,13 +13,16 @@ use kiln_schema::{Candidate, EnvironmentRecord, FailureClass, InstanceId, TestSt
 
 use super::context::StageContext;
 
+/// The turn of one chain of a repository.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
 /// What `reuse` shares between the launches of a stage: the built environments per repository
 /// (this run's, and earlier runs' of the dataset) and a turn per chain of a repository
 /// ([`lanes`]), so that the instances of a chain launch one after another, oldest first.
 #[derive(Clone)]
 pub(super) struct Reuse {
     built: Arc<std::sync::Mutex<BTreeMap<String, Vec<kiln_launch::ReuseSource>>>>,
-    turns: Arc<std::sync::Mutex<BTreeMap<(String, usize), Arc<tokio::sync::Mutex<()>>>>>,
+    turns: Arc<std::sync::Mutex<BTreeMap<(String, usize), Turn>>>,
     /// The chain of each instance (0 when not listed).
     lanes: Arc<BTreeMap<InstanceId, usize>>,
     /// Reused launches so far, for `verify_reuse`.
