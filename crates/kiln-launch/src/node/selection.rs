@@ -20,10 +20,7 @@ pub const AUTO_FILES: usize = 300;
 /// (`*.test.*`, `*.spec.*`) or lives in a `__tests__` directory.
 fn is_test_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    let script = [".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts"]
-        .iter()
-        .any(|ext| name.ends_with(ext));
-    script
+    is_script(name)
         && (name.contains(".test.")
             || name.contains(".spec.")
             || path.split('/').any(|part| part == "__tests__"))
@@ -32,8 +29,13 @@ fn is_test_file(path: &str) -> bool {
 /// Test files in the checkout at `root` (`node_modules` and hidden directories left out).
 #[must_use]
 pub fn suite_files(root: &Path) -> usize {
+    count_files(root, is_test_file)
+}
+
+/// Files under `dir` whose path `keep` takes (`node_modules` and hidden directories left out).
+fn count_files(dir: &Path, keep: fn(&str) -> bool) -> usize {
     let mut count = 0;
-    let mut stack = vec![root.to_path_buf()];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -44,9 +46,7 @@ pub fn suite_files(root: &Path) -> usize {
                 Ok(t) if t.is_dir() && !name.starts_with('.') && name != "node_modules" => {
                     stack.push(entry.path());
                 }
-                Ok(t) if t.is_file() && is_test_file(&entry.path().to_string_lossy()) => {
-                    count += 1;
-                }
+                Ok(t) if t.is_file() && keep(&entry.path().to_string_lossy()) => count += 1,
                 _ => {}
             }
         }
@@ -169,7 +169,6 @@ pub fn mocha_selection(
     if scope == TestScope::All || config_spec || specs.is_empty() {
         return None;
     }
-    let script = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"];
     let prefixes: Vec<(String, String)> = specs
         .iter()
         .map(|s| {
@@ -178,11 +177,7 @@ pub fn mocha_selection(
         })
         .collect();
     let mut args: Vec<String> = Vec::new();
-    let mut dirs: Vec<String> = Vec::new();
-    for file in test_files
-        .iter()
-        .filter(|f| script.iter().any(|e| f.ends_with(e)))
-    {
+    for file in test_files.iter().filter(|f| is_script(f)) {
         for (prefix, rest) in &prefixes {
             let file_spec =
                 rest.is_empty() && !prefix.ends_with('/') && !root.join(prefix).is_dir();
@@ -208,11 +203,14 @@ pub fn mocha_selection(
             {
                 parts.pop();
             }
-            let dir = format!("{}/", parts.join("/"));
+            let dir = if parts.is_empty() {
+                String::new()
+            } else {
+                format!("{}/", parts.join("/"))
+            };
             let arg = format!("{dir}{rest}");
             if !args.contains(&arg) {
                 args.push(arg);
-                dirs.push(dir);
             }
         }
     }
@@ -230,7 +228,7 @@ pub fn mocha_selection(
     if scope == TestScope::Auto {
         let suite: usize = prefixes
             .iter()
-            .map(|(prefix, _)| js_files(&root.join(prefix)))
+            .map(|(prefix, _)| count_files(&root.join(prefix), is_script))
             .sum();
         if suite <= AUTO_FILES {
             return None;
@@ -245,33 +243,11 @@ pub fn mocha_selection(
     Some((quoted, described))
 }
 
-/// Script files under `dir` (`node_modules` and hidden directories left out).
-fn js_files(dir: &Path) -> usize {
-    let mut count = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() && !name.starts_with('.') && name != "node_modules" => {
-                    stack.push(entry.path());
-                }
-                Ok(t)
-                    if t.is_file()
-                        && [".js", ".mjs", ".cjs", ".ts"]
-                            .iter()
-                            .any(|e| name.ends_with(e)) =>
-                {
-                    count += 1;
-                }
-                _ => {}
-            }
-        }
-    }
-    count
+/// Whether `path` is a JavaScript or TypeScript file.
+fn is_script(path: &str) -> bool {
+    [".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts"]
+        .iter()
+        .any(|ext| path.ends_with(ext))
 }
 
 #[cfg(test)]
@@ -429,6 +405,8 @@ mod tests {
             ),
             None
         );
+        // A spec at the root: a file there selects the same.
+        assert_eq!(run(&["a.spec.js"], &["'**/*.spec.js'"], false), None);
         // auto: only a large suite is narrowed.
         assert_eq!(
             mocha_selection(
