@@ -174,15 +174,16 @@ fn assigned(text: &str) -> Vec<Assignment> {
             .filter(|(key, _)| !key.contains(' ') && !key.contains('='));
         if let Some((key, value)) = pair
             && BLOCK_KEYS.contains(&key.trim())
-            && item.is_none()
         {
+            // A list item's (`- env: A=1`, one job of Travis's `jobs: include:`) is one job's.
+            let top = indent == 0 && item.is_none();
             let value = strip_comment(value.trim());
             if value.is_empty() {
-                block = Some((indent, indent == 0));
-                travis_env = indent == 0 && key.trim() == "env";
+                block = Some((if item.is_some() { indent + 2 } else { indent }, top));
+                travis_env = top && key.trim() == "env";
             } else {
                 // Travis's `env: A=1 B=2`.
-                out.extend(assignments(unquote(value), indent == 0));
+                out.extend(assignments(unquote(value), top));
             }
             continue;
         }
@@ -344,9 +345,9 @@ mod tests {
     #[test]
     fn variables_the_ci_sets_for_every_job_and_the_project_reads() {
         let workflow = "name: tests\non: push\nenv:\n  FORCE_COLOR: 1\n  TZ: UTC  # the tests compare local times\n  DJANGO_SETTINGS_MODULE: \"app.settings.test\"\n  PYTHON_VERSION: '3.11'\n  ARCH: normal\njobs:\n  test:\n    runs-on: ubuntu-latest\n    env:\n      REDIS_HOST: localhost\n      ARCH: ${{ matrix.arch }}\n      API_TOKEN: ${{ secrets.TOKEN }}\n    steps:\n      - uses: actions/checkout@v4\n      - run: pytest\n        env:\n          TZ: UTC\n          USE_BACKEND: 1\n  other:\n    env:\n      DJANGO_SETTINGS_MODULE: app.settings.other\n";
-        let travis = "language: python\nenv:\n  global:\n    - SKIP_NETWORK_TESTS=1 COLOR=1\n  matrix:\n    - SUITE=unit\n    - ONLY_ONE=1\n";
+        let travis = "language: python\nenv:\n  global:\n    - SKIP_NETWORK_TESTS=1 COLOR=1 TZ=UTC LOCALE=en\n  matrix:\n    - SUITE=unit\n    - ONLY_ONE=1\njobs:\n  include:\n    - env: LOCALE=fr\n";
         let gitlab = "variables:\n  DATABASE_URL: postgres://app:app@localhost:5432/app\n  UNUSED_BY_THE_CODE: yes\ntest:\n  variables:\n    JOB_ONLY: 1\n  script: pytest\n";
-        let code = "import os\nTZ_NAME = os.environ['TZ']\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'x')\nDB = os.getenv('DATABASE_URL')\nif os.getenv('USE_BACKEND'): pass\nif os.getenv('SKIP_NETWORK_TESTS'): pass\nARCH = os.getenv('ARCH')\nSUITE = os.getenv('SUITE')\nONLY_ONE = os.getenv('ONLY_ONE')\nJOB_ONLY = os.getenv('JOB_ONLY')\nREDIS_HOST = os.getenv('REDIS_HOST')\nFORCE_COLOR = os.getenv('FORCE_COLOR')\nPYTHON_VERSION = 1\nAPI_TOKEN = 2\n";
+        let code = "import os\nTZ_NAME = os.environ['TZ']\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'x')\nDB = os.getenv('DATABASE_URL')\nif os.getenv('USE_BACKEND'): pass\nif os.getenv('SKIP_NETWORK_TESTS'): pass\nARCH = os.getenv('ARCH')\nSUITE = os.getenv('SUITE')\nLOCALE = os.getenv('LOCALE')\nONLY_ONE = os.getenv('ONLY_ONE')\nJOB_ONLY = os.getenv('JOB_ONLY')\nREDIS_HOST = os.getenv('REDIS_HOST')\nFORCE_COLOR = os.getenv('FORCE_COLOR')\nPYTHON_VERSION = 1\nAPI_TOKEN = 2\n";
         let root = tree(&[
             (".github/workflows/test.yml", workflow),
             (".travis.yml", travis),
@@ -355,7 +356,7 @@ mod tests {
             ("README.md", "set UNUSED_BY_THE_CODE=yes to ..."),
         ]);
         // Not: a job's or a step's own (REDIS_HOST, USE_BACKEND, JOB_ONLY, Travis's matrix
-        // rows), one a job sets otherwise (DJANGO_SETTINGS_MODULE, ARCH), excluded names,
+        // rows), one a job sets otherwise (DJANGO_SETTINGS_MODULE, ARCH, LOCALE), excluded names,
         // one only the docs mention.
         assert_eq!(
             environment(root.path()),
