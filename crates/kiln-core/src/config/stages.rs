@@ -70,7 +70,8 @@ pub struct LaunchSettings {
     /// Start an instance from the environment of an earlier commit of its repository (one whose
     /// base commit is an ancestor of its own, built in this run or an earlier one of the
     /// dataset): the checkout replaced, build outputs and installed dependencies kept, the
-    /// setup steps run again and the same verification; a failure launches cold.
+    /// setup steps run again and the same verification; a failure launches cold. On unless
+    /// the stage says `reuse = false`.
     pub reuse: bool,
     /// With `reuse`: launch every Nth reused instance cold as well and compare the baselines
     /// test by test (the row's `reuse_check`, the stage's `reuse.*` figures); 0: never.
@@ -432,7 +433,7 @@ impl Compiler<'_> {
         let verify_dockerfile = self.read(keys, "verify_dockerfile", false, ..);
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         let recipes = self.read(keys, "recipes", true, ..);
-        let reuse = self.read(keys, "reuse", false, ..);
+        let reuse = self.read(keys, "reuse", true, ..);
         let verify_reuse = self.read(keys, "verify_reuse", 0, 0..=1_000_000);
         let tests = self.test_network(keys);
         let agent = self.agent(keys, lm);
