@@ -98,8 +98,9 @@ fn config(dir: &Path, url: &str) -> PathBuf {
         )
         .replacen(
             "[stages.launch]\nkind = \"launch\"\n",
-            // One at a time: the second instance must find the first one's recipe.
-            "[stages.launch]\nkind = \"launch\"\nconcurrency = 1\nagent = true\nrecipes = true\n",
+            // One at a time, in creation order (no reuse, whose order is by base commit): the
+            // second instance must find the first one's recipe.
+            "[stages.launch]\nkind = \"launch\"\nconcurrency = 1\nagent = true\nrecipes = true\nreuse = false\n",
             1,
         );
     let path = dir.join("pipeline.toml");

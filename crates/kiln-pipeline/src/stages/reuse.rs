@@ -96,11 +96,15 @@ impl Reuse {
             .unwrap_or_default()
     }
 
-    /// Records `row` as a source when it built an image with a known digest.
+    /// Records `row` as a source when it built an image with a known digest by its rules'
+    /// plan alone. An environment a repair, a recipe or the agent built holds what those
+    /// installed, which a launch from it would inherit without listing: its row's Dockerfile,
+    /// built cold from the steps it lists, would then lack them.
     pub(super) fn built(&self, candidate: &Candidate, row: &EnvironmentRecord) {
+        let by_rules = matches!(row.built_by, None | Some(kiln_schema::BuiltBy::Rules));
         let (Some(image), true) = (
             row.image_digest.clone(),
-            row.status == kiln_schema::EnvironmentStatus::Built,
+            row.status == kiln_schema::EnvironmentStatus::Built && by_rules,
         ) else {
             return;
         };
@@ -331,6 +335,40 @@ fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_environments_the_rules_built_alone_are_sources() {
+        let reuse = Reuse {
+            built: Arc::default(),
+            turns: Arc::default(),
+            lanes: Arc::default(),
+            reused: Arc::default(),
+        };
+        for (n, by) in [
+            kiln_schema::BuiltBy::Agent,
+            kiln_schema::BuiltBy::Recipe,
+            kiln_schema::BuiltBy::Repair,
+            kiln_schema::BuiltBy::Rules,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = InstanceId::new(&format!("o__r-{n}")).unwrap();
+            let mut candidate = Candidate::new(id.clone());
+            candidate.repo = "o/r".into();
+            let mut row = EnvironmentRecord::new(id);
+            row.status = kiln_schema::EnvironmentStatus::Built;
+            row.image_digest = Some(format!("sha256:{n}"));
+            row.built_by = Some(by);
+            reuse.built(&candidate, &row);
+        }
+        let sources: Vec<String> = reuse
+            .sources("o/r")
+            .into_iter()
+            .map(|s| s.instance_id)
+            .collect();
+        assert_eq!(sources, ["o__r-3"]);
+    }
 
     #[test]
     fn a_repositorys_instances_take_turns_along_chains_of_at_least_four() {
