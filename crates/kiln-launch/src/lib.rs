@@ -39,6 +39,8 @@ mod rust;
 mod services;
 mod shell;
 mod steps;
+#[cfg(test)]
+mod testutil;
 mod verify;
 
 pub use build::{LaunchError, launch};

@@ -243,18 +243,7 @@ mod tests {
 pub(crate) mod testutil {
     //! Temporary project trees for the planners' unit tests.
 
-    /// Writes `files` (path, contents) under a new temporary directory.
-    pub(crate) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let tmp = tempfile::tempdir().unwrap();
-        for (name, text) in files {
-            let path = tmp.path().join(name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).unwrap();
-            }
-            std::fs::write(path, text).unwrap();
-        }
-        tmp
-    }
+    pub(crate) use crate::testutil::tree;
 
     /// The plan of `planner` for a tree of `files`.
     pub(crate) fn plan_of(

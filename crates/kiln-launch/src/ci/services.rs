@@ -205,17 +205,7 @@ pub fn services(root: &Path) -> Vec<Service> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A checkout holding `files`.
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        dir
-    }
+    use crate::testutil::tree;
 
     #[test]
     fn services_of_every_ci_system_are_found_with_their_credentials() {
