@@ -77,6 +77,10 @@ pub struct NodeProject {
     pub build_script: bool,
     /// The package is written in TypeScript (`typescript` dependency or `tsconfig.json`).
     pub typescript: bool,
+    /// A mocha run whose config may name spec files of its own (a `spec` key; the legacy
+    /// `mocha.opts` lists them as lines): mocha adds the files on its command line to those
+    /// (mochajs/mocha#5412), so a command line cannot narrow the run.
+    pub mocha_config_spec: bool,
 }
 
 /// Reads `package.json` at the root. `None` when it is missing or not a JSON object.
@@ -128,7 +132,8 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
     // before the fix read as tests the fix added. The script's own `--bail` is dropped
     // (`clean_args`); mocha's config files can set it too, and `--no-bail` (mocha 6 and later,
     // the versions that read those files) overrides them.
-    if runner == Runner::Mocha && mocha_config_bails(root, manifest) {
+    let mocha = (runner == Runner::Mocha).then(|| MochaConfig::read(root, manifest));
+    if mocha.as_ref().is_some_and(|m| m.bails) {
         runner_args.push("--no-bail".into());
     }
     let engines = str_at(&["engines", "node"]);
@@ -163,51 +168,50 @@ pub fn detect(root: &Path, cutoff: Option<&str>) -> Option<NodeProject> {
         node_reason,
         build_script,
         typescript: has("typescript") || root.join("tsconfig.json").is_file(),
+        mocha_config_spec: mocha.is_some_and(|m| m.names_spec),
     })
 }
 
-/// The texts of mocha's config files (`.mocharc.*`, the legacy `test/mocha.opts`).
-fn mocha_config_files(root: &Path) -> Vec<String> {
-    [
-        ".mocharc.js",
-        ".mocharc.cjs",
-        ".mocharc.mjs",
-        ".mocharc.json",
-        ".mocharc.jsonc",
-        ".mocharc.yaml",
-        ".mocharc.yml",
-        "test/mocha.opts",
-    ]
-    .iter()
-    .filter_map(|name| read(root, name))
-    .collect()
+/// What mocha's config (`.mocharc.*`, the legacy `test/mocha.opts`, the `mocha` key of
+/// `package.json`) says that kiln's command must answer.
+struct MochaConfig {
+    /// It mentions `bail`.
+    bails: bool,
+    /// It may name spec files ([`NodeProject::mocha_config_spec`]).
+    names_spec: bool,
 }
 
-/// Whether a mocha config file or the `mocha` key of `package.json` mentions `bail`.
-fn mocha_config_bails(root: &Path, manifest: &serde_json::Map<String, Value>) -> bool {
-    let in_files = mocha_config_files(root)
+impl MochaConfig {
+    fn read(root: &Path, manifest: &serde_json::Map<String, Value>) -> Self {
+        let files: Vec<String> = [
+            ".mocharc.js",
+            ".mocharc.cjs",
+            ".mocharc.mjs",
+            ".mocharc.json",
+            ".mocharc.jsonc",
+            ".mocharc.yaml",
+            ".mocharc.yml",
+            "test/mocha.opts",
+        ]
         .iter()
-        .any(|text| text.contains("bail") || text.lines().any(|l| l.trim() == "-b"));
-    in_files
-        || manifest
-            .get("mocha")
-            .and_then(Value::as_object)
-            .is_some_and(|config| config.contains_key("bail"))
-}
-
-/// Whether mocha's config may name spec files of its own (a `spec` key; the legacy
-/// `mocha.opts` lists them as lines): mocha adds the files on its command line to those
-/// (mochajs/mocha#5412), so a command line cannot narrow the run.
-pub(crate) fn mocha_config_names_spec(root: &Path) -> bool {
-    let manifest = read(root, "package.json")
-        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-        .and_then(|v| v.get("mocha").cloned());
-    root.join("test/mocha.opts").is_file()
-        || mocha_config_files(root).iter().any(|t| t.contains("spec"))
-        || manifest
-            .as_ref()
-            .and_then(Value::as_object)
-            .is_some_and(|config| config.contains_key("spec"))
+        .filter_map(|name| read(root, name))
+        .collect();
+        let key = |name: &str| {
+            manifest
+                .get("mocha")
+                .and_then(Value::as_object)
+                .is_some_and(|config| config.contains_key(name))
+        };
+        Self {
+            bails: key("bail")
+                || files
+                    .iter()
+                    .any(|text| text.contains("bail") || text.lines().any(|l| l.trim() == "-b")),
+            names_spec: key("spec")
+                || root.join("test/mocha.opts").is_file()
+                || files.iter().any(|t| t.contains("spec")),
+        }
+    }
 }
 
 /// The pnpm major that writes a lockfile of this `lockfileVersion`.

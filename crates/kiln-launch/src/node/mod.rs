@@ -232,7 +232,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             cx.scope,
             cx.test_files,
             &specs,
-            detect::mocha_config_names_spec(cx.root),
+            project.mocha_config_spec,
         ) {
             project.runner_args = detect::without_positionals(&project.runner_args)
                 .into_iter()
