@@ -140,7 +140,10 @@ pub struct GcArgs {
     /// Keep the environments of this many most recent runs (runs in progress keep theirs too).
     #[arg(long, default_value_t = 1)]
     pub keep_last: usize,
-    /// Also remove kiln images whose dataset directory no longer exists (any dataset).
+    /// Also remove kiln images no dataset can use: those whose dataset directory no longer
+    /// exists (any dataset), base images a newer build of the same name and version replaced
+    /// (unless an image is made from one or a kept row names it), and untagged images failed
+    /// or killed builds left behind.
     #[arg(long)]
     pub orphans: bool,
 }

@@ -275,6 +275,9 @@ pub struct ImageInfo {
     pub created: i64,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
+    /// The id of the image it was made from (a committed container's image, a build's last
+    /// step); empty when it has none or the engine does not say.
+    pub parent: String,
 }
 
 /// Engine identity, for logs and error messages.

@@ -389,6 +389,31 @@ impl DockerRuntime {
         let previous = seen.insert(id.0.clone(), count).unwrap_or(0);
         count > previous
     }
+
+    /// Removes image `id` if it has no name, with its untagged parents (the layers of a failed
+    /// build's finished steps). One in use, tagged meanwhile, or a parent of another image
+    /// stays: this only tidies up, so its errors are logged, not returned.
+    async fn remove_untagged(&self, id: &str) {
+        match self.docker.inspect_image(id).await {
+            Ok(image) if image.repo_tags.as_ref().is_none_or(Vec::is_empty) => {}
+            _ => return,
+        }
+        let options = RemoveImageOptionsBuilder::new().build();
+        if let Err(e) = self.docker.remove_image(id, Some(options), None).await {
+            tracing::debug!(image = short(id), error = %describe(&e), "keep a failed build's step image");
+        }
+    }
+}
+
+/// The image id a build log line announces for a finished step: ` ---> 5d0c68982bd0` (the
+/// classic builder) or `--> 5d0c68982bd` (Buildah, behind Podman's API).
+fn step_image(line: &str) -> Option<&str> {
+    let id = line
+        .trim()
+        .strip_prefix("--->")
+        .or_else(|| line.trim().strip_prefix("-->"))?
+        .trim();
+    (id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
 /// How a command in a container ended.
@@ -670,6 +695,11 @@ impl ContainerRuntime for DockerRuntime {
                 size: image.size,
                 created: image.created,
                 labels: image.labels.into_iter().collect(),
+                parent: if image.parent_id.is_empty() {
+                    String::new()
+                } else {
+                    content_id(image.parent_id)
+                },
             })
             .collect())
     }
@@ -695,41 +725,49 @@ impl ContainerRuntime for DockerRuntime {
             .build();
         // The end of the log says what failed; keep it for the error message.
         let mut log = HeadTail::new(8 << 10);
+        // The image of the last step that finished: a failed build leaves it behind untagged.
+        let mut last_step = None;
         let mut stream =
             self.docker
                 .build_image(options, None, Some(body_full(Bytes::from(context))));
-        while let Some(item) = stream.next().await {
+        let failure = loop {
+            let Some(item) = stream.next().await else {
+                break None;
+            };
             match item {
                 Ok(info) => {
                     for text in [info.stream, info.status].into_iter().flatten() {
                         on_output(text.as_bytes());
                         log.push(text.as_bytes());
+                        if let Some(id) = step_image(&text) {
+                            last_step = Some(id.to_string());
+                        }
                     }
                     if let Some(detail) = info.error_detail {
-                        let message = detail.message.unwrap_or_default();
-                        return Err(build_error(format!("{message}\n{}", log.finish().0)));
+                        break Some(detail.message.unwrap_or_default());
                     }
                 }
                 Err(e) if is_transport(&e) => {
                     return Err(self.fail(format!("build image {}", build.tag), &e));
                 }
                 Err(e) => {
-                    let message = match e {
+                    break Some(match e {
                         BollardError::DockerStreamError { error } => error,
                         other => describe(&other),
-                    };
-                    return Err(build_error(format!("{message}\n{}", log.finish().0)));
+                    });
                 }
             }
-        }
+        };
         // The classic builder reports some failures only by not tagging the image.
-        if !self.image_exists(&build.tag).await? {
-            return Err(build_error(format!(
-                "the engine finished without tagging the image\n{}",
-                log.finish().0
-            )));
+        let failure = match failure {
+            Some(message) => message,
+            None if self.image_exists(&build.tag).await? => return Ok(()),
+            None => "the engine finished without tagging the image".to_string(),
+        };
+        if let Some(id) = last_step {
+            self.remove_untagged(&id).await;
         }
-        Ok(())
+        Err(build_error(format!("{failure}\n{}", log.finish().0)))
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<ContainerId, RuntimeError> {
@@ -1213,7 +1251,7 @@ fn content_id(id: String) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::{content_id, parse_oom_kill, registry_host, split_tag, timeout_arg};
+    use super::{content_id, parse_oom_kill, registry_host, split_tag, step_image, timeout_arg};
 
     #[test]
     fn podman_bare_image_ids_get_dockers_prefix() {
@@ -1221,6 +1259,16 @@ mod tests {
         assert_eq!(content_id(hex.into()), format!("sha256:{hex}"));
         assert_eq!(content_id(format!("sha256:{hex}")), format!("sha256:{hex}"));
         assert_eq!(content_id("abc".into()), "abc");
+    }
+
+    #[test]
+    fn finished_steps_of_a_build_log_name_their_images() {
+        assert_eq!(step_image(" ---> 5d0c68982bd0\n"), Some("5d0c68982bd0"));
+        assert_eq!(step_image("--> 5d0c68982bd0"), Some("5d0c68982bd0"));
+        assert_eq!(step_image(" ---> Running in 0a1b2c3d4e5f\n"), None);
+        assert_eq!(step_image(" ---> Using cache\n"), None);
+        assert_eq!(step_image("Step 2/3 : RUN true\n"), None);
+        assert_eq!(step_image(" ---> abc\n"), None);
     }
 
     #[test]

@@ -7,12 +7,18 @@
 //! are orphans, listed and removed with `orphans`. The shards of a split run build under
 //! labels of their own directories: their images are the dataset's too, kept while a release,
 //! a merged run or the shard's own run (in progress or recent) names them.
+//!
+//! `orphans` also clears kiln's own images that belong to no dataset and that nothing can use:
+//! a base image (`kiln/<name>:<version>-<hash>`) that a newer build of the same name and
+//! version replaced (a new kiln, another CA bundle), when no image is made from it and no kept
+//! row names it; and an untagged kiln image no image is made from (what a failed or killed
+//! Dockerfile build left).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kiln_core::config::{NodeKind, Pipeline};
-use kiln_core::runtime::LABEL_DATASET;
+use kiln_core::runtime::{LABEL_DATASET, LABEL_MANAGED};
 use kiln_core::{ContainerRuntime, ImageInfo};
 use kiln_schema::{EnvironmentRecord, ReleaseInstance};
 use serde::Serialize;
@@ -28,9 +34,11 @@ pub struct Garbage {
     pub tags: Vec<String>,
     /// Bytes on disk (layers it shares with other images counted in full).
     pub size: i64,
-    /// Why it goes: `unreferenced` (this dataset) or `orphan` (a dataset directory that is gone).
+    /// Why it goes: `unreferenced` (this dataset), `orphan` (a dataset directory that is
+    /// gone), `superseded` (a base image a newer build replaced) or `leftover` (an untagged
+    /// image of a failed build).
     pub reason: &'static str,
-    /// The dataset directory of its label.
+    /// The dataset directory of its label (empty for kiln's own images).
     pub dataset: String,
 }
 
@@ -74,9 +82,20 @@ fn released(pipeline: &Pipeline) -> Result<BTreeSet<String>, PipelineError> {
         for row in rows {
             names.insert(row.image);
             names.extend(row.image_digest);
+            // Its Dockerfile builds from this base: `check-images --rebuild` needs it.
+            names.extend(row.dockerfile.as_deref().and_then(from_image));
         }
     }
     Ok(names)
+}
+
+/// The image of a Dockerfile's first `FROM` line (kiln's Dockerfiles name it literally).
+fn from_image(dockerfile: &str) -> Option<String> {
+    dockerfile
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("FROM "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_string)
 }
 
 /// Images and digests of the environments of the runs that keep theirs: runs in progress and
@@ -102,6 +121,9 @@ fn kept_by_runs(
         for row in rows {
             names.extend(row.image);
             names.extend(row.image_digest);
+            if !row.base_image.is_empty() {
+                names.insert(row.base_image);
+            }
         }
         kept.push(id.clone());
     }
@@ -139,8 +161,8 @@ pub async fn plan(
         kept_runs,
         ..GcPlan::default()
     };
-    let images = runtime.list_images(LABEL_DATASET, "").await?;
-    for image in images {
+    let images_seen = runtime.list_images(LABEL_DATASET, "").await?;
+    for image in images_seen.iter().cloned() {
         let dataset = image.labels.get(LABEL_DATASET).cloned().unwrap_or_default();
         let reason = if labels.contains(&dataset) {
             if is_referenced(&image) {
@@ -161,9 +183,61 @@ pub async fn plan(
             dataset,
         });
     }
+    if orphans {
+        let own = runtime.list_images(LABEL_MANAGED, "").await?;
+        let parents: BTreeSet<&str> = images_seen
+            .iter()
+            .chain(&own)
+            .map(|i| i.parent.as_str())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let mut newest: BTreeMap<&str, &ImageInfo> = BTreeMap::new();
+        for image in &own {
+            for family in image.tags.iter().filter_map(|t| base_family(t)) {
+                let entry = newest.entry(family).or_insert(image);
+                if image.created > entry.created {
+                    *entry = image;
+                }
+            }
+        }
+        for image in &own {
+            if image.labels.contains_key(LABEL_DATASET)
+                || parents.contains(image.id.as_str())
+                || is_referenced(image)
+            {
+                continue;
+            }
+            let reason = if image.tags.is_empty() {
+                "leftover"
+            } else if image
+                .tags
+                .iter()
+                .all(|t| base_family(t).is_some_and(|family| newest[family].id != image.id))
+            {
+                "superseded"
+            } else {
+                continue;
+            };
+            plan.remove.push(Garbage {
+                id: image.id.clone(),
+                tags: image.tags.clone(),
+                size: image.size,
+                reason,
+                dataset: String::new(),
+            });
+        }
+    }
     plan.remove
         .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
     Ok(plan)
+}
+
+/// `kiln/<name>:<version>` of a base image's tag `kiln/<name>:<version>-<hash8>`: the images
+/// of one family differ only in what the hash covers (the Dockerfile, the CA bundle, labels).
+fn base_family(tag: &str) -> Option<&str> {
+    let (family, hash) = tag.rsplit_once('-')?;
+    let base = tag.starts_with("kiln/") && family.contains(':');
+    (base && hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit())).then_some(family)
 }
 
 /// Removes what [`plan`] found: by name (every name of an image), or by id when it has none.

@@ -434,6 +434,10 @@ pub struct Image {
     /// The scripts that made it: those run in the containers it was committed from, after
     /// their image's own.
     pub history: Vec<String>,
+    /// The id of the image its container was made from (committed images); empty otherwise.
+    pub parent: String,
+    /// When it was made, in the runtime's own count (later images count higher).
+    pub created: i64,
 }
 
 /// How one exec ended.
@@ -708,6 +712,8 @@ impl State {
             origin,
             files: Vec::new(),
             history: Vec::new(),
+            parent: String::new(),
+            created: self.next_id as i64,
         }
     }
 }
@@ -928,6 +934,8 @@ impl ContainerRuntime for ScriptedRuntime {
                 id: image.id.clone(),
                 labels: image.labels.clone(),
                 size: 1 << 20,
+                created: image.created,
+                parent: image.parent.clone(),
                 ..ImageInfo::default()
             });
             if state
@@ -1188,6 +1196,11 @@ impl ContainerRuntime for ScriptedRuntime {
             .cloned()
             .chain(container.execs.iter().map(|e| e.script.clone()))
             .collect();
+        let from = container.spec.image.clone();
+        image.parent = state
+            .find_image(&from)
+            .map(|i| i.id.clone())
+            .unwrap_or_default();
         let image_id = image.id.clone();
         state.put_image(image);
         Ok(image_id)

@@ -46,9 +46,13 @@ async fn small_images_build_once_and_failures_carry_the_log() {
     rt.remove(&c.0).await.unwrap();
     rt.remove_image(&build.tag).await.unwrap();
 
+    // The steps before the failing one leave images; the failed build removes them.
+    let marker = unique("failing");
     let failing = tagged(
         ImageBuild {
-            dockerfile: "FROM debian:bookworm\nRUN echo about to fail && exit 7\n".to_string(),
+            dockerfile: format!(
+                "FROM debian:bookworm\nLABEL kiln.it={marker}\nRUN echo step > /step\nRUN echo about to fail && exit 7\n"
+            ),
             ..ImageBuild::default()
         },
         "kiln-it/failing",
@@ -63,6 +67,8 @@ async fn small_images_build_once_and_failures_carry_the_log() {
         other => panic!("expected a build error, got {other:?}"),
     }
     assert!(!rt.image_exists(&failing.tag).await.unwrap());
+    let left = rt.list_images("kiln.it", &marker).await.unwrap();
+    assert!(left.is_empty(), "a failed build left images: {left:?}");
 }
 
 /// A context archive reaches COPY with its modes and symlinks, next to the plain files.

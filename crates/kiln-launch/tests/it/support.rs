@@ -183,6 +183,7 @@ pub async fn launch_repo(
         at.instance,
         std::process::id()
     );
+    let run_label = format!("it-{}-{name}", std::process::id());
     let request = LaunchRequest {
         candidate: Candidate {
             status: kiln_schema::CandidateStatus::Ok,
@@ -210,10 +211,7 @@ pub async fn launch_repo(
         log_dir_label: "logs".into(),
         ca_bundle: std::fs::read(HOST_CA).ok().map(Arc::new),
         image_tag: image_tag.clone(),
-        labels: BTreeMap::from([(
-            kiln_core::runtime::LABEL_RUN.to_string(),
-            format!("it-{}-{name}", std::process::id()),
-        )]),
+        labels: BTreeMap::from([(kiln_core::runtime::LABEL_RUN.to_string(), run_label.clone())]),
         settings: LaunchSettings {
             concurrency: 1,
             command_timeout: Duration::from_secs(1200),
@@ -287,6 +285,11 @@ pub async fn launch_repo(
     if result.as_ref().is_ok_and(|r| r.image.is_some()) && !keep_image {
         let _ = runtime.remove_image(&image_tag).await;
     }
+    // A repaired launch commits again under its tag; the image it replaced is left untagged
+    // (the launch stage removes such leftovers after its items, as this does after the test).
+    let _ = runtime
+        .remove_leftover_images(kiln_core::runtime::LABEL_RUN, &run_label)
+        .await;
     (result, image_tag)
 }
 

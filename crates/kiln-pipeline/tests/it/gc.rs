@@ -7,6 +7,7 @@ use std::sync::Arc;
 use kiln_core::config::Pipeline;
 use kiln_core::runtime::LABEL_DATASET;
 use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ReleaseInstance};
+use kiln_store::RunStore;
 use kiln_testkit::runtime::ScriptedRuntime;
 
 fn labelled(dataset: &str) -> BTreeMap<String, String> {
@@ -155,4 +156,108 @@ async fn gc_counts_the_images_of_a_split_runs_shards_as_the_datasets() {
     assert_eq!(tags, ["env:shard-unnamed"]);
     assert_eq!(plan.kept, 1);
     assert_eq!(plan.kept_runs, ["20240903-000000 (shard 1/2)"]);
+}
+
+#[tokio::test]
+async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() {
+    use kiln_core::ContainerRuntime as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("datasets");
+    let pipeline = gc_pipeline(tmp.path());
+    let elsewhere = tmp.path().join("another-checkout");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let kiln_image = |name: &str| {
+        BTreeMap::from([
+            (
+                kiln_core::runtime::LABEL_MANAGED.to_string(),
+                "1".to_string(),
+            ),
+            ("kiln.image".to_string(), name.to_string()),
+        ])
+    };
+    // Oldest first: each family's last one is its newest build.
+    for tag in [
+        "kiln/python:3.11-aaaaaaaa",
+        "kiln/python:3.9-cccccccc",
+        "kiln/node:20-eeeeeeee",
+        "kiln/python:3.11-bbbbbbbb",
+        "kiln/python:3.9-dddddddd",
+        "kiln/node:20-ffffffff",
+    ] {
+        runtime.add_image_with(tag, kiln_image("x"), Vec::new());
+    }
+    // A failed build's step image: untagged (its tag moved on), kiln's, of no dataset.
+    runtime.add_image_with("kiln-it/step:1", kiln_image("x"), Vec::new());
+    let leftover = runtime.image("kiln-it/step:1").unwrap().id;
+    runtime.add_image_with("kiln-it/step:1", kiln_image("x"), Vec::new());
+    // Another dataset's environment was made from the replaced 3.9 base.
+    let container = runtime
+        .create(&kiln_core::ContainerSpec {
+            image: "kiln/python:3.9-cccccccc".into(),
+            ..kiln_core::ContainerSpec::default()
+        })
+        .await
+        .unwrap();
+    runtime
+        .commit(
+            &container,
+            "env:other-dataset",
+            &labelled(&elsewhere.display().to_string()),
+            &[],
+        )
+        .await
+        .unwrap();
+    // The run in progress has a row built on the replaced node base.
+    let node = pipeline.node("launch").unwrap();
+    RunStore::create(&root, "gc", Some("20240902-000000"), "", "h")
+        .unwrap()
+        .stage::<EnvironmentRecord>("launch", &node.settings_hash(), BTreeMap::new())
+        .unwrap()
+        .append(&[EnvironmentRecord {
+            status: EnvironmentStatus::Built,
+            image: Some("env:gone".into()),
+            base_image: "kiln/node:20-eeeeeeee".into(),
+            ..EnvironmentRecord::new(InstanceId::new("o__r-4").unwrap())
+        }])
+        .unwrap();
+
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+        .await
+        .unwrap();
+    assert!(plan.remove.is_empty(), "{:?}", plan.remove);
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
+        .await
+        .unwrap();
+    let listed: Vec<(&str, String)> = plan
+        .remove
+        .iter()
+        .map(|g| {
+            (
+                g.reason,
+                g.tags.first().cloned().unwrap_or_else(|| g.id.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("leftover", leftover.clone()),
+            ("superseded", "kiln/python:3.11-aaaaaaaa".to_string()),
+        ]
+    );
+    kiln_pipeline::gc::remove(runtime.as_ref(), &plan)
+        .await
+        .unwrap();
+    assert!(runtime.image("kiln/python:3.11-aaaaaaaa").is_none());
+    for kept in [
+        "kiln/python:3.11-bbbbbbbb",
+        "kiln/python:3.9-cccccccc",
+        "kiln/python:3.9-dddddddd",
+        "kiln/node:20-eeeeeeee",
+        "kiln-it/step:1",
+        "env:other-dataset",
+    ] {
+        assert!(runtime.image(kept).is_some(), "{kept} was removed");
+    }
 }
