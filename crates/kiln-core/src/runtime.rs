@@ -318,6 +318,12 @@ pub trait ContainerRuntime: Send + Sync {
             message: "this runtime cannot list images".into(),
         })
     }
+    /// Every local image, the intermediate ones of builds included (`docker images --all`),
+    /// with their parents: what removing some frees is worked out from it. `None` when the
+    /// engine cannot say (this default).
+    async fn list_all_images(&self) -> Result<Option<Vec<ImageInfo>>, RuntimeError> {
+        Ok(None)
+    }
     /// Builds an image; `on_output` receives the build log.
     async fn build_image(
         &self,

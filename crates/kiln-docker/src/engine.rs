@@ -683,25 +683,17 @@ impl ContainerRuntime for DockerRuntime {
             .list_images(Some(options))
             .await
             .map_err(|e| self.fail(format!("list images labelled {selector}"), &e))?;
-        Ok(images
-            .into_iter()
-            .map(|image| ImageInfo {
-                id: content_id(image.id),
-                tags: image
-                    .repo_tags
-                    .into_iter()
-                    .filter(|t| t != "<none>:<none>")
-                    .collect(),
-                size: image.size,
-                created: image.created,
-                labels: image.labels.into_iter().collect(),
-                parent: if image.parent_id.is_empty() {
-                    String::new()
-                } else {
-                    content_id(image.parent_id)
-                },
-            })
-            .collect())
+        Ok(images.into_iter().map(image_info).collect())
+    }
+
+    async fn list_all_images(&self) -> Result<Option<Vec<ImageInfo>>, RuntimeError> {
+        let options = ListImagesOptionsBuilder::new().all(true).build();
+        let images = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(|e| self.fail("list every image".to_string(), &e))?;
+        Ok(Some(images.into_iter().map(image_info).collect()))
     }
 
     async fn build_image(
@@ -1228,6 +1220,26 @@ impl ContainerRuntime for DockerRuntime {
             return Err(fail("the engine finished without tagging the image".into()));
         }
         Ok(())
+    }
+}
+
+/// An image as the engine lists it.
+fn image_info(image: bollard::models::ImageSummary) -> ImageInfo {
+    ImageInfo {
+        id: content_id(image.id),
+        tags: image
+            .repo_tags
+            .into_iter()
+            .filter(|t| t != "<none>:<none>")
+            .collect(),
+        size: image.size,
+        created: image.created,
+        labels: image.labels.into_iter().collect(),
+        parent: if image.parent_id.is_empty() {
+            String::new()
+        } else {
+            content_id(image.parent_id)
+        },
     }
 }
 

@@ -51,14 +51,56 @@ pub struct GcPlan {
     pub kept: usize,
     /// Runs whose environments were kept (in progress, or among the most recent).
     pub kept_runs: Vec<String>,
+    /// Bytes the removal frees: the layers of the images that go, and of the untagged images
+    /// they were made from that nothing else is made from, which the engine removes with
+    /// them; `None` when the engine cannot list its images' parents.
+    pub freed: Option<i64>,
 }
 
 impl GcPlan {
-    /// Bytes the removal frees at most (shared layers are freed only with their last image).
+    /// Bytes the removal frees at most: each image's size in full, the layers it shares
+    /// counted once for every image.
     #[must_use]
     pub fn bytes(&self) -> i64 {
         self.remove.iter().map(|g| g.size).sum()
     }
+}
+
+/// Bytes that removing the names of `removed` (image ids) frees, on an engine holding `all`.
+///
+/// The engine deletes an image once it has no name and no image is made from it, then does the
+/// same for its parent; a parent that has a name, or another child, stays. Each image that
+/// goes frees its own layer: its size less its parent's.
+fn freed_bytes(all: &[ImageInfo], removed: &BTreeSet<&str>) -> i64 {
+    let by_id: BTreeMap<&str, &ImageInfo> = all.iter().map(|i| (i.id.as_str(), i)).collect();
+    let mut children: BTreeMap<&str, usize> = BTreeMap::new();
+    for image in all {
+        *children.entry(image.parent.as_str()).or_default() += 1;
+    }
+    let unnamed = |image: &ImageInfo| image.tags.is_empty() || removed.contains(image.id.as_str());
+    let own = |image: &ImageInfo| {
+        let parent = by_id.get(image.parent.as_str()).map_or(0, |p| p.size);
+        (image.size - parent).max(0)
+    };
+    let mut gone: BTreeSet<&str> = BTreeSet::new();
+    let mut freed = 0;
+    for id in removed {
+        let mut next = by_id.get(id).copied();
+        while let Some(image) = next {
+            let childless = children.get(image.id.as_str()).copied().unwrap_or(0) == 0;
+            if !unnamed(image) || !childless || !gone.insert(image.id.as_str()) {
+                break;
+            }
+            freed += own(image);
+            next = by_id.get(image.parent.as_str()).copied();
+            if let Some(parent) = next
+                && let Some(count) = children.get_mut(parent.id.as_str())
+            {
+                *count -= 1;
+            }
+        }
+    }
+    freed
 }
 
 /// Images and digests the dataset's releases name.
@@ -229,6 +271,10 @@ pub async fn plan(
     }
     plan.remove
         .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
+    if let Some(all) = runtime.list_all_images().await? {
+        let removed: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
+        plan.freed = Some(freed_bytes(&all, &removed));
+    }
     Ok(plan)
 }
 
@@ -254,4 +300,52 @@ pub async fn remove(runtime: &dyn ContainerRuntime, plan: &GcPlan) -> Result<(),
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use kiln_core::ImageInfo;
+
+    use super::freed_bytes;
+
+    fn image(id: &str, parent: &str, size: i64, tagged: bool) -> ImageInfo {
+        ImageInfo {
+            id: id.into(),
+            parent: parent.into(),
+            size,
+            tags: if tagged {
+                vec![format!("t:{id}")]
+            } else {
+                Vec::new()
+            },
+            ..ImageInfo::default()
+        }
+    }
+
+    #[test]
+    fn an_image_frees_its_own_layer_and_the_unnamed_steps_only_it_was_made_from() {
+        // base <- step1 <- step2 <- env: removing env's name frees the three layers above base.
+        let chain = vec![
+            image("base", "", 100, true),
+            image("step1", "base", 150, false),
+            image("step2", "step1", 180, false),
+            image("env", "step2", 200, true),
+        ];
+        let removed = |ids: &[&'static str]| ids.iter().copied().collect::<BTreeSet<&str>>();
+        assert_eq!(freed_bytes(&chain, &removed(&["env"])), 100);
+        // Another image made from step1 keeps it (and base).
+        let mut shared = chain.clone();
+        shared.push(image("other", "step1", 170, true));
+        assert_eq!(freed_bytes(&shared, &removed(&["env"])), 50);
+        // A removed image another image is made from only loses its name.
+        assert_eq!(freed_bytes(&shared, &removed(&["base"])), 0);
+        // Removed together, a child and its parent both go, in either order.
+        assert_eq!(freed_bytes(&shared, &removed(&["other", "env"])), 120);
+        assert_eq!(
+            freed_bytes(&shared, &removed(&["env", "other", "base"])),
+            220
+        );
+    }
 }

@@ -438,6 +438,8 @@ pub struct Image {
     pub parent: String,
     /// When it was made, in the runtime's own count (later images count higher).
     pub created: i64,
+    /// Bytes on disk, its parent's included: 1 MiB per image in its line.
+    pub size: i64,
 }
 
 /// How one exec ended.
@@ -702,6 +704,32 @@ impl State {
         }
     }
 
+    /// The images `keep` selects, once each, with the tags that still name them.
+    fn image_infos(&self, keep: impl Fn(&Image) -> bool) -> Vec<ImageInfo> {
+        let mut by_id: BTreeMap<String, ImageInfo> = BTreeMap::new();
+        for image in self.images.values().chain(&self.dangling) {
+            if !keep(image) {
+                continue;
+            }
+            let info = by_id.entry(image.id.clone()).or_insert_with(|| ImageInfo {
+                id: image.id.clone(),
+                labels: image.labels.clone(),
+                size: image.size,
+                created: image.created,
+                parent: image.parent.clone(),
+                ..ImageInfo::default()
+            });
+            if self
+                .images
+                .get(&image.tag)
+                .is_some_and(|i| i.id == image.id)
+            {
+                info.tags.push(image.tag.clone());
+            }
+        }
+        by_id.into_values().collect()
+    }
+
     fn new_image(&mut self, tag: &str, origin: ImageOrigin) -> Image {
         let id = format!("sha256:{}", self.fresh_id("scripted-image-"));
         Image {
@@ -714,6 +742,7 @@ impl State {
             history: Vec::new(),
             parent: String::new(),
             created: self.next_id as i64,
+            size: 1 << 20,
         }
     }
 }
@@ -924,29 +953,15 @@ impl ContainerRuntime for ScriptedRuntime {
     async fn list_images(&self, label: &str, value: &str) -> Result<Vec<ImageInfo>, RuntimeError> {
         let mut state = self.state();
         state.enter(Call::ListImages(label.to_string(), value.to_string()))?;
-        let mut by_id: BTreeMap<String, ImageInfo> = BTreeMap::new();
-        for image in state.images.values().chain(&state.dangling) {
-            match image.labels.get(label) {
-                Some(found) if value.is_empty() || found == value => {}
-                _ => continue,
-            }
-            let info = by_id.entry(image.id.clone()).or_insert_with(|| ImageInfo {
-                id: image.id.clone(),
-                labels: image.labels.clone(),
-                size: 1 << 20,
-                created: image.created,
-                parent: image.parent.clone(),
-                ..ImageInfo::default()
-            });
-            if state
-                .images
-                .get(&image.tag)
-                .is_some_and(|i| i.id == image.id)
-            {
-                info.tags.push(image.tag.clone());
-            }
-        }
-        Ok(by_id.into_values().collect())
+        Ok(state.image_infos(|image| {
+            matches!(image.labels.get(label), Some(found) if value.is_empty() || found == value)
+        }))
+    }
+
+    async fn list_all_images(&self) -> Result<Option<Vec<ImageInfo>>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::ListImages(String::new(), String::new()))?;
+        Ok(Some(state.image_infos(|_| true)))
     }
 
     async fn build_image(
@@ -1197,10 +1212,10 @@ impl ContainerRuntime for ScriptedRuntime {
             .chain(container.execs.iter().map(|e| e.script.clone()))
             .collect();
         let from = container.spec.image.clone();
-        image.parent = state
-            .find_image(&from)
-            .map(|i| i.id.clone())
-            .unwrap_or_default();
+        if let Some(parent) = state.find_image(&from) {
+            image.parent.clone_from(&parent.id);
+            image.size += parent.size;
+        }
         let image_id = image.id.clone();
         state.put_image(image);
         Ok(image_id)

@@ -18,6 +18,7 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
             "dry_run": args.dry_run,
             "remove": plan.remove,
             "bytes": plan.bytes(),
+            "freed_bytes": plan.freed,
             "kept": plan.kept,
             "kept_runs": plan.kept_runs,
         }))?;
@@ -44,15 +45,27 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
         kiln_pipeline::gc::remove(runtime.as_ref(), &plan).await?;
     }
     if !cx.json {
+        // What the layers of the images that go add up to, or, when the engine cannot say,
+        // their sizes in full (shared layers go only with their last image).
+        let bytes = match plan.freed {
+            Some(freed) => format!(
+                "{:.1} MB {}",
+                megabytes(freed),
+                if args.dry_run { "to free" } else { "freed" }
+            ),
+            None => format!(
+                "{:.1} MB at most (shared layers go with their last image)",
+                megabytes(plan.bytes())
+            ),
+        };
         println!(
-            "{} {} image(s), {:.1} MB at most (shared layers go with their last image); {} kept (releases, runs {})",
+            "{} {} image(s), {bytes}; {} kept (releases, runs {})",
             if args.dry_run {
                 "would remove"
             } else {
                 "removed"
             },
             plan.remove.len(),
-            megabytes(plan.bytes()),
             plan.kept,
             if plan.kept_runs.is_empty() {
                 "none".to_string()

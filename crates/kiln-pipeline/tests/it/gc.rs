@@ -246,6 +246,8 @@ async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() 
             ("superseded", "kiln/python:3.11-aaaaaaaa".to_string()),
         ]
     );
+    // Each is a layer of its own (1 MiB on the scripted engine) that nothing is made from.
+    assert_eq!(plan.freed, Some(2 << 20));
     kiln_pipeline::gc::remove(runtime.as_ref(), &plan)
         .await
         .unwrap();
