@@ -225,11 +225,15 @@ pub async fn plan(
             dataset,
         });
     }
+    // Every image, the intermediate ones of builds included, when the engine can list them.
+    let all = runtime.list_all_images().await?;
     if orphans {
         let own = runtime.list_images(LABEL_MANAGED, "").await?;
+        let everything: &[ImageInfo] = all.as_deref().unwrap_or(&[]);
         let parents: BTreeSet<&str> = images_seen
             .iter()
             .chain(&own)
+            .chain(everything)
             .map(|i| i.parent.as_str())
             .filter(|p| !p.is_empty())
             .collect();
@@ -271,9 +275,9 @@ pub async fn plan(
     }
     plan.remove
         .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
-    if let Some(all) = runtime.list_all_images().await? {
+    if let Some(all) = &all {
         let removed: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
-        plan.freed = Some(freed_bytes(&all, &removed));
+        plan.freed = Some(freed_bytes(all, &removed));
     }
     Ok(plan)
 }
