@@ -1084,6 +1084,7 @@ async fn check_reuse(
     commits: [&[(&str, &str)]; 3],
     added: [&str; 2],
     planted: &str,
+    afresh: bool,
 ) -> [f64; 4] {
     let (_tmp, repo, shas) = support::history(&commits, &[]);
     let runtime = support::engine().await;
@@ -1149,13 +1150,41 @@ async fn check_reuse(
     )
     .await;
     assert_eq!(git.trim(), format!("{}\nnot in the history", shas[1]));
-    let (third, reused_third) =
-        launch(2, 3, Some(vec![source(&first, 0), source(&second, 1)])).await;
+    // What an install leaves that a cold launch lacks: a package in the venv, a lockfile the
+    // repository does not track.
+    let leftovers_tag = format!("kiln-it/launch:{name}-leftovers-{}", std::process::id());
+    let mut second_source = source(&second, 1);
+    second_source.image = support::commit_in_image(
+        &runtime,
+        second.image_digest.as_deref().unwrap(),
+        "mkdir -p /opt/kiln/venv && touch /opt/kiln/venv/left-by-the-source \
+         && echo '{}' > /testbed/package-lock.json",
+        &leftovers_tag,
+    )
+    .await;
+    let (third, reused_third) = launch(2, 3, Some(vec![source(&first, 0), second_source])).await;
     assert_eq!(
         third.reused_from.as_deref(),
         Some(format!("kiln-it__{name}-2").as_str()),
         "the nearest ancestor"
     );
+    // With a dependency manifest changed, the installs start from nothing the source's left,
+    // as a cold launch's do; with none changed, the source's installs stand.
+    assert_eq!(
+        third
+            .version_reason
+            .contains("dependencies installed afresh"),
+        afresh,
+        "{}",
+        third.version_reason
+    );
+    let left = support::run_in_image(
+        &runtime,
+        third.image_digest.as_deref().unwrap(),
+        "ls /opt/kiln/venv/left-by-the-source /testbed/package-lock.json 2>/dev/null | wc -l",
+    )
+    .await;
+    assert_eq!(left.trim(), if afresh { "0" } else { "2" });
     let (cold_third, cold_third_seconds) = launch(2, 4, None).await;
     assert_eq!(cold_third.reused_from, None);
     assert_eq!(
@@ -1179,7 +1208,7 @@ async fn check_reuse(
     let in_earlier =
         support::run_in_image(&runtime, earlier.image_digest.as_deref().unwrap(), &planted).await;
     assert_eq!(in_earlier.trim(), "absent");
-    for tag in images {
+    for tag in images.into_iter().chain([leftovers_tag]) {
         let _ = runtime.remove_image(&tag).await;
     }
     [cold_first, reused_second, reused_third, cold_third_seconds]
@@ -1210,6 +1239,7 @@ async fn reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch() {
         ],
         ["adds_zero", "adds_negative"],
         "/testbed/target/planted-by-commit-2",
+        false,
     )
     .await;
     eprintln!(
@@ -1249,6 +1279,7 @@ async fn python_reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch
             "tests/test_demo.py::test_adds_negative",
         ],
         "/testbed/planted-by-commit-2",
+        true,
     )
     .await;
     eprintln!(

@@ -330,6 +330,40 @@ pub async fn run_in_image(
     outcome.output
 }
 
+/// Runs `script` in a container of `image` and commits it to `tag`; returns the new image's id.
+pub async fn commit_in_image(
+    runtime: &Arc<dyn ContainerRuntime>,
+    image: &str,
+    script: &str,
+    tag: &str,
+) -> String {
+    let spec = kiln_core::ContainerSpec {
+        image: image.to_string(),
+        limits: DockerSettings::default().limits(),
+        network: kiln_core::NetworkMode::None,
+        workdir: Some(kiln_core::runtime::WORKDIR.into()),
+        max_lifetime: Duration::from_secs(300),
+        ..kiln_core::ContainerSpec::default()
+    };
+    let id = runtime.create(&spec).await.unwrap();
+    let mut sink = |_: &[u8]| {};
+    let outcome = runtime
+        .exec(
+            &id,
+            &kiln_core::ExecSpec::new(script, Duration::from_secs(120)),
+            &mut sink,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, 0, "{script}: {}", outcome.output);
+    let committed = runtime
+        .commit(&id, tag, &BTreeMap::new(), &[])
+        .await
+        .unwrap();
+    runtime.remove(&id).await.unwrap();
+    committed
+}
+
 /// Launches a repository holding `files` and asserts that it built.
 pub async fn launch(name: &str, files: &[(&str, &str)]) -> EnvironmentRecord {
     let record = launch_any(name, files).await;
