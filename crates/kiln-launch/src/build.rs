@@ -830,13 +830,16 @@ const CLEAR_CHECKOUT: &str = "cd /testbed && git ls-files -z | xargs -0 -r rm -f
 /// Clears, in a reused environment whose dependencies are installed again, what its source's
 /// install left that would steer the new install away from what a cold launch resolves:
 /// the virtualenv (uv and pip keep an installed version that still satisfies a requirement),
-/// lockfiles the repository does not track (the source's install wrote them), and, with no
-/// tracked npm, yarn or pnpm lockfile, every `node_modules` (npm reads it as the tree to keep).
-/// What only makes builds faster stays: `target/`, build directories, package caches.
+/// lockfiles the repository does not track (the source's install wrote them), with no
+/// tracked npm, yarn or pnpm lockfile every `node_modules` (npm reads it as the tree to keep),
+/// and CMake's cache in kiln's build directory (a cached option keeps its old value when the
+/// project changed its default). What only makes builds faster stays: `target/`, object
+/// files, package caches.
 fn reset_dependencies() -> String {
     let locks = "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml";
+    let build = crate::native::BUILD_DIR;
     format!(
-        "rm -rf {VENV} && cd {WORKDIR} \
+        "rm -rf {VENV} && cd {WORKDIR} && rm -f {build}/CMakeCache.txt \
          && for f in {locks} Cargo.lock poetry.lock uv.lock Pipfile.lock; \
          do if [ -z \"$(git ls-files -- \"$f\")\" ]; then rm -f -- \"$f\"; fi; done \
          && if [ -z \"$(git ls-files -- {locks})\" ]; \
@@ -1029,7 +1032,7 @@ async fn run_plan(
         }
         record
             .version_reason
-            .push_str("; reuse: dependencies installed afresh (the source's virtualenv, untracked lockfiles and unlocked node_modules cleared)");
+            .push_str("; reuse: dependencies installed afresh (the source's virtualenv, untracked lockfiles, unlocked node_modules and CMake cache cleared)");
     }
     phases.end("copy-in");
 

@@ -1286,3 +1286,68 @@ async fn python_reuse_starts_from_the_nearest_ancestor_and_matches_a_cold_launch
         "[pyreuse] commit 0 cold {cold:.0}s; commit 1 reused {second:.0}s; commit 2 reused {third:.0}s, cold {cold_third:.0}s"
     );
 }
+
+/// A reused CMake build directory is configured again as a cold one is: commit 1 turns an
+/// option's default on, which the source's cached `OFF` would otherwise keep.
+#[tokio::test]
+async fn a_reused_cmake_build_takes_the_new_default_of_an_option() {
+    let cmake = |default: &str| {
+        format!(
+            "cmake_minimum_required(VERSION 3.16)\nproject(demo C)\noption(DEMO_WIDE \"wide\" {default})\nenable_testing()\nadd_executable(check check.c)\nif(DEMO_WIDE)\n  target_compile_definitions(check PRIVATE WIDE=1)\nendif()\nadd_test(NAME adds COMMAND check 3)\nadd_test(NAME wide COMMAND check wide)\n"
+        )
+    };
+    let check = "#include <stdlib.h>\n#include <string.h>\nint main(int argc, char **argv) {\n  if (argc > 1 && strcmp(argv[1], \"wide\") == 0) {\n#ifdef WIDE\n    return 0;\n#else\n    return 1;\n#endif\n  }\n  return argc > 1 && atoi(argv[1]) == 1 + 2 ? 0 : 1;\n}\n";
+    let (off, on) = (cmake("OFF"), cmake("ON"));
+    let (_tmp, repo, shas) = support::history(
+        &[
+            &[("CMakeLists.txt", &off), ("check.c", check)],
+            &[("CMakeLists.txt", &on)],
+        ],
+        &[],
+    );
+    let runtime = support::engine().await;
+    let launch =
+        async |commit: usize, instance: u32, reuse: Option<Vec<kiln_launch::ReuseSource>>| {
+            let (result, tag) = support::launch_repo(
+                std::sync::Arc::clone(&runtime),
+                "cmake-reuse",
+                &repo,
+                support::At {
+                    base_commit: &shas[commit],
+                    test_patch: "",
+                    keep_image: true,
+                    reuse,
+                    instance,
+                },
+            )
+            .await;
+            (result.unwrap(), tag)
+        };
+    let (first, first_tag) = launch(0, 1, None).await;
+    assert_eq!(status_of(&first, "wide"), Some(TestStatus::Fail));
+    let source = kiln_launch::ReuseSource {
+        instance_id: first.instance_id.to_string(),
+        image: first.image_digest.clone().unwrap(),
+        base_commit: shas[0].clone(),
+        plan: first.plan.clone(),
+        base_image: first.base_image.clone(),
+        setup_commands: first.setup_commands.clone(),
+        cutoff: first.dependency_cutoff.clone(),
+    };
+    let (reused, reused_tag) = launch(1, 2, Some(vec![source])).await;
+    assert_eq!(
+        reused.reused_from.as_deref(),
+        Some("kiln-it__cmake-reuse-1")
+    );
+    assert!(
+        reused
+            .version_reason
+            .contains("dependencies installed afresh"),
+        "{}",
+        reused.version_reason
+    );
+    assert_eq!(status_of(&reused, "wide"), Some(TestStatus::Pass));
+    for tag in [first_tag, reused_tag] {
+        let _ = runtime.remove_image(&tag).await;
+    }
+}
