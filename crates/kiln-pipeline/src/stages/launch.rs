@@ -153,10 +153,11 @@ pub(crate) async fn launch(
                         kiln_launch::launch(Arc::clone(&runtime), &request, reporter.as_ref())
                             .await?;
                     if let Some(reuse) = &reuse {
-                        reuse.built(&request.candidate, &row);
+                        // Checked first: a row the check replaced is the source for the next.
                         reuse
                             .verify(runtime, &request, &mut row, reporter.as_ref(), verify_every)
                             .await?;
+                        reuse.built(&request.candidate, &row);
                     }
                     Ok(row)
                 }

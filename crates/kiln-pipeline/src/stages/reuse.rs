@@ -125,8 +125,10 @@ impl Reuse {
     }
 
     /// With `verify_reuse = every`, launches every `every`th reused instance cold as well (its
-    /// image tagged `<tag>.reuse-check` and removed after) and writes the comparison of the two
-    /// baselines into `row.reuse_check`.
+    /// image tagged `<tag>.reuse-check`) and writes the comparison of the two baselines into
+    /// `row.reuse_check`. When they differ and the cold launch built, the cold launch is the
+    /// row (its image under the row's tag): what the Dockerfile rebuilds is the cold one, so
+    /// reuse changes no result it was checked on. Otherwise the check's image is removed.
     ///
     /// # Errors
     /// As [`kiln_launch::launch`].
@@ -157,16 +159,30 @@ impl Reuse {
         cold.image_tag = format!("{}.reuse-check", request.image_tag);
         cold.log_dir = request.log_dir.join("reuse-check");
         cold.log_dir_label = format!("{}/reuse-check", request.log_dir_label);
-        let checked = kiln_launch::launch(Arc::clone(&runtime), &cold, reporter).await?;
+        let mut checked = kiln_launch::launch(Arc::clone(&runtime), &cold, reporter).await?;
+        let comparison = compare(&row.baseline, &checked);
+        let check = format!(
+            "{comparison} (cold launch {:.1} s, reused {:.1} s)",
+            checked.total_seconds, row.total_seconds
+        );
+        if checked.image.is_some() && comparison != "same" {
+            runtime
+                .tag_image(&cold.image_tag, &request.image_tag)
+                .await?;
+            runtime.remove_image(&cold.image_tag).await?;
+            checked.image = Some(request.image_tag.clone());
+            checked.version_reason.push_str(&format!(
+                "; reuse: the launch from {}'s environment had another baseline (reuse_check); this is the cold launch's",
+                row.reused_from.as_deref().unwrap_or_default()
+            ));
+            checked.reuse_check = Some(format!("{check}; the cold launch is kept"));
+            *row = checked;
+            return Ok(());
+        }
         if checked.image.is_some() {
             runtime.remove_image(&cold.image_tag).await?;
         }
-        row.reuse_check = Some(format!(
-            "{} (cold launch {:.1} s, reused {:.1} s)",
-            compare(&row.baseline, &checked),
-            checked.total_seconds,
-            row.total_seconds
-        ));
+        row.reuse_check = Some(check);
         Ok(())
     }
 }

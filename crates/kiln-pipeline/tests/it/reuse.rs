@@ -6,15 +6,10 @@ use kiln_core::config::Pipeline;
 use kiln_pipeline::RunOptions;
 use kiln_schema::EnvironmentRecord;
 
-/// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
-/// commit a descendant of the earlier one's. They launch oldest base commit first whatever the
-/// task file's order and the tasks' creation times, and the later one starts from the earlier one's environment; `verify_reuse = 1`
-/// launches it cold as well and finds the same baseline.
-#[tokio::test]
-async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
-    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// Two tasks of the demo's calc repository under `dir`, the later one's base commit a
+/// descendant of the earlier one's (`kiln-demo__calc-2` and `kiln-demo__calc-9`), the later one
+/// created first; a config with `reuse = true` and `verify_reuse = 1`.
+fn two_commits(dir: &std::path::Path) -> Pipeline {
     let layout = kiln_testkit::write_demo(&dir.join("fixtures")).unwrap();
     let text = std::fs::read_to_string(&layout.tasks_file).unwrap();
     let mut earlier: serde_json::Value = text
@@ -46,7 +41,18 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     );
     let path = dir.join("pipeline.toml");
     std::fs::write(&path, config).unwrap();
-    let pipeline = Pipeline::load(&path).unwrap();
+    Pipeline::load(&path).unwrap()
+}
+
+/// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
+/// commit a descendant of the earlier one's. They launch oldest base commit first whatever the
+/// task file's order and the tasks' creation times, and the later one starts from the earlier
+/// one's environment; `verify_reuse = 1` launches it cold as well and finds the same baseline.
+#[tokio::test]
+async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
+    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = two_commits(tmp.path());
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
         ("tests/test_calc.py::test_add", "PASSED"),
@@ -93,4 +99,64 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
                 .any(|s| s.contains("git reset -q --hard"))),
         "no container from {source}"
     );
+}
+
+/// When the cold launch of `verify_reuse` ends its baseline otherwise than the reused one, the
+/// row becomes the cold launch: its image under the row's tag, no `reused_from`, the check
+/// saying what differed; the agreement figure counts it as not agreed.
+#[tokio::test]
+async fn a_reused_launch_whose_baseline_differs_from_a_cold_one_gives_way_to_it() {
+    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = two_commits(tmp.path());
+    let runtime = Arc::new(ScriptedRuntime::new());
+    // In the environment reused from the earlier commit (its checkout moved by git), a test
+    // passes that fails everywhere else.
+    runtime.script(
+        Script::contains("-m pytest")
+            .after("git index-pack")
+            .answer(Answer::pytest(&[
+                ("tests/test_calc.py::test_add", "PASSED"),
+                ("tests/test_calc.py::test_other", "PASSED"),
+            ])),
+    );
+    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
+        ("tests/test_calc.py::test_add", "PASSED"),
+        ("tests/test_calc.py::test_other", "FAILED"),
+    ])));
+    let mut runner = crate::faults::open(&pipeline, &runtime);
+    runner.run_all(&RunOptions::default()).await.unwrap();
+    let rows: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
+    let second = rows
+        .iter()
+        .find(|r| r.instance_id.as_str() == "kiln-demo__calc-9")
+        .unwrap();
+    assert_eq!(second.status.as_str(), "built", "{second:?}");
+    assert_eq!(second.reused_from, None);
+    let check = second.reuse_check.as_deref().unwrap_or_default();
+    assert!(
+        check.starts_with("differs: tests/test_calc.py::test_other: pass → fail")
+            && check.ends_with("the cold launch is kept"),
+        "{check}"
+    );
+    assert_eq!(
+        second.baseline.get("tests/test_calc.py::test_other"),
+        Some(&kiln_schema::TestStatus::Fail)
+    );
+    // The row's tag names the cold launch's image; the check's own tag is gone.
+    let tag = second.image.clone().unwrap();
+    assert_eq!(
+        runtime.image(&tag).map(|i| i.id),
+        second.image_digest.clone()
+    );
+    assert!(runtime.image(&format!("{tag}.reuse-check")).is_none());
+    let manifest = kiln_store::Manifest::read(&runner.run_dir().join("launch")).unwrap();
+    for (figure, value) in [
+        ("reuse.reused", 0.0),
+        ("reuse.checked", 1.0),
+        ("reuse.agreed", 0.0),
+    ] {
+        assert_eq!(manifest.stats.get(figure), Some(&value), "{figure}");
+    }
 }
