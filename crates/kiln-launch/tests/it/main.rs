@@ -1092,34 +1092,15 @@ async fn check_reuse(
     let mut launch =
         async |commit: usize, instance: u32, reuse: Option<Vec<kiln_launch::ReuseSource>>| {
             let started = std::time::Instant::now();
-            let (result, tag) = support::launch_repo(
-                std::sync::Arc::clone(&runtime),
-                name,
-                &repo,
-                support::At {
-                    base_commit: &shas[commit],
-                    test_patch: "",
-                    keep_image: true,
-                    reuse,
-                    instance,
-                },
-            )
-            .await;
-            let record = result.unwrap();
+            let (record, tag) =
+                support::launch_kept(&runtime, name, &repo, &shas[commit], instance, reuse).await;
             assert_eq!(record.status.as_str(), "built", "{record:?}");
             images.push(tag);
             (record, started.elapsed().as_secs_f64())
         };
-    let source =
-        |record: &kiln_schema::EnvironmentRecord, commit: usize| kiln_launch::ReuseSource {
-            instance_id: record.instance_id.to_string(),
-            image: record.image_digest.clone().unwrap(),
-            base_commit: shas[commit].clone(),
-            plan: record.plan.clone(),
-            base_image: record.base_image.clone(),
-            setup_commands: record.setup_commands.clone(),
-            cutoff: record.dependency_cutoff.clone(),
-        };
+    let source = |record: &kiln_schema::EnvironmentRecord, commit: usize| {
+        support::reuse_source(record, &shas[commit])
+    };
 
     let (first, cold_first) = launch(0, 1, None).await;
     let (second, reused_second) = launch(1, 2, Some(vec![source(&first, 0)])).await;
@@ -1306,35 +1287,19 @@ async fn a_reused_cmake_build_takes_the_new_default_of_an_option() {
         &[],
     );
     let runtime = support::engine().await;
-    let launch =
-        async |commit: usize, instance: u32, reuse: Option<Vec<kiln_launch::ReuseSource>>| {
-            let (result, tag) = support::launch_repo(
-                std::sync::Arc::clone(&runtime),
-                "cmake-reuse",
-                &repo,
-                support::At {
-                    base_commit: &shas[commit],
-                    test_patch: "",
-                    keep_image: true,
-                    reuse,
-                    instance,
-                },
-            )
-            .await;
-            (result.unwrap(), tag)
-        };
-    let (first, first_tag) = launch(0, 1, None).await;
+    let (first, first_tag) =
+        support::launch_kept(&runtime, "cmake-reuse", &repo, &shas[0], 1, None).await;
     assert_eq!(status_of(&first, "wide"), Some(TestStatus::Fail));
-    let source = kiln_launch::ReuseSource {
-        instance_id: first.instance_id.to_string(),
-        image: first.image_digest.clone().unwrap(),
-        base_commit: shas[0].clone(),
-        plan: first.plan.clone(),
-        base_image: first.base_image.clone(),
-        setup_commands: first.setup_commands.clone(),
-        cutoff: first.dependency_cutoff.clone(),
-    };
-    let (reused, reused_tag) = launch(1, 2, Some(vec![source])).await;
+    let source = support::reuse_source(&first, &shas[0]);
+    let (reused, reused_tag) = support::launch_kept(
+        &runtime,
+        "cmake-reuse",
+        &repo,
+        &shas[1],
+        2,
+        Some(vec![source]),
+    )
+    .await;
     assert_eq!(
         reused.reused_from.as_deref(),
         Some("kiln-it__cmake-reuse-1")

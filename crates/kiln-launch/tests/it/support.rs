@@ -301,42 +301,13 @@ pub async fn engine() -> Arc<dyn ContainerRuntime> {
     }
 }
 
-/// Runs `script` in a fresh container from `image` (no network) and returns its output.
-pub async fn run_in_image(
+/// Runs `script` in a fresh container from `image` (no network); the container, still there,
+/// and the script's outcome.
+async fn exec_in_image(
     runtime: &Arc<dyn ContainerRuntime>,
     image: &str,
     script: &str,
-) -> String {
-    let spec = kiln_core::ContainerSpec {
-        image: image.to_string(),
-        env: Vec::new(),
-        labels: BTreeMap::new(),
-        limits: DockerSettings::default().limits(),
-        network: kiln_core::NetworkMode::None,
-        workdir: Some(kiln_core::runtime::WORKDIR.into()),
-        max_lifetime: Duration::from_secs(300),
-    };
-    let id = runtime.create(&spec).await.unwrap();
-    let mut sink = |_: &[u8]| {};
-    let outcome = runtime
-        .exec(
-            &id,
-            &kiln_core::ExecSpec::new(script, Duration::from_secs(120)),
-            &mut sink,
-        )
-        .await
-        .unwrap();
-    runtime.remove(&id).await.unwrap();
-    outcome.output
-}
-
-/// Runs `script` in a container of `image` and commits it to `tag`; returns the new image's id.
-pub async fn commit_in_image(
-    runtime: &Arc<dyn ContainerRuntime>,
-    image: &str,
-    script: &str,
-    tag: &str,
-) -> String {
+) -> (ContainerId, kiln_core::ExecOutcome) {
     let spec = kiln_core::ContainerSpec {
         image: image.to_string(),
         limits: DockerSettings::default().limits(),
@@ -355,6 +326,28 @@ pub async fn commit_in_image(
         )
         .await
         .unwrap();
+    (id, outcome)
+}
+
+/// Runs `script` in a fresh container from `image` (no network) and returns its output.
+pub async fn run_in_image(
+    runtime: &Arc<dyn ContainerRuntime>,
+    image: &str,
+    script: &str,
+) -> String {
+    let (id, outcome) = exec_in_image(runtime, image, script).await;
+    runtime.remove(&id).await.unwrap();
+    outcome.output
+}
+
+/// Runs `script` in a container of `image` and commits it to `tag`; returns the new image's id.
+pub async fn commit_in_image(
+    runtime: &Arc<dyn ContainerRuntime>,
+    image: &str,
+    script: &str,
+    tag: &str,
+) -> String {
+    let (id, outcome) = exec_in_image(runtime, image, script).await;
     assert_eq!(outcome.exit_code, 0, "{script}: {}", outcome.output);
     let committed = runtime
         .commit(&id, tag, &BTreeMap::new(), &[])
@@ -362,6 +355,40 @@ pub async fn commit_in_image(
         .unwrap();
     runtime.remove(&id).await.unwrap();
     committed
+}
+
+/// Launches `repo` at `base_commit` as instance `instance` (from `reuse` when given) and keeps
+/// its image; the row and the image's tag.
+pub async fn launch_kept(
+    runtime: &Arc<dyn ContainerRuntime>,
+    name: &str,
+    repo: &Path,
+    base_commit: &str,
+    instance: u32,
+    reuse: Option<Vec<kiln_launch::ReuseSource>>,
+) -> (EnvironmentRecord, String) {
+    let at = At {
+        base_commit,
+        test_patch: "",
+        keep_image: true,
+        reuse,
+        instance,
+    };
+    let (result, tag) = launch_repo(Arc::clone(runtime), name, repo, at).await;
+    (result.unwrap(), tag)
+}
+
+/// The environment `record` (launched at `base_commit`) as a source of reuse.
+pub fn reuse_source(record: &EnvironmentRecord, base_commit: &str) -> kiln_launch::ReuseSource {
+    kiln_launch::ReuseSource {
+        instance_id: record.instance_id.to_string(),
+        image: record.image_digest.clone().unwrap(),
+        base_commit: base_commit.to_string(),
+        plan: record.plan.clone(),
+        base_image: record.base_image.clone(),
+        setup_commands: record.setup_commands.clone(),
+        cutoff: record.dependency_cutoff.clone(),
+    }
 }
 
 /// Launches a repository holding `files` and asserts that it built.

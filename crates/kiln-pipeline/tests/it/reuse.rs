@@ -44,30 +44,48 @@ fn two_commits(dir: &std::path::Path) -> Pipeline {
     Pipeline::load(&path).unwrap()
 }
 
+/// The calc tests' pytest report, `test_add` passing and `test_other` ending as `other`.
+fn calc_tests(other: &str) -> kiln_testkit::runtime::Answer {
+    kiln_testkit::runtime::Answer::pytest(&[
+        ("tests/test_calc.py::test_add", "PASSED"),
+        ("tests/test_calc.py::test_other", other),
+    ])
+}
+
+/// Runs `pipeline` on `runtime`: the launch rows by instance id, and the launch stage's
+/// directory.
+async fn launch_rows(
+    pipeline: &Pipeline,
+    runtime: &Arc<kiln_testkit::runtime::ScriptedRuntime>,
+) -> (
+    std::collections::BTreeMap<String, EnvironmentRecord>,
+    std::path::PathBuf,
+) {
+    let mut runner = crate::faults::open(pipeline, runtime);
+    runner.run_all(&RunOptions::default()).await.unwrap();
+    let stage = runner.run_dir().join("launch");
+    let rows: Vec<EnvironmentRecord> = kiln_store::read_rows(&stage).unwrap();
+    let by_id = rows
+        .into_iter()
+        .map(|r| (r.instance_id.to_string(), r))
+        .collect();
+    (by_id, stage)
+}
+
 /// `reuse = true` through the launch stage: two tasks of one repository, the later one's base
 /// commit a descendant of the earlier one's. They launch oldest base commit first whatever the
 /// task file's order and the tasks' creation times, and the later one starts from the earlier
 /// one's environment; `verify_reuse = 1` launches it cold as well and finds the same baseline.
 #[tokio::test]
 async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_environment() {
-    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    use kiln_testkit::runtime::{Script, ScriptedRuntime};
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = two_commits(tmp.path());
     let runtime = Arc::new(ScriptedRuntime::new());
-    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
-        ("tests/test_calc.py::test_add", "PASSED"),
-        ("tests/test_calc.py::test_other", "FAILED"),
-    ])));
-    let mut runner = crate::faults::open(&pipeline, &runtime);
-    runner.run_all(&RunOptions::default()).await.unwrap();
-    let rows: Vec<EnvironmentRecord> =
-        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
-    let by_id: std::collections::BTreeMap<String, &EnvironmentRecord> = rows
-        .iter()
-        .map(|r| (r.instance_id.to_string(), r))
-        .collect();
-    let first = by_id["kiln-demo__calc-2"];
-    let second = by_id["kiln-demo__calc-9"];
+    runtime.script(Script::contains("-m pytest").answer(calc_tests("FAILED")));
+    let (by_id, stage) = launch_rows(&pipeline, &runtime).await;
+    let first = &by_id["kiln-demo__calc-2"];
+    let second = &by_id["kiln-demo__calc-9"];
     assert_eq!(first.status.as_str(), "built", "{first:?}");
     assert_eq!(second.status.as_str(), "built", "{second:?}");
     assert_eq!(first.reused_from, None);
@@ -77,7 +95,7 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     let check = second.reuse_check.as_deref().unwrap_or_default();
     assert!(check.starts_with("same (cold launch "), "{check}");
     assert_eq!(first.reuse_check, None);
-    let manifest = kiln_store::Manifest::read(&runner.run_dir().join("launch")).unwrap();
+    let manifest = kiln_store::Manifest::read(&stage).unwrap();
     for (figure, value) in [
         ("reuse.reused", 1.0),
         ("reuse.checked", 1.0),
@@ -106,7 +124,7 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
 /// saying what differed; the agreement figure counts it as not agreed.
 #[tokio::test]
 async fn a_reused_launch_whose_baseline_differs_from_a_cold_one_gives_way_to_it() {
-    use kiln_testkit::runtime::{Answer, Script, ScriptedRuntime};
+    use kiln_testkit::runtime::{Script, ScriptedRuntime};
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = two_commits(tmp.path());
     let runtime = Arc::new(ScriptedRuntime::new());
@@ -115,23 +133,11 @@ async fn a_reused_launch_whose_baseline_differs_from_a_cold_one_gives_way_to_it(
     runtime.script(
         Script::contains("-m pytest")
             .after("git index-pack")
-            .answer(Answer::pytest(&[
-                ("tests/test_calc.py::test_add", "PASSED"),
-                ("tests/test_calc.py::test_other", "PASSED"),
-            ])),
+            .answer(calc_tests("PASSED")),
     );
-    runtime.script(Script::contains("-m pytest").answer(Answer::pytest(&[
-        ("tests/test_calc.py::test_add", "PASSED"),
-        ("tests/test_calc.py::test_other", "FAILED"),
-    ])));
-    let mut runner = crate::faults::open(&pipeline, &runtime);
-    runner.run_all(&RunOptions::default()).await.unwrap();
-    let rows: Vec<EnvironmentRecord> =
-        kiln_store::read_rows(&runner.run_dir().join("launch")).unwrap();
-    let second = rows
-        .iter()
-        .find(|r| r.instance_id.as_str() == "kiln-demo__calc-9")
-        .unwrap();
+    runtime.script(Script::contains("-m pytest").answer(calc_tests("FAILED")));
+    let (by_id, stage) = launch_rows(&pipeline, &runtime).await;
+    let second = &by_id["kiln-demo__calc-9"];
     assert_eq!(second.status.as_str(), "built", "{second:?}");
     assert_eq!(second.reused_from, None);
     let check = second.reuse_check.as_deref().unwrap_or_default();
@@ -151,7 +157,7 @@ async fn a_reused_launch_whose_baseline_differs_from_a_cold_one_gives_way_to_it(
         second.image_digest.clone()
     );
     assert!(runtime.image(&format!("{tag}.reuse-check")).is_none());
-    let manifest = kiln_store::Manifest::read(&runner.run_dir().join("launch")).unwrap();
+    let manifest = kiln_store::Manifest::read(&stage).unwrap();
     for (figure, value) in [
         ("reuse.reused", 0.0),
         ("reuse.checked", 1.0),
