@@ -470,15 +470,7 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn project(files: &[(&str, &str)]) -> Option<PythonProject> {
-        let tmp = tempfile::tempdir().unwrap();
-        for (name, text) in files {
-            let path = tmp.path().join(name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).unwrap();
-            }
-            std::fs::write(path, text).unwrap();
-        }
-        detect(tmp.path())
+        detect(crate::testutil::tree(files).path())
     }
 
     #[test]
