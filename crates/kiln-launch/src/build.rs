@@ -18,8 +18,7 @@ use crate::fallback::{Stopped, fall_back};
 use crate::plan::{self, Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::{LaunchRequest, ReuseSource};
-use crate::steps::VENV;
-use crate::steps::{self, Step};
+use crate::steps::{self, Step, VENV};
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 use crate::{about, dockerfile, images, registry, repo};
 

@@ -200,7 +200,8 @@ pub async fn ensure_image(
 
 /// The image of a Dockerfile's first `FROM`, with `${ARG}` filled from the `ARG` defaults
 /// above it.
-pub(crate) fn base_image(dockerfile: &str) -> Option<String> {
+#[must_use]
+pub fn base_image(dockerfile: &str) -> Option<String> {
     let mut args: Vec<(String, String)> = Vec::new();
     for line in dockerfile.lines().map(str::trim) {
         if let Some(arg) = line.strip_prefix("ARG ")

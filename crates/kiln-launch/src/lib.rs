@@ -45,7 +45,7 @@ mod verify;
 
 pub use build::{LaunchError, launch};
 pub use ecosystems::{Ecosystem, applies_everywhere, rule_table};
-pub use images::{ensure_image, tagged};
+pub use images::{base_image, ensure_image, tagged};
 pub use node::JASMINE_REPORTER;
 pub use python::default_image as python_image;
 pub use repair::{Phase, Rule, Target};

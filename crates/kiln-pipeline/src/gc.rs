@@ -125,19 +125,10 @@ fn released(pipeline: &Pipeline) -> Result<BTreeSet<String>, PipelineError> {
             names.insert(row.image);
             names.extend(row.image_digest);
             // Its Dockerfile builds from this base: `check-images --rebuild` needs it.
-            names.extend(row.dockerfile.as_deref().and_then(from_image));
+            names.extend(row.dockerfile.as_deref().and_then(kiln_launch::base_image));
         }
     }
     Ok(names)
-}
-
-/// The image of a Dockerfile's first `FROM` line (kiln's Dockerfiles name it literally).
-fn from_image(dockerfile: &str) -> Option<String> {
-    dockerfile
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("FROM "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .map(str::to_string)
 }
 
 /// Images and digests of the environments of the runs that keep theirs: runs in progress and
