@@ -20,7 +20,7 @@ use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::{LaunchRequest, ReuseSource};
 use crate::steps::{self, Step, VENV};
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
-use crate::{about, dockerfile, images, registry, repo};
+use crate::{about, dockerfile, images, layer, registry, repo};
 
 /// An infrastructure failure that stops the stage: it says nothing about the repository, so
 /// it is never written as a row, and a re-run retries the item.
@@ -663,20 +663,8 @@ async fn build(
         }
         phases.end("base image");
 
-        step(
-            match &reused {
-                Some(start) => format!(
-                    "start container from {}'s environment",
-                    start.source.instance_id
-                ),
-                None => "start container".to_string(),
-            }
-            .as_str(),
-        );
-        let spec = ContainerSpec {
-            image: reused
-                .as_ref()
-                .map_or_else(|| plan.image.tag.clone(), |s| s.source.image.clone()),
+        let mut spec = ContainerSpec {
+            image: plan.image.tag.clone(),
             env: vec![("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into())],
             labels: request.labels.clone(),
             limits: request.docker.limits(),
@@ -687,6 +675,43 @@ async fn build(
                 + crate::fallback::agent_lifetime(request)
                 + Duration::from_secs(600),
         };
+        // A cold attempt starts from the system layer of its first steps, made once for every
+        // launch that shares them; a reused one from its source's environment.
+        let system = layer::system_steps(&attempt_plan.setup);
+        let layered = match &reused {
+            Some(start) => {
+                spec.image.clone_from(&start.source.image);
+                None
+            }
+            None if system > 0 => {
+                step("system layer");
+                let built = layer::ensure(
+                    &runtime,
+                    &spec,
+                    &attempt_plan.setup[..system],
+                    request.settings.command_timeout,
+                    &request.log_dir.join("layer.log"),
+                )
+                .await?;
+                phases.end("system layer");
+                built.map(|tag| {
+                    spec.image.clone_from(&tag);
+                    (tag, system)
+                })
+            }
+            None => None,
+        };
+
+        step(
+            match &reused {
+                Some(start) => format!(
+                    "start container from {}'s environment",
+                    start.source.instance_id
+                ),
+                None => "start container".to_string(),
+            }
+            .as_str(),
+        );
         let mut session = Session::start(
             Arc::clone(&runtime),
             &spec,
@@ -702,6 +727,7 @@ async fn build(
                 ecosystem,
                 plan: attempt_plan,
                 spec: &spec,
+                layered: layered.as_ref().map(|(tag, n)| (tag.as_str(), *n)),
                 reused: reused.as_ref().map(|start| Reused {
                     delta: start.delta.is_some(),
                     skip: match (&start.kept, &start.delta) {
@@ -806,6 +832,8 @@ struct Attempted<'a> {
     ecosystem: Ecosystem,
     plan: &'a Plan,
     spec: &'a ContainerSpec,
+    /// The system layer `spec`'s image is, and how many of the plan's first steps it ran.
+    layered: Option<(&'a str, usize)>,
     reused: Option<Reused<'a>>,
 }
 
@@ -984,6 +1012,7 @@ async fn run_plan(
         ecosystem,
         plan,
         spec,
+        layered,
         reused,
     } = attempted;
     let runtime = Arc::clone(session.runtime());
@@ -1046,6 +1075,16 @@ async fn run_plan(
         rebuild: plan.rebuild.clone(),
         test: TestCommandSlot::new(plan.test.clone(), record),
     };
+    if let Some((tag, count)) = layered {
+        for done in work.queue.drain(..count) {
+            let command = done.render();
+            session.note(&format!(
+                "# in the system layer {tag} (not run again): {}",
+                short(&command)
+            ));
+            record.setup_commands.push(command);
+        }
+    }
     let setup_started = Instant::now();
     let mut skipped = 0;
     while let Some(setup_step) = work.queue.pop_front() {

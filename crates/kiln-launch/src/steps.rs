@@ -61,6 +61,13 @@ impl Step {
         }
     }
 
+    /// Whether the step reads nothing of the checkout: git's setup, and apt (its package list
+    /// is in the command). Such steps can run before the checkout is in the container.
+    #[must_use]
+    pub fn reads_no_checkout(&self) -> bool {
+        matches!(self, Self::Apt(_)) || *self == Self::git_setup()
+    }
+
     /// Whether what this step made in an environment is still what it would make after the
     /// checkout changed `changed` (paths relative to the root): none of the files it reads
     /// is among them. Apt reads no file of the checkout (its package list is in the command);

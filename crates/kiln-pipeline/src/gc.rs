@@ -12,7 +12,8 @@
 //! a base image (`kiln/<name>:<version>-<hash>`) that a newer build of the same name and
 //! version replaced (a new kiln, another CA bundle), when no image is made from it and no kept
 //! row names it; and an untagged kiln image no image is made from (what a failed or killed
-//! Dockerfile build left).
+//! Dockerfile build left). A system layer of cold launches (`kiln/layer:<hash>`, shared by
+//! datasets) goes with the last image made from it, and with `orphans` when none is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,8 +36,9 @@ pub struct Garbage {
     /// Bytes on disk (layers it shares with other images counted in full).
     pub size: i64,
     /// Why it goes: `unreferenced` (this dataset), `orphan` (a dataset directory that is
-    /// gone), `superseded` (a base image a newer build replaced) or `leftover` (an untagged
-    /// image of a failed build).
+    /// gone), `superseded` (a base image a newer build replaced), `leftover` (an untagged
+    /// image of a failed build) or `layer` (a system layer of cold launches no image that
+    /// stays is made from).
     pub reason: &'static str,
     /// The dataset directory of its label (empty for kiln's own images).
     pub dataset: String,
@@ -218,8 +220,8 @@ pub async fn plan(
     }
     // Every image, the intermediate ones of builds included, when the engine can list them.
     let all = runtime.list_all_images().await?;
+    let own = runtime.list_images(LABEL_MANAGED, "").await?;
     if orphans {
-        let own = runtime.list_images(LABEL_MANAGED, "").await?;
         let everything: &[ImageInfo] = all.as_deref().unwrap_or(&[]);
         let parents: BTreeSet<&str> = images_seen
             .iter()
@@ -264,13 +266,53 @@ pub async fn plan(
             });
         }
     }
+    // A system layer goes with the last image made from it; with `orphans`, one nothing is
+    // made from goes too (without, it may be a layer a launch in progress has just made).
+    let going: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
+    let listed: Vec<&ImageInfo> = images_seen
+        .iter()
+        .chain(&own)
+        .chain(all.as_deref().unwrap_or(&[]))
+        .collect();
+    let mut layers = Vec::new();
+    for layer in own.iter().filter(|i| is_layer(i)) {
+        let children = listed.iter().filter(|i| i.parent == layer.id);
+        let (mut made, mut staying) = (false, false);
+        for child in children {
+            made = true;
+            staying |= !going.contains(child.id.as_str());
+        }
+        if (made || orphans)
+            && !staying
+            && !is_referenced(layer)
+            && !going.contains(layer.id.as_str())
+        {
+            layers.push(Garbage {
+                id: layer.id.clone(),
+                tags: layer.tags.clone(),
+                size: layer.size,
+                reason: "layer",
+                dataset: String::new(),
+            });
+        }
+    }
     plan.remove
         .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
+    // After the images made from them: the engine removes an image only with its children.
+    plan.remove.extend(layers);
     if let Some(all) = &all {
         let removed: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
         plan.freed = Some(freed_bytes(all, &removed));
     }
     Ok(plan)
+}
+
+/// Whether `image` is a system layer of cold launches ([`kiln_launch::LAYER_PREFIX`]).
+fn is_layer(image: &ImageInfo) -> bool {
+    image
+        .tags
+        .iter()
+        .any(|t| t.starts_with(kiln_launch::LAYER_PREFIX))
 }
 
 /// `kiln/<name>:<version>` of a base image's tag `kiln/<name>:<version>-<hash8>`: the images

@@ -12,7 +12,7 @@ mod scripted;
 mod support;
 
 use kiln_schema::TestStatus;
-use support::{launch, status_of};
+use support::{engine, launch, run_in_image, status_of};
 
 #[tokio::test]
 async fn rust_crate_with_a_lockfile_builds_and_reports_each_test() {
@@ -369,6 +369,26 @@ async fn services_the_ci_starts_run_beside_the_tests() {
             .contains("variables the CI sets that the project reads: DATABASE_URL=postgresql://app:secret@127.0.0.1/app_test"),
         "{}",
         record.version_reason
+    );
+    // The servers came from Debian in the system layer of the launch's first steps, which
+    // holds them and nothing of the checkout, for every cold launch that needs them.
+    let runtime = engine().await;
+    let base = runtime.image_id(&record.base_image).await.unwrap().unwrap();
+    let apt = record
+        .setup_commands
+        .iter()
+        .position(|c| c.contains("apt-get install") && c.contains("redis-server"))
+        .unwrap_or_else(|| panic!("{:?}", record.setup_commands));
+    let layer = kiln_launch::layer_tag(&base, &record.setup_commands[..=apt]);
+    let inside = run_in_image(
+        &runtime,
+        &layer,
+        "command -v redis-server psql && ls -A /testbed | wc -l",
+    )
+    .await;
+    assert!(
+        inside.contains("/redis-server") && inside.contains("/psql") && inside.ends_with("0\n"),
+        "{layer}: {inside}"
     );
 }
 

@@ -1097,3 +1097,116 @@ fn phases_of(log: &std::path::Path) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// [`PYTHON`] depending on `psycopg2`, whose headers come from Debian: its plan installs
+/// `libpq-dev` with apt before anything of the checkout is read.
+fn python_with_system_packages() -> Vec<(&'static str, &'static str)> {
+    let mut files = PYTHON.to_vec();
+    files.push(("requirements.txt", "psycopg2==2.8\n"));
+    files
+}
+
+#[tokio::test]
+async fn cold_launches_share_the_system_layer_of_their_packages() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let files = python_with_system_packages();
+    let first = launch_on(&runtime, &files).await.record().clone();
+    assert_eq!(first.status, EnvironmentStatus::Built, "{first:?}");
+    let apt = first
+        .setup_commands
+        .iter()
+        .find(|c| c.contains("apt-get install") && c.contains("libpq-dev"))
+        .expect("the plan installs libpq-dev")
+        .clone();
+
+    // The packages went into a layer of their own, on the base image, in a container that
+    // ran only what reads nothing of the checkout; the environment was made from the layer.
+    let layers: Vec<String> = runtime
+        .image_tags()
+        .into_iter()
+        .filter(|t| t.starts_with(kiln_launch::LAYER_PREFIX))
+        .collect();
+    assert_eq!(layers.len(), 1, "{:?}", runtime.image_tags());
+    let containers = runtime.containers();
+    let [layered, setup, _tests] = containers.as_slice() else {
+        panic!("{containers:#?}");
+    };
+    assert_eq!(layered.spec.image, first.base_image);
+    let ran = layered.commands();
+    assert!(
+        ran.len() == 2 && ran[0].contains("safe.directory") && ran[1] == apt,
+        "{ran:?}"
+    );
+    assert!(layered.file("/testbed/requirements.txt").is_none());
+    assert_eq!(
+        runtime.image(&layers[0]).map(|i| i.origin),
+        Some(ImageOrigin::Committed(layered.id.clone()))
+    );
+    let layer_labels = runtime.image(&layers[0]).unwrap().labels;
+    assert!(
+        !layer_labels.contains_key(kiln_core::runtime::LABEL_DATASET),
+        "a layer is no dataset's: {layer_labels:?}"
+    );
+    assert_eq!(setup.spec.image, layers[0]);
+    assert!(!setup.commands().contains(&apt.as_str()), "{setup:#?}");
+
+    // A second cold launch with the same packages starts from the same layer and installs
+    // nothing with apt; both rows list the step, so their Dockerfiles run it.
+    let before = runtime.containers().len();
+    let second = launch_on(&runtime, &files).await.record().clone();
+    assert_eq!(second.status, EnvironmentStatus::Built, "{second:?}");
+    let later = &runtime.containers()[before..];
+    assert_eq!(later.len(), 2, "{later:#?}");
+    assert_eq!(later[0].spec.image, layers[0]);
+    assert_eq!(count_containing(&runtime.commands(), "apt-get install"), 1);
+    assert_eq!(second.setup_commands, first.setup_commands);
+    assert!(
+        second
+            .dockerfile
+            .as_deref()
+            .is_some_and(|d| d.contains("libpq-dev")),
+        "{:?}",
+        second.dockerfile
+    );
+}
+
+#[tokio::test]
+async fn packages_the_layer_cannot_install_are_installed_by_the_launch_itself() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    runtime.script(
+        Script::contains("apt-get install")
+            .nth(1)
+            .answer(Answer::exit(100).output("E: Unable to locate package libpq-dev\n")),
+    );
+    let record = launch_on(&runtime, &python_with_system_packages())
+        .await
+        .record()
+        .clone();
+    assert_eq!(record.status, EnvironmentStatus::Built, "{record:?}");
+    assert!(
+        !runtime
+            .image_tags()
+            .iter()
+            .any(|t| t.starts_with(kiln_launch::LAYER_PREFIX)),
+        "{:?}",
+        runtime.image_tags()
+    );
+    let containers = runtime.containers();
+    let setup = &containers[1];
+    assert_eq!(setup.spec.image, record.base_image);
+    assert!(
+        setup
+            .commands()
+            .iter()
+            .any(|c| c.contains("apt-get install")),
+        "{setup:#?}"
+    );
+    assert!(
+        record
+            .setup_commands
+            .iter()
+            .any(|c| c.contains("apt-get install"))
+    );
+}

@@ -263,3 +263,90 @@ async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() 
         assert!(runtime.image(kept).is_some(), "{kept} was removed");
     }
 }
+
+#[tokio::test]
+async fn a_system_layer_goes_with_the_last_image_made_from_it() {
+    use kiln_core::ContainerRuntime as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("datasets");
+    let pipeline = gc_pipeline(tmp.path());
+    let ours = kiln_pipeline::dataset_label(&pipeline);
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let managed = BTreeMap::from([(
+        kiln_core::runtime::LABEL_MANAGED.to_string(),
+        "1".to_string(),
+    )]);
+    runtime.add_image_with("kiln/python:3.11-aaaaaaaa", managed.clone(), Vec::new());
+    // Commits `tag` from a container of `from`, as launch commits a layer or an environment.
+    let commit = async |from: &str, tag: &str, labels: &BTreeMap<String, String>| {
+        let container = runtime
+            .create(&kiln_core::ContainerSpec {
+                image: from.into(),
+                ..kiln_core::ContainerSpec::default()
+            })
+            .await
+            .unwrap();
+        runtime.commit(&container, tag, labels, &[]).await.unwrap();
+        runtime.remove(&container).await.unwrap();
+    };
+    let mut environment = labelled(&ours);
+    environment.extend(managed.clone());
+    let base = "kiln/python:3.11-aaaaaaaa";
+    // Layer 1 holds only the old run's environment; layer 2 also the one of the run in
+    // progress; layer 3 no environment at all (its launch failed).
+    for layer in ["kiln/layer:1111", "kiln/layer:2222", "kiln/layer:3333"] {
+        commit(base, layer, &managed).await;
+    }
+    commit("kiln/layer:1111", "env:old-run", &environment).await;
+    commit("kiln/layer:2222", "env:old-run-2", &environment).await;
+    commit("kiln/layer:2222", "env:in-progress", &environment).await;
+    let node = pipeline.node("launch").unwrap();
+    let environment_row = |tag: &str| EnvironmentRecord {
+        status: EnvironmentStatus::Built,
+        image: Some(tag.into()),
+        ..EnvironmentRecord::new(InstanceId::new("o__r-5").unwrap())
+    };
+    RunStore::create(&root, "gc", Some("20240902-000000"), "", "h")
+        .unwrap()
+        .stage::<EnvironmentRecord>("launch", &node.settings_hash(), BTreeMap::new())
+        .unwrap()
+        .append(&[environment_row("env:in-progress")])
+        .unwrap();
+
+    let listed = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<(&'static str, String)> {
+        plan.remove
+            .iter()
+            .map(|g| (g.reason, g.tags.join(",")))
+            .collect()
+    };
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&plan),
+        [
+            ("unreferenced", "env:old-run".to_string()),
+            ("unreferenced", "env:old-run-2".to_string()),
+            ("layer", "kiln/layer:1111".to_string()),
+        ]
+    );
+    let with_orphans = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&with_orphans)[2..],
+        [
+            ("layer", "kiln/layer:1111".to_string()),
+            ("layer", "kiln/layer:3333".to_string()),
+        ]
+    );
+    kiln_pipeline::gc::remove(runtime.as_ref(), &with_orphans)
+        .await
+        .unwrap();
+    for gone in ["kiln/layer:1111", "kiln/layer:3333", "env:old-run"] {
+        assert!(runtime.image(gone).is_none(), "{gone} stayed");
+    }
+    for kept in ["kiln/layer:2222", "env:in-progress", base] {
+        assert!(runtime.image(kept).is_some(), "{kept} was removed");
+    }
+}
