@@ -8,7 +8,11 @@ example `scripts/devset.py run TASKS --reuse --verify-reuse 1 ...` on tasks with
 of one repository. Prints, per reused instance: its source, the cold and the reused launch times
 and their ratio, whether the baselines agreed; and per environment image of the run: its size and
 the bytes it holds that no other image shares (`docker system df -v`), and for each reused one
-the bytes its own layer adds against what its source (a cold launch) adds to its base image. Needs pyarrow and the Docker CLI.
+the bytes its own layer adds against what its source (a cold launch) adds to its base image;
+last, the bytes all the run's environments take above their base images, what they share
+(system layers, a source under a reused image) counted once, per instance, against each holding
+all it adds. Works on runs without reuse too (the last figure then shows what system layers
+share). Needs pyarrow and the Docker CLI.
 """
 
 import glob
@@ -85,6 +89,57 @@ def main():
             print(f"{r['instance_id']}: {size(mine['UniqueSize']) / 1e6:.0f} MB of its own against "
                   f"{cold_own / 1e6:.0f} MB a cold environment adds to its base image "
                   f"({size(mine['UniqueSize']) / cold_own:.2f})")
+
+    shared_bytes(rows)
+
+
+BASE_TAG = re.compile(r"kiln/[^:]+:.+-[0-9a-f]{8}")
+
+
+def inspect(ref):
+    """(id, parent id, size, tags) of a local image, or None."""
+    out = subprocess.run(
+        ["docker", "image", "inspect", "--format",
+         "{{.Id}} {{.Parent}}|{{.Size}}|{{json .RepoTags}}", ref],
+        capture_output=True, text=True,
+    )
+    if out.returncode != 0:
+        return None
+    ids, size_, tags = out.stdout.strip().split("|", 2)
+    own, _, parent = ids.partition(" ")
+    return own, parent.strip(), int(size_), json.loads(tags) or []
+
+
+def shared_bytes(rows):
+    """Bytes on disk the run's environments take above their base images: each image's own
+    layer (its size less its parent's) counted once, so that what environments share (a
+    system layer, a source's image under a reused one) counts once; against the same
+    environments each holding all they add to their base image."""
+    layers, alone, envs = {}, 0, 0
+    for r in rows:
+        ref = r.get("image_digest")
+        image = inspect(ref) if ref else None
+        if not image:
+            continue
+        envs += 1
+        chain = []
+        while image and not any(BASE_TAG.fullmatch(t) for t in image[3]):
+            parent = inspect(image[1]) if image[1] else None
+            chain.append((image[0], image[2] - (parent[2] if parent else 0),
+                          any(t.startswith("kiln/layer:") for t in image[3])))
+            image = parent
+        alone += sum(own for _, own, _ in chain)
+        for image_id, own, is_layer in chain:
+            layers[image_id] = (own, is_layer)
+    if not envs:
+        return
+    system = sum(own for own, is_layer in layers.values() if is_layer)
+    total = sum(own for own, _ in layers.values())
+    print(f"\n{envs} environment(s): {total / 1e6:.0f} MB on disk above their base images "
+          f"({system / 1e6:.0f} MB of it in system layers), against {alone / 1e6:.0f} MB "
+          f"unshared: {total / envs / 1e6:.0f} against {alone / envs / 1e6:.0f} MB per instance "
+          f"({total / alone:.2f})")
+
 
 if __name__ == "__main__":
     main()

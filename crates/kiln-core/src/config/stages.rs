@@ -73,8 +73,10 @@ pub struct LaunchSettings {
     /// setup steps run again and the same verification; a failure launches cold. On unless
     /// the stage says `reuse = false`.
     pub reuse: bool,
-    /// With `reuse`: launch every Nth reused instance cold as well and compare the baselines
-    /// test by test (the row's `reuse_check`, the stage's `reuse.*` figures); 0: never.
+    /// With `reuse`: launch every Nth reused instance cold as well (the first, the N+1th, ...)
+    /// and compare the baselines test by test (the row's `reuse_check`, the stage's `reuse.*`
+    /// figures); 0: never. 10 unless the stage says otherwise: only this check sees a reused
+    /// environment that ends otherwise than a cold one.
     pub verify_reuse: i64,
     /// Network of the baseline test run (setup steps always have the network).
     #[serde(flatten)]
@@ -434,7 +436,7 @@ impl Compiler<'_> {
         let test_scope = self.one_of(keys, "test_scope", "auto", &["auto", "touched", "all"]);
         let recipes = self.read(keys, "recipes", true, ..);
         let reuse = self.read(keys, "reuse", true, ..);
-        let verify_reuse = self.read(keys, "verify_reuse", 0, 0..=1_000_000);
+        let verify_reuse = self.read(keys, "verify_reuse", 10, 0..=1_000_000);
         let tests = self.test_network(keys);
         let agent = self.agent(keys, lm);
         Ok(LaunchSettings {

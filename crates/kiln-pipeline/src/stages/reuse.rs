@@ -124,7 +124,8 @@ impl Reuse {
             });
     }
 
-    /// With `verify_reuse = every`, launches every `every`th reused instance cold as well (its
+    /// With `verify_reuse = every`, launches every `every`th reused instance cold as well, the
+    /// first one included, so that a run with any reuse checks some (its
     /// image tagged `<tag>.reuse-check`) and writes the comparison of the two baselines into
     /// `row.reuse_check`. When they differ and the cold launch built, the cold launch is the
     /// row (its image under the row's tag): what the Dockerfile rebuilds is the cold one, so
@@ -148,8 +149,7 @@ impl Reuse {
         }
         let n = self
             .reused
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1;
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if !n.is_multiple_of(every) {
             return Ok(());
         }
