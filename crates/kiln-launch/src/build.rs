@@ -18,7 +18,7 @@ use crate::fallback::{Stopped, fall_back};
 use crate::plan::{self, Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::{LaunchRequest, ReuseSource};
-use crate::steps::{self, Step, VENV};
+use crate::steps::{self, Step};
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 use crate::{about, dockerfile, images, layer, registry, repo};
 
@@ -854,26 +854,6 @@ struct Reused<'a> {
 const CLEAR_CHECKOUT: &str = "cd /testbed && git ls-files -z | xargs -0 -r rm -f -- && rm -rf .git \
      && find . -mindepth 1 -depth -type d -empty -delete";
 
-/// Clears, in a reused environment whose dependencies are installed again, what its source's
-/// install left that would steer the new install away from what a cold launch resolves:
-/// the virtualenv (uv and pip keep an installed version that still satisfies a requirement),
-/// lockfiles the repository does not track (the source's install wrote them), with no
-/// tracked npm, yarn or pnpm lockfile every `node_modules` (npm reads it as the tree to keep),
-/// and CMake's cache in kiln's build directory (a cached option keeps its old value when the
-/// project changed its default). What only makes builds faster stays: `target/`, object
-/// files, package caches.
-fn reset_dependencies() -> String {
-    let locks = "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml";
-    let build = crate::native::BUILD_DIR;
-    format!(
-        "rm -rf {VENV} && cd {WORKDIR} && rm -f {build}/CMakeCache.txt \
-         && for f in {locks} Cargo.lock poetry.lock uv.lock Pipfile.lock; \
-         do if [ -z \"$(git ls-files -- \"$f\")\" ]; then rm -f -- \"$f\"; fi; done \
-         && if [ -z \"$(git ls-files -- {locks})\" ]; \
-         then find . -name node_modules -type d -prune -exec rm -rf {{}} +; fi"
-    )
-}
-
 /// Runs a script that turns a reused environment's checkout into this one's; `Some` failure
 /// when it did not work (the launch then goes cold).
 async fn run_checkout_script(
@@ -1053,14 +1033,19 @@ async fn run_plan(
     }
     // Every step runs again (a dependency manifest changed, or the source resolved at another
     // date): the installs must resolve as a cold launch does, not keep the source's versions.
-    if let Some(Reused { skip: None, .. }) = reused {
-        session.note("# reuse: dependencies are installed afresh; the source's are cleared");
-        if let Some(failed) = run_checkout_script(session, &reset_dependencies()).await? {
+    if let Some(Reused { skip: None, .. }) = reused
+        && let Some(fresh) = ecosystems::fresh_install(ecosystem)
+    {
+        session
+            .note("# reuse: dependencies are installed afresh; what the source's left is cleared");
+        let script = format!("cd {WORKDIR} && {}", (fresh.script)());
+        if let Some(failed) = run_checkout_script(session, &script).await? {
             return Ok(Attempt::Done(Some(failed)));
         }
-        record
-            .version_reason
-            .push_str("; reuse: dependencies installed afresh (the source's virtualenv, untracked lockfiles, unlocked node_modules and CMake cache cleared)");
+        record.version_reason.push_str(&format!(
+            "; reuse: dependencies installed afresh (the source's {} cleared)",
+            fresh.clears
+        ));
     }
     phases.end("copy-in");
 

@@ -6,6 +6,7 @@ use kiln_core::ImageBuild;
 use crate::debian::Suite;
 use crate::plan::{Plan, PlanContext};
 use crate::repair::{self, Rule};
+use crate::steps::FreshInstall;
 use crate::{go, java, native, node, python, rust};
 
 /// An ecosystem kiln has a planner for.
@@ -52,6 +53,8 @@ struct Entry {
     rules: &'static [&'static [Rule]],
     /// The image of another Debian suite's interpreter, for repairs that start over on it.
     interpreter: Option<InterpreterImage>,
+    /// What to clear in a reused environment before its installs run again, if anything.
+    fresh: Option<FreshInstall>,
 }
 
 /// The ecosystems in the order they are asked: Python first (a repository with bindings in
@@ -65,36 +68,44 @@ static REGISTRY: &[Entry] = &[
         plan: python::plan,
         rules: &[python::repairs::RULES, repair::SYSTEM, repair::LAST],
         interpreter: Some(python::image),
+        fresh: Some(python::FRESH),
     },
     Entry {
         ecosystem: Ecosystem::Rust,
         plan: rust::plan,
         rules: &[repair::SYSTEM, rust::repairs::RULES, repair::LAST],
         interpreter: None,
+        fresh: Some(rust::FRESH),
     },
     Entry {
         ecosystem: Ecosystem::Node,
         plan: node::plan,
         rules: &[repair::SYSTEM, node::repairs::RULES, repair::LAST],
         interpreter: None,
+        fresh: Some(node::FRESH),
     },
     Entry {
         ecosystem: Ecosystem::Go,
         plan: go::plan,
         rules: &[repair::SYSTEM, repair::LAST],
         interpreter: None,
+        // go.sum pins every module a build reads.
+        fresh: None,
     },
     Entry {
         ecosystem: Ecosystem::Native,
         plan: native::plan,
         rules: &[repair::SYSTEM, native::toolchain::RULES, repair::LAST],
         interpreter: Some(native::image),
+        fresh: Some(native::FRESH),
     },
     Entry {
         ecosystem: Ecosystem::Java,
         plan: java::plan,
         rules: &[repair::SYSTEM, repair::LAST],
         interpreter: None,
+        // Maven and Gradle resolve from the build file alone; the local repository is a cache.
+        fresh: None,
     },
 ];
 
@@ -115,6 +126,12 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
     crate::services::apply(&mut plan, &crate::ci::services(cx.root));
     crate::ci_variables::apply(&mut plan, &crate::ci::environment(cx.root));
     Some((ecosystem, plan))
+}
+
+/// What a reused environment of `ecosystem` clears before its installs run again.
+#[must_use]
+pub fn fresh_install(ecosystem: Ecosystem) -> Option<FreshInstall> {
+    entry(ecosystem).fresh
 }
 
 /// The repair rules of `ecosystem`'s plans, in the order they are tried.
@@ -174,6 +191,81 @@ mod tests {
     use crate::plan::{RepairContext, TestScope};
     use crate::repair::{Failed, Failing, Repair, find};
     use crate::steps::Step;
+
+    /// Runs `ecosystem`'s fresh-install script in a git repository that tracks `tracked` and
+    /// holds `written` besides; the files left of both.
+    fn after_fresh_install(
+        ecosystem: Ecosystem,
+        tracked: &[&str],
+        written: &[&str],
+    ) -> Vec<String> {
+        let files: Vec<(&str, &str)> = tracked.iter().chain(written).map(|f| (*f, "x")).collect();
+        let repo = crate::testutil::tree(&files);
+        let sh = |script: &str| {
+            let out = std::process::Command::new("sh")
+                .args(["-c", script])
+                .current_dir(repo.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{script}: {out:?}");
+        };
+        let add: Vec<String> = tracked.iter().map(|f| crate::shell::quote(f)).collect();
+        sh(&format!("git init -q . && git add -- {}", add.join(" ")));
+        sh(&(fresh_install(ecosystem).unwrap().script)());
+        tracked
+            .iter()
+            .chain(written)
+            .filter(|f| repo.path().join(f).exists())
+            .map(|f| (*f).to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_fresh_install_clears_what_an_install_wrote_and_keeps_what_the_repository_tracks() {
+        // Python's script removes the container's virtualenv: the real-engine reuse test runs it.
+        assert_eq!(
+            after_fresh_install(
+                Ecosystem::Node,
+                &["package.json"],
+                &[
+                    "package-lock.json",
+                    "node_modules/a/index.js",
+                    "web/node_modules/b.js",
+                    "dist/x.js"
+                ]
+            ),
+            ["package.json", "dist/x.js"]
+        );
+        assert_eq!(
+            after_fresh_install(
+                Ecosystem::Node,
+                &["package.json", "yarn.lock"],
+                &["node_modules/a/index.js"]
+            ),
+            ["package.json", "yarn.lock", "node_modules/a/index.js"]
+        );
+        assert_eq!(
+            after_fresh_install(
+                Ecosystem::Rust,
+                &["Cargo.toml"],
+                &["Cargo.lock", "target/debug/x"]
+            ),
+            ["Cargo.toml", "target/debug/x"]
+        );
+        assert_eq!(
+            after_fresh_install(Ecosystem::Rust, &["Cargo.toml", "Cargo.lock"], &[]),
+            ["Cargo.toml", "Cargo.lock"]
+        );
+        assert_eq!(
+            after_fresh_install(
+                Ecosystem::Native,
+                &["CMakeLists.txt"],
+                &["build-kiln/CMakeCache.txt", "build-kiln/a.o"]
+            ),
+            ["CMakeLists.txt", "build-kiln/a.o"]
+        );
+        assert!(fresh_install(Ecosystem::Go).is_none());
+    }
 
     #[test]
     fn each_ecosystem_is_chosen_for_its_files_in_registry_order() {

@@ -11,6 +11,30 @@ pub const VENV: &str = "/opt/kiln/venv";
 /// while patching need an identity.
 pub const GIT_SETUP: &str = "git config --global --add safe.directory '*' && git config --global user.email kiln@localhost && git config --global user.name kiln";
 
+/// What an ecosystem's installs leave in an environment that would steer the same installs,
+/// run again there, away from what a cold launch resolves (an installer keeps an installed
+/// version that still satisfies a requirement, a lockfile the install wrote, a cached build
+/// option), and the script that clears it: run in a reused environment before every setup
+/// step runs again. What only makes builds faster (`target/`, object files, package caches)
+/// is not in it.
+#[derive(Debug, Clone, Copy)]
+pub struct FreshInstall {
+    /// What the script clears, for the row (`the virtualenv, ...`).
+    pub clears: &'static str,
+    /// The script, run in the checkout's directory.
+    pub script: fn() -> String,
+}
+
+/// A script that removes those of `files` (paths relative to the checkout) that the repository
+/// does not track: an install wrote them.
+#[must_use]
+pub fn remove_untracked(files: &[&str]) -> String {
+    format!(
+        "for f in {}; do if [ -z \"$(git ls-files -- \"$f\")\" ]; then rm -f -- \"$f\"; fi; done",
+        shell::join(files)
+    )
+}
+
 /// One setup step of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

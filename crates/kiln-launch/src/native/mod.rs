@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::plan::{Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
-use crate::steps::{Step, TestCommand};
+use crate::steps::{FreshInstall, Step, TestCommand};
 
 pub mod build_files;
 pub mod submodules;
@@ -21,6 +21,13 @@ pub use toolchain::image;
 /// Build directory of the CMake and Meson plans; not `build`, which many repositories commit
 /// (scripts, CMake modules).
 pub const BUILD_DIR: &str = "build-kiln";
+
+/// A new configure in an environment of CMake's: its cache goes (a cached option keeps its
+/// old value when the project changed its default); the object files stay.
+pub const FRESH: FreshInstall = FreshInstall {
+    clears: "CMake's cache",
+    script: || format!("rm -f {BUILD_DIR}/CMakeCache.txt"),
+};
 
 /// The build systems this plan drives, in the order they are looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ pub mod version;
 
 use crate::plan::{Plan, PlanContext, RepairContext};
 use crate::shell::quote as shell_quote;
-use crate::steps::{NodeInstall, NodeManager, Step, TestCommand};
+use crate::steps::{FreshInstall, NodeInstall, NodeManager, Step, TestCommand, remove_untracked};
 
 use detect::{NodeProject, PackageManager, Runner, detect};
 
@@ -200,6 +200,20 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
         }
     }
 }
+
+/// A new install in an environment of Node's: the lockfiles an install wrote go, and with no
+/// npm, yarn or pnpm lockfile tracked every `node_modules` (npm reads it as the tree to keep).
+pub const FRESH: FreshInstall = FreshInstall {
+    clears: "untracked lockfiles and, with none tracked, node_modules",
+    script: || {
+        let locks = "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml";
+        format!(
+            "{} && if [ -z \"$(git ls-files -- {locks})\" ]; \
+             then find . -name node_modules -type d -prune -exec rm -rf {{}} +; fi",
+            remove_untracked(&locks.split(' ').collect::<Vec<_>>())
+        )
+    },
+};
 
 /// The Node plan, when the root holds a `package.json`.
 #[must_use]

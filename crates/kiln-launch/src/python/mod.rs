@@ -12,11 +12,23 @@ pub mod setup_py;
 pub use interpreter::{default_image, image};
 
 use crate::plan::{Plan, PlanContext};
-use crate::steps::{Step, TestCommand, VENV};
+use crate::steps::{FreshInstall, Step, TestCommand, VENV, remove_untracked};
 
 use detect::detect;
 use install::{install_commands, repair_context, resolution};
 use interpreter::choose_python;
+
+/// A new install in an environment of Python's: uv and pip keep an installed version that still
+/// satisfies a requirement, so the virtualenv goes, with the lockfiles an install wrote.
+pub const FRESH: FreshInstall = FreshInstall {
+    clears: "the virtualenv and untracked lockfiles",
+    script: || {
+        format!(
+            "rm -rf {VENV} && {}",
+            remove_untracked(&["poetry.lock", "uv.lock", "Pipfile.lock"])
+        )
+    },
+};
 
 /// The Python plan, when the repository is a Python project.
 #[must_use]

@@ -7,10 +7,17 @@ use kiln_core::ImageBuild;
 use crate::images;
 use crate::plan::{CargoScope, Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
-use crate::steps::{Step, TestCommand};
+use crate::steps::{FreshInstall, Step, TestCommand, remove_untracked};
 
 pub mod repairs;
 pub mod workspace;
+
+/// A new resolution in an environment of Cargo's: the `Cargo.lock` an earlier build wrote goes
+/// (cargo keeps its versions); `target/` stays.
+pub const FRESH: FreshInstall = FreshInstall {
+    clears: "an untracked Cargo.lock",
+    script: || remove_untracked(&["Cargo.lock"]),
+};
 
 /// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
 pub const DOCKERFILE: &str = include_str!("../../images/rust.Dockerfile");

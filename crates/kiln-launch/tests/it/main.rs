@@ -1159,7 +1159,7 @@ async fn check_reuse(
         &runtime,
         second.image_digest.as_deref().unwrap(),
         "mkdir -p /opt/kiln/venv && touch /opt/kiln/venv/left-by-the-source \
-         && echo '{}' > /testbed/package-lock.json",
+         && echo 'version = 1' > /testbed/uv.lock",
         &leftovers_tag,
     )
     .await;
@@ -1182,7 +1182,7 @@ async fn check_reuse(
     let left = support::run_in_image(
         &runtime,
         third.image_digest.as_deref().unwrap(),
-        "ls /opt/kiln/venv/left-by-the-source /testbed/package-lock.json 2>/dev/null | wc -l",
+        "ls /opt/kiln/venv/left-by-the-source /testbed/uv.lock 2>/dev/null | wc -l",
     )
     .await;
     assert_eq!(left.trim(), if afresh { "0" } else { "2" });
