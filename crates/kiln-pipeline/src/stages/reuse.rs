@@ -160,12 +160,14 @@ impl Reuse {
         cold.log_dir = request.log_dir.join("reuse-check");
         cold.log_dir_label = format!("{}/reuse-check", request.log_dir_label);
         let mut checked = kiln_launch::launch(Arc::clone(&runtime), &cold, reporter).await?;
-        let comparison = compare(&row.baseline, &checked);
+        let difference = difference(&row.baseline, &checked);
         let check = format!(
-            "{comparison} (cold launch {:.1} s, reused {:.1} s)",
-            checked.total_seconds, row.total_seconds
+            "{} (cold launch {:.1} s, reused {:.1} s)",
+            difference.as_deref().unwrap_or("same"),
+            checked.total_seconds,
+            row.total_seconds
         );
-        if checked.image.is_some() && comparison != "same" {
+        if checked.image.is_some() && difference.is_some() {
             runtime
                 .tag_image(&cold.image_tag, &request.image_tag)
                 .await?;
@@ -317,14 +319,15 @@ fn seconds(text: &str) -> Option<i64> {
         .map(|t| t.timestamp())
 }
 
-/// `same`, or `differs: ` and each test whose baseline status differs (`id: reused → cold`,
-/// `missing` where a side lacks it), or why the cold launch did not build.
-fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> String {
+/// How the cold launch's baseline differs from the reused one's: `differs: ` and each test
+/// whose status differs (`id: reused → cold`, `missing` where a side lacks it), or why the
+/// cold launch did not build; `None` when they are the same.
+fn difference(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> Option<String> {
     if cold.status != kiln_schema::EnvironmentStatus::Built {
-        return format!(
+        return Some(format!(
             "differs: the cold launch did not build ({})",
             cold.failure_class.map_or("unknown", FailureClass::as_str)
-        );
+        ));
     }
     let shown = |s: Option<&TestStatus>| s.map_or("missing", |s| s.as_str());
     let differing: Vec<String> = reused
@@ -341,11 +344,7 @@ fn compare(reused: &BTreeMap<String, TestStatus>, cold: &EnvironmentRecord) -> S
             )
         })
         .collect();
-    if differing.is_empty() {
-        "same".into()
-    } else {
-        format!("differs: {}", differing.join(", "))
-    }
+    (!differing.is_empty()).then(|| format!("differs: {}", differing.join(", ")))
 }
 
 #[cfg(test)]
@@ -418,17 +417,17 @@ mod tests {
         let mut cold = EnvironmentRecord::new(InstanceId::new("o__r-1").unwrap());
         cold.status = kiln_schema::EnvironmentStatus::Built;
         cold.baseline = statuses(&[("a", TestStatus::Pass), ("b", TestStatus::Fail)]);
-        assert_eq!(compare(&cold.baseline.clone(), &cold), "same");
+        assert_eq!(difference(&cold.baseline.clone(), &cold), None);
         let reused = statuses(&[("a", TestStatus::Fail), ("c", TestStatus::Pass)]);
         assert_eq!(
-            compare(&reused, &cold),
-            "differs: a: fail → pass, b: missing → fail, c: pass → missing"
+            difference(&reused, &cold).as_deref(),
+            Some("differs: a: fail → pass, b: missing → fail, c: pass → missing")
         );
         cold.status = kiln_schema::EnvironmentStatus::Failed;
         cold.failure_class = Some(FailureClass::Build);
         assert_eq!(
-            compare(&reused, &cold),
-            "differs: the cold launch did not build (build)"
+            difference(&reused, &cold).as_deref(),
+            Some("differs: the cold launch did not build (build)")
         );
     }
 }
