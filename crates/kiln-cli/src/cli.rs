@@ -142,8 +142,9 @@ pub struct GcArgs {
     pub keep_last: usize,
     /// Also remove kiln images no dataset can use: those whose dataset directory no longer
     /// exists (any dataset), base images a newer build of the same name and version replaced
-    /// (unless an image is made from one or a kept row names it), and untagged images failed
-    /// or killed builds left behind.
+    /// (unless an image is made from one or a kept row names it), untagged images failed
+    /// or killed builds left behind, and system layers (`kiln/layer:*`) no image is made from.
+    /// Without it, a system layer goes only with the last image made from it.
     #[arg(long)]
     pub orphans: bool,
 }
