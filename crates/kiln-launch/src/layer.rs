@@ -67,6 +67,10 @@ pub(crate) async fn ensure(
     };
     let commands: Vec<String> = steps.iter().map(Step::render).collect();
     let tag = tag(&base_id, &commands);
+    // A launch that finds its layer does not wait for another layer's build.
+    if runtime.image_exists(&tag).await? {
+        return Ok(Some(tag));
+    }
     let _guard = BUILDS.lock().await;
     if runtime.image_exists(&tag).await? {
         return Ok(Some(tag));
