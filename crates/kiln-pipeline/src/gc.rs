@@ -276,17 +276,10 @@ pub async fn plan(
         .collect();
     let mut layers = Vec::new();
     for layer in own.iter().filter(|i| is_layer(i)) {
-        let children = listed.iter().filter(|i| i.parent == layer.id);
-        let (mut made, mut staying) = (false, false);
-        for child in children {
-            made = true;
-            staying |= !going.contains(child.id.as_str());
-        }
-        if (made || orphans)
-            && !staying
-            && !is_referenced(layer)
-            && !going.contains(layer.id.as_str())
-        {
+        let mut children = listed.iter().filter(|i| i.parent == layer.id).peekable();
+        let made = children.peek().is_some();
+        let staying = children.any(|child| !going.contains(child.id.as_str()));
+        if (made || orphans) && !staying && !is_referenced(layer) {
             layers.push(Garbage {
                 id: layer.id.clone(),
                 tags: layer.tags.clone(),

@@ -206,11 +206,17 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
 pub const FRESH: FreshInstall = FreshInstall {
     clears: "untracked lockfiles and, with none tracked, node_modules",
     script: || {
-        let locks = "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml";
+        const LOCKS: [&str; 4] = [
+            "package-lock.json",
+            "npm-shrinkwrap.json",
+            "yarn.lock",
+            "pnpm-lock.yaml",
+        ];
         format!(
-            "{} && if [ -z \"$(git ls-files -- {locks})\" ]; \
+            "{} && if [ -z \"$(git ls-files -- {})\" ]; \
              then find . -name node_modules -type d -prune -exec rm -rf {{}} +; fi",
-            remove_untracked(&locks.split(' ').collect::<Vec<_>>())
+            remove_untracked(&LOCKS),
+            crate::shell::join(&LOCKS)
         )
     },
 };

@@ -124,9 +124,9 @@ impl Reuse {
             });
     }
 
-    /// With `verify_reuse = every`, launches every `every`th reused instance cold as well, the
-    /// first one included, so that a run with any reuse checks some (its
-    /// image tagged `<tag>.reuse-check`) and writes the comparison of the two baselines into
+    /// With `verify_reuse = every`, launches every `every`th reused instance cold as well (the
+    /// first one included, so that a run with any reuse checks some; its image tagged
+    /// `<tag>.reuse-check`) and writes the comparison of the two baselines into
     /// `row.reuse_check`. When they differ and the cold launch built, the cold launch is the
     /// row (its image under the row's tag): what the Dockerfile rebuilds is the cold one, so
     /// reuse changes no result it was checked on. Otherwise the check's image is removed.
