@@ -91,6 +91,28 @@ pub fn containers_with_label(label: &str) -> Vec<String> {
         .collect()
 }
 
+/// Ids of untagged images carrying a label (`key=value`) that no image is made from: what a
+/// dead run's cut-off build or moved tag leaves.
+pub fn dangling_images_with_label(label: &str) -> Vec<String> {
+    let output = run(Command::new("docker").args([
+        "images",
+        "-q",
+        "--filter",
+        "dangling=true",
+        "--filter",
+        &format!("label={label}"),
+    ]));
+    assert!(
+        output.status.success(),
+        "docker images failed: {}",
+        text(&output)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// Held by every test that runs `kiln demo`: the demo's dataset name and image tags are fixed,
 /// so two demos at once would build and remove each other's images.
 pub fn demo_lock() -> std::sync::MutexGuard<'static, ()> {

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use kiln_schema::{EnvironmentRecord, Row, ValidationRecord};
 
-use crate::{ca_bundle, containers_with_label, kiln, run, tempdir, text};
+use crate::{
+    ca_bundle, containers_with_label, dangling_images_with_label, kiln, run, tempdir, text,
+};
 
 /// Writes the demo fixtures (crawled from the demo's fake GitHub, which lives as long as the
 /// returned demo) with a config of their own dataset name, so this test's images and containers
@@ -137,6 +139,10 @@ fn sigkill_during_launch_loses_nothing_and_force_rewrites_one_instance() {
     }
     let left = containers_with_label(&format!("kiln.run=crash/{run_id}"));
     assert!(left.is_empty(), "containers left behind: {left:?}");
+    // Nor images: a Dockerfile check cut off by the kill leaves its finished steps' images.
+    let dataset = std::path::absolute(dir.join("datasets/crash")).unwrap_or_default();
+    let left = dangling_images_with_label(&format!("kiln.dataset={}", dataset.display()));
+    assert!(left.is_empty(), "images left behind: {left:?}");
 
     // Re-validate one instance: only its row changes.
     let validate_dir = run_dir.join("validate");

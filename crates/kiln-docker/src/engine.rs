@@ -25,6 +25,7 @@ use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 
 use kiln_core::capture::HeadTail;
 
+use crate::build::{build_context, step_image};
 use crate::disk::DiskWatches;
 
 /// Where the engine is looked for when `DOCKER_HOST` is unset.
@@ -405,17 +406,6 @@ impl DockerRuntime {
     }
 }
 
-/// The image id a build log line announces for a finished step: ` ---> 5d0c68982bd0` (the
-/// classic builder) or `--> 5d0c68982bd` (Buildah, behind Podman's API).
-fn step_image(line: &str) -> Option<&str> {
-    let id = line
-        .trim()
-        .strip_prefix("--->")
-        .or_else(|| line.trim().strip_prefix("-->"))?
-        .trim();
-    (id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
-}
-
 /// How a command in a container ended.
 enum RunEnd {
     /// It ran: its exit code (`None` if it still ran when the backstop fired), and whether the
@@ -575,40 +565,6 @@ fn backstop(timeout: Duration) -> Duration {
     timeout + Duration::from_secs(10).max(timeout / 20)
 }
 
-/// The tar archive of a build context: the Dockerfile, the extra files, then the entries of
-/// [`ImageBuild::context_archive`] byte for byte.
-fn build_context(build: &ImageBuild) -> Result<Vec<u8>, std::io::Error> {
-    let mut archive = tar::Builder::new(Vec::new());
-    let files = std::iter::once(("Dockerfile", build.dockerfile.as_bytes())).chain(
-        build
-            .context
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_slice())),
-    );
-    for (path, contents) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(contents.len() as u64);
-        header.set_mode(0o644);
-        // A fixed mtime keeps the classic builder's COPY cache valid across identical builds.
-        header.set_mtime(0);
-        archive.append_data(&mut header, path, contents)?;
-    }
-    let mut bytes = archive.into_inner()?;
-    if !build.context_archive.is_empty() {
-        // A tar archive ends with two zero blocks; without them the entries of the given
-        // archive (which ends with its own) continue this one, with their headers untouched.
-        const END: usize = 1024;
-        if bytes.len() < END || bytes[bytes.len() - END..].iter().any(|b| *b != 0) {
-            return Err(std::io::Error::other(
-                "unexpected end of the context archive",
-            ));
-        }
-        bytes.truncate(bytes.len() - END);
-        bytes.extend_from_slice(&build.context_archive);
-    }
-    Ok(bytes)
-}
-
 #[async_trait]
 impl ContainerRuntime for DockerRuntime {
     async fn ping(&self) -> Result<EngineInfo, RuntimeError> {
@@ -705,9 +661,9 @@ impl ContainerRuntime for DockerRuntime {
             image: build.tag.clone(),
             message,
         };
-        let context = build_context(build)
-            .map_err(|e| build_error(format!("pack the build context: {e}")))?;
         let labels = managed(&build.labels);
+        let context = build_context(build, &labels)
+            .map_err(|e| build_error(format!("pack the build context: {e}")))?;
         let options = BuildImageOptionsBuilder::new()
             .dockerfile("Dockerfile")
             .t(&build.tag)
@@ -1263,7 +1219,7 @@ fn content_id(id: String) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::{content_id, parse_oom_kill, registry_host, split_tag, step_image, timeout_arg};
+    use super::{content_id, parse_oom_kill, registry_host, split_tag, timeout_arg};
 
     #[test]
     fn podman_bare_image_ids_get_dockers_prefix() {
@@ -1271,16 +1227,6 @@ mod tests {
         assert_eq!(content_id(hex.into()), format!("sha256:{hex}"));
         assert_eq!(content_id(format!("sha256:{hex}")), format!("sha256:{hex}"));
         assert_eq!(content_id("abc".into()), "abc");
-    }
-
-    #[test]
-    fn finished_steps_of_a_build_log_name_their_images() {
-        assert_eq!(step_image(" ---> 5d0c68982bd0\n"), Some("5d0c68982bd0"));
-        assert_eq!(step_image("--> 5d0c68982bd0"), Some("5d0c68982bd0"));
-        assert_eq!(step_image(" ---> Running in 0a1b2c3d4e5f\n"), None);
-        assert_eq!(step_image(" ---> Using cache\n"), None);
-        assert_eq!(step_image("Step 2/3 : RUN true\n"), None);
-        assert_eq!(step_image(" ---> abc\n"), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! The images themselves (Dockerfiles, CA bundle) are chosen by the launch stage and live in
 //! `kiln-launch`; this crate only builds and runs what it is given.
 
+mod build;
 mod disk;
 mod engine;
 

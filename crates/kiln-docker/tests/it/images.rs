@@ -71,6 +71,87 @@ async fn small_images_build_once_and_failures_carry_the_log() {
     assert!(left.is_empty(), "a failed build left images: {left:?}");
 }
 
+/// A build cut off mid-way (its client gone, as when kiln is killed) leaves the images of its
+/// finished steps. They carry the build's labels, so the cleanup of its dataset's leftovers
+/// finds and removes them.
+#[tokio::test]
+async fn a_build_cut_off_leaves_step_images_its_dataset_cleanup_removes() {
+    let rt = std::sync::Arc::new(runtime().await);
+    let dataset = unique("cut-off");
+    let build = ImageBuild {
+        tag: format!("kiln-it/cut-off:{}", std::process::id()),
+        dockerfile: format!(
+            "FROM debian:bookworm\nRUN echo {dataset} > /one\nRUN echo two > /two\nRUN sleep 600\n"
+        ),
+        labels: [(
+            kiln_core::runtime::LABEL_DATASET.to_string(),
+            dataset.clone(),
+        )]
+        .into(),
+        ..ImageBuild::default()
+    };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let building = {
+        let (rt, log) = (std::sync::Arc::clone(&rt), std::sync::Arc::clone(&log));
+        tokio::spawn(async move {
+            let mut sink = |b: &[u8]| log.lock().unwrap().push_str(&String::from_utf8_lossy(b));
+            rt.build_image(&build, &mut sink).await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !log.lock().unwrap().contains("RUN sleep 600") {
+        assert!(!building.is_finished(), "{}", log.lock().unwrap());
+        assert!(Instant::now() < deadline, "{}", log.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Dropping the request closes the connection: the engine cancels the build, and removes
+    // the container of the step that ran (it carries the labels too).
+    building.abort();
+    let _ = building.await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !rt
+        .list_labelled(kiln_core::runtime::LABEL_DATASET, &dataset)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off step's container stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let steps: Vec<String> = log
+        .lock()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("---> "))
+        .filter(|id| id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_string)
+        .collect();
+    assert!(steps.len() >= 3, "{}", log.lock().unwrap());
+    let labelled = |images: Vec<kiln_core::ImageInfo>| -> Vec<String> {
+        images
+            .into_iter()
+            .filter(|i| i.labels.get(kiln_core::runtime::LABEL_DATASET) == Some(&dataset))
+            .map(|i| i.id)
+            .collect()
+    };
+    let left = labelled(rt.list_all_images().await.unwrap().unwrap_or_default());
+    for step in &steps[1..] {
+        assert!(
+            left.iter()
+                .any(|id| id.trim_start_matches("sha256:").starts_with(step.as_str())),
+            "step image {step} lacks the build's labels: {left:?}"
+        );
+    }
+    rt.remove_leftover_images(kiln_core::runtime::LABEL_DATASET, &dataset)
+        .await
+        .unwrap();
+    let left = labelled(rt.list_all_images().await.unwrap().unwrap_or_default());
+    assert!(left.is_empty(), "the cleanup left {left:?}");
+}
+
 /// A context archive reaches COPY with its modes and symlinks, next to the plain files.
 #[tokio::test]
 async fn a_context_archive_keeps_modes_and_symlinks() {
