@@ -684,12 +684,16 @@ impl HistoryDelta {
     /// `<dir>/pack` and `<dir>/refs` (then removed): the work tree first goes back to the
     /// older commit (what a build changed in tracked files undone), the objects are added,
     /// the refs replaced, and `git reset --hard` moves index and work tree to the newer
-    /// commit, writing only the files that differ (the others keep their times) and removing
-    /// the deleted ones. The reflogs and `ORIG_HEAD` go, so no ref names the older state.
+    /// commit, writing only the files that differ (the others keep their times, so that
+    /// `make` and cargo rebuild only what changed) and removing the deleted ones. The index's
+    /// file times are refreshed first: they are the host's, and a file whose recorded times
+    /// differ from the disk's is rewritten by a reset even when its content is the same. The
+    /// reflogs and `ORIG_HEAD` go, so no ref names the older state.
     #[must_use]
     pub fn apply_script(dir: &str) -> String {
         format!(
-            "git reset -q --hard && git index-pack --stdin < {dir}/pack > /dev/null \
+            "{{ git update-index -q --refresh > /dev/null || true; }} \
+             && git reset -q --hard && git index-pack --stdin < {dir}/pack > /dev/null \
              && git for-each-ref --format='delete %(refname)' | git update-ref --stdin \
              && git update-ref --stdin < {dir}/refs && git reset -q --hard \
              && git reflog expire --expire=now --all && rm -f .git/ORIG_HEAD && rm -rf {dir}"
@@ -749,6 +753,7 @@ mod tests {
         git(Some(&source), &["init", "-q", "-b", "main"]).unwrap();
         git(Some(&source), &["config", "user.name", "t"]).unwrap();
         git(Some(&source), &["config", "user.email", "t@t"]).unwrap();
+        std::fs::write(source.join("kept"), "the same in every commit").unwrap();
         let first = commit(&source, "a", "1");
         git(Some(&source), &["tag", "-a", "v1", "-m", "one"]).unwrap();
         let second = commit(&source, "a", "2");
@@ -804,6 +809,15 @@ mod tests {
         // A build changed a tracked file of the older checkout, and left an output.
         std::fs::write(older.join("a"), "built").unwrap();
         std::fs::write(older.join("out.o"), "old output").unwrap();
+        // A file the commits do not change whose times the index does not know, as after a
+        // copy into a container: it keeps its time.
+        let old_time = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        let kept = std::fs::File::options()
+            .write(true)
+            .open(older.join("kept"))
+            .unwrap();
+        kept.set_modified(old_time).unwrap();
+        drop(kept);
         let status = Command::new("sh")
             .arg("-c")
             .arg(HistoryDelta::apply_script(&dir.to_string_lossy()))
@@ -815,6 +829,14 @@ mod tests {
         assert_eq!(git(Some(&older), &["fsck", "--strict"]).unwrap(), "");
         assert_eq!(std::fs::read_to_string(older.join("a")).unwrap(), "2");
         assert_eq!(std::fs::read_to_string(older.join("b")).unwrap(), "3");
+        assert_eq!(
+            std::fs::metadata(older.join("kept"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            old_time,
+            "an unchanged file is not written again"
+        );
         assert_eq!(
             git(Some(&older), &["status", "--porcelain"]).unwrap(),
             "?? out.o",
