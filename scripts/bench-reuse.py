@@ -6,10 +6,9 @@ RUN_DIR is a run made with `[stages.launch] reuse = true` and `verify_reuse = 1`
 reused instance was also launched cold, in the same run: `reuse_check` holds both times), for
 example `scripts/devset.py run TASKS --reuse --verify-reuse 1 ...` on tasks with several commits
 of one repository. Prints, per reused instance: its source, the cold and the reused launch times
-and their ratio, whether the baselines agreed; and per environment image of the run: its size and
-the bytes it holds that no other image shares (`docker system df -v`), and for each reused one
-the bytes its own layer adds against what its source (a cold launch) adds to its base image;
-last, the bytes all the run's environments take above their base images, what they share
+and their ratio, whether the baselines agreed; per environment image of the run: its size and
+the bytes it adds to the image it started from (its base image, or its source's environment),
+and for each reused one that against what the cold launch its chain starts from adds; last, the bytes all the run's environments take above their base images, what they share
 (system layers, a source under a reused image) counted once, per instance, against each holding
 all it adds. Works on runs without reuse too (the last figure then shows what system layers
 share). Needs pyarrow and the Docker CLI.
@@ -24,15 +23,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
-
-
-def size(text):
-    """Bytes of a size as `docker system df` prints it (`931.5MB`)."""
-    match = re.fullmatch(r"([\d.]+)\s*([kKMGT]?B)", text.strip())
-    return float(match.group(1)) * UNITS[match.group(2)] if match else 0.0
-
-
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -42,13 +32,6 @@ def main():
         rows.extend(pq.read_table(part).to_pylist())
     if not rows:
         sys.exit(f"bench-reuse: no launch rows under {run}")
-    images = json.loads(
-        subprocess.run(
-            ["docker", "system", "df", "-v", "--format", "{{json .Images}}"],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )
-    by_id = {i["ID"]: i for i in images}
     by_instance = {r["instance_id"]: r for r in rows}
 
     print("reused instance            source                     cold s  reused s  ratio  baseline")
@@ -65,30 +48,32 @@ def main():
     if ratios:
         print(f"mean reused/cold: {sum(ratios) / len(ratios):.2f} over {len(ratios)} instance(s)")
 
-    print("\nimage of                   started from               size MB  own MB")
+    # What each environment adds to the image it started from: a cold one to its base image
+    # (with the system layer, if any), a reused one to its source's environment.
+    def adds(r):
+        mine = inspect(r.get("image_digest") or "")
+        source = by_instance.get(r.get("reused_from") or "")
+        under = inspect(source["image_digest"] if source else r["base_image"])
+        return (mine[2] - under[2]) if mine and under else None
+
+    print("\nimage of                   started from               size MB  adds MB")
+    added = {}
     for r in rows:
-        image = by_id.get(r.get("image_digest") or "")
+        image = inspect(r.get("image_digest") or "")
         if not image:
             continue
+        added[r["instance_id"]] = adds(r)
         print(f"{r['instance_id']:<26} {(r.get('reused_from') or 'cold'):<26} "
-              f"{size(image['Size']) / 1e6:>7.0f}  {size(image['UniqueSize']) / 1e6:>6.0f}")
-    # A cold environment's own bytes are its image less its base image; a reused one's are the
-    # layer it adds on its source's image.
+              f"{image[2] / 1e6:>7.0f}  {(added[r['instance_id']] or 0) / 1e6:>7.0f}")
+    # A reused environment against the cold one its chain starts from.
     for r in rows:
-        source = by_instance.get(r.get("reused_from") or "")
-        mine = by_id.get(r.get("image_digest") or "")
-        theirs = by_id.get((source or {}).get("image_digest") or "")
-        if not (source and mine and theirs):
-            continue
-        base = subprocess.run(
-            ["docker", "image", "inspect", "--format", "{{.Size}}", source["base_image"]],
-            capture_output=True, text=True,
-        ).stdout.strip()
-        cold_own = size(theirs["Size"]) - float(base or 0)
-        if cold_own > 0:
-            print(f"{r['instance_id']}: {size(mine['UniqueSize']) / 1e6:.0f} MB of its own against "
-                  f"{cold_own / 1e6:.0f} MB a cold environment adds to its base image "
-                  f"({size(mine['UniqueSize']) / cold_own:.2f})")
+        root = by_instance.get(r.get("reused_from") or "")
+        while root and root.get("reused_from") in by_instance:
+            root = by_instance[root["reused_from"]]
+        mine, cold = added.get(r["instance_id"]), added.get((root or {}).get("instance_id"))
+        if root and not root.get("reused_from") and mine is not None and cold:
+            print(f"{r['instance_id']}: adds {mine / 1e6:.0f} MB against {cold / 1e6:.0f} MB the "
+                  f"cold {root['instance_id']} adds to its base image ({mine / cold:.2f})")
 
     shared_bytes(rows)
 
