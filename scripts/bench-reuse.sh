@@ -144,7 +144,9 @@ config)
     ;;
 esac
 
-"$KILN" --quiet --json run --new --concurrency "$CONCURRENCY" --config "$CONFIG" >"$WORK/report.json" || true
+# Progress stays quiet but for notes (a wait for disk room, leftovers removed).
+"$KILN" --json run --new --concurrency "$CONCURRENCY" --config "$CONFIG" >"$WORK/report.json" \
+    2> >(grep --line-buffered -E '"event":"(note|error)"' >&2) || true
 RUN_DIR=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_dir"])' "$WORK/report.json")
 echo "run: $RUN_DIR" >&2
 echo >&2
