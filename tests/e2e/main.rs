@@ -78,33 +78,28 @@ pub fn swebench_check(tag: &Path, work: &Path, expected: &[&str]) {
 
 /// Ids of containers carrying a label (`key=value`), running or not, via the docker CLI.
 pub fn containers_with_label(label: &str) -> Vec<String> {
-    let output =
-        run(Command::new("docker").args(["ps", "-aq", "--filter", &format!("label={label}")]));
-    assert!(
-        output.status.success(),
-        "docker ps failed: {}",
-        text(&output)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    docker_ids(&["ps", "-aq", "--filter", &format!("label={label}")])
 }
 
 /// Ids of untagged images carrying a label (`key=value`) that no image is made from: what a
 /// dead run's cut-off build or moved tag leaves.
 pub fn dangling_images_with_label(label: &str) -> Vec<String> {
-    let output = run(Command::new("docker").args([
+    docker_ids(&[
         "images",
         "-q",
         "--filter",
         "dangling=true",
         "--filter",
         &format!("label={label}"),
-    ]));
+    ])
+}
+
+/// The lines `docker <args>` prints.
+fn docker_ids(args: &[&str]) -> Vec<String> {
+    let output = run(Command::new("docker").args(args));
     assert!(
         output.status.success(),
-        "docker images failed: {}",
+        "docker {args:?} failed: {}",
         text(&output)
     );
     String::from_utf8_lossy(&output.stdout)
