@@ -124,14 +124,14 @@ fn escape_char(dockerfile: &str) -> char {
 }
 
 /// The image id a build log line announces for a finished step: ` ---> 5d0c68982bd0` (the
-/// classic builder) or `--> 5d0c68982bd` (Buildah, behind Podman's API).
+/// classic builder, 12 hex digits) or `--> 5d0c68982bd` (Buildah behind Podman's API, 11).
 pub(crate) fn step_image(line: &str) -> Option<&str> {
     let id = line
         .trim()
         .strip_prefix("--->")
         .or_else(|| line.trim().strip_prefix("-->"))?
         .trim();
-    (id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+    (id.len() >= 11 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
 #[cfg(test)]
@@ -203,10 +203,13 @@ mod tests {
     #[test]
     fn finished_steps_of_a_build_log_name_their_images() {
         assert_eq!(step_image(" ---> 5d0c68982bd0\n"), Some("5d0c68982bd0"));
-        assert_eq!(step_image("--> 5d0c68982bd0"), Some("5d0c68982bd0"));
+        // As Podman 4.3 prints them.
+        assert_eq!(step_image("--> 44b9e5fdde2\n"), Some("44b9e5fdde2"));
+        assert_eq!(step_image("--> Using cache 46b3d30d831bac83\n"), None);
         assert_eq!(step_image(" ---> Running in 0a1b2c3d4e5f\n"), None);
         assert_eq!(step_image(" ---> Using cache\n"), None);
         assert_eq!(step_image("Step 2/3 : RUN true\n"), None);
         assert_eq!(step_image(" ---> abc\n"), None);
+        assert_eq!(step_image("--> 5d0c68982b\n"), None);
     }
 }

@@ -61,7 +61,11 @@ async fn small_images_build_once_and_failures_carry_the_log() {
     match ensure_image(&rt, &failing, &mut |_: &[u8]| {}).await {
         Err(RuntimeError::Build { image, message }) => {
             assert_eq!(image, failing.tag);
-            assert!(message.contains("non-zero code: 7"), "{message}");
+            // Docker's classic builder says the one, Podman's Buildah the other.
+            assert!(
+                message.contains("non-zero code: 7") || message.contains("exit status 7"),
+                "{message}"
+            );
             assert!(message.contains("about to fail"), "{message}");
         }
         other => panic!("expected a build error, got {other:?}"),
@@ -73,7 +77,8 @@ async fn small_images_build_once_and_failures_carry_the_log() {
 
 /// A build cut off mid-way (its client gone, as when kiln is killed) leaves the images of its
 /// finished steps. They carry the build's labels, so the cleanup of its dataset's leftovers
-/// finds and removes them.
+/// finds and removes them. (Not on Podman 4.3: its Buildah keeps a cut-off build's working
+/// container, which holds the step images and which its Docker API does not list.)
 #[tokio::test]
 async fn a_build_cut_off_leaves_step_images_its_dataset_cleanup_removes() {
     let rt = std::sync::Arc::new(runtime().await);
@@ -125,8 +130,9 @@ async fn a_build_cut_off_leaves_step_images_its_dataset_cleanup_removes() {
         .lock()
         .unwrap()
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("---> "))
-        .filter(|id| id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        // ` ---> <12 hex>` from Docker's classic builder, `--> <11 hex>` from Podman's Buildah.
+        .filter_map(|l| l.trim().split_once("> ").map(|(_, id)| id.trim()))
+        .filter(|id| id.len() >= 11 && id.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_string)
         .collect();
     assert!(steps.len() >= 3, "{}", log.lock().unwrap());
