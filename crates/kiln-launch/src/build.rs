@@ -1043,7 +1043,7 @@ async fn run_plan(
             return Ok(Attempt::Done(Some(failed)));
         }
         record.version_reason.push_str(&format!(
-            "; reuse: dependencies installed afresh (the source's {} cleared)",
+            "; reuse: dependencies installed afresh (cleared from the source's environment: {})",
             fresh.clears
         ));
     }
