@@ -8,9 +8,10 @@ example `scripts/devset.py run TASKS --reuse --verify-reuse 1 ...` on tasks with
 of one repository. Prints, per reused instance: its source, the cold and the reused launch times
 and their ratio, whether the baselines agreed; per environment image of the run: its size and
 the bytes it adds to the image it started from (its base image, or its source's environment),
-and for each reused one that against what the cold launch its chain starts from adds; last, the bytes all the run's environments take above their base images, what they share
-(system layers, a source under a reused image) counted once, per instance, against each holding
-all it adds. Works on runs without reuse too (the last figure then shows what system layers
+and for each reused one that against what the cold launch its chain starts from adds; last,
+the bytes all the run's environments take above their base images, what they share (system
+layers, a source under a reused image) counted once, per instance, against each holding all it
+adds. Works on runs without reuse too (the last figure then shows what system layers
 share). Needs pyarrow and the Docker CLI.
 """
 
