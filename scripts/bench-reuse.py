@@ -51,11 +51,9 @@ def main():
 
     # What each environment adds to the image it started from: a cold one to its base image
     # (with the system layer, if any), a reused one to its source's environment.
-    def adds(r):
-        mine = inspect(r.get("image_digest") or "")
+    def under(r):
         source = by_instance.get(r.get("reused_from") or "")
-        under = inspect(source["image_digest"] if source else r["base_image"])
-        return (mine[2] - under[2]) if mine and under else None
+        return inspect(source["image_digest"] if source else r["base_image"])
 
     print("\nimage of                   started from               size MB  adds MB")
     added = {}
@@ -63,7 +61,8 @@ def main():
         image = inspect(r.get("image_digest") or "")
         if not image:
             continue
-        added[r["instance_id"]] = adds(r)
+        start = under(r)
+        added[r["instance_id"]] = image[2] - start[2] if start else None
         print(f"{r['instance_id']:<26} {(r.get('reused_from') or 'cold'):<26} "
               f"{image[2] / 1e6:>7.0f}  {(added[r['instance_id']] or 0) / 1e6:>7.0f}")
     # A reused environment against the cold one its chain starts from.

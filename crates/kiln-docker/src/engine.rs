@@ -669,6 +669,7 @@ impl ContainerRuntime for DockerRuntime {
             .t(&build.tag)
             .rm(true)
             .forcerm(true)
+            // Also in the context's Dockerfile; here for one that is left as it is (a heredoc).
             .labels(&labels)
             .build();
         // The end of the log says what failed; keep it for the error message.
