@@ -22,13 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-failures = []
-
-
-def check(ok, what):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
-    if not ok:
-        failures.append(what)
+from checks import check, failures, finish
 
 
 def client(repo, work):
@@ -96,8 +90,7 @@ def main():
         load(repo, sys.argv[3:])
     else:
         sys.exit(__doc__)
-    if failures:
-        sys.exit(1)
+    finish()
 
 
 if __name__ == "__main__":

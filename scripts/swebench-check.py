@@ -31,6 +31,8 @@ import datasets
 import pandas as pd
 from swebench.types import SWEbenchInstance
 
+from checks import check, failures, finish
+
 # Columns the harness reads besides the published row shape (`swebench.harness.utils.make_test_spec`).
 HARNESS_COLUMNS = {"image": str, "eval_script": str, "log_parser": str, "eval_type": str}
 
@@ -41,14 +43,6 @@ new file mode 100644
 @@ -0,0 +1 @@
 +no change
 """
-
-failures = []
-
-
-def check(ok, what):
-    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def card_splits(release):
@@ -164,7 +158,7 @@ def main():
             check(not empty.get("resolved_ids"), f"{shard.name}: empty patches resolve {len(empty.get('resolved_ids', []))} of {len(ids)}")
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
-        sys.exit(1)
+    finish()
 
 
 if __name__ == "__main__":
