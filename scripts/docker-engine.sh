@@ -51,20 +51,15 @@ start() {
         # runs under.
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io apparmor
     fi
-    if engine_answers; then
-        log "an engine already answers; nothing to start"
-        return 0
-    fi
-    mkdir -p "$STATE_DIR" "$(dirname "$LOG")"
     pid=$(cat "$PID_FILE" 2>/dev/null || true)
-    deadline=$(($(date +%s) + WAIT))
     # A dockerd of another checkout that is still starting, or already shutting down, does not
     # answer, but holds the default pid file: a second one started now would exit on that file.
     # Wait until it answers (then it is the engine) or is gone.
     local other
     other=$(cat /var/run/docker.pid 2>/dev/null || true)
-    if [[ -z ${KILN_DOCKERD_ARGS:-} && $other != "$pid" ]] && is_dockerd "$other"; then
+    if [[ -z ${KILN_DOCKERD_ARGS:-} && $other != "$pid" ]] && is_dockerd "$other" && ! engine_answers; then
         log "dockerd $other, not started here, does not answer; waiting for it to answer or exit"
+        deadline=$(($(date +%s) + WAIT))
         while is_dockerd "$other" && ! engine_answers; do
             if (($(date +%s) >= deadline)); then
                 log "dockerd $other neither answered nor exited in ${WAIT}s"
@@ -72,11 +67,12 @@ start() {
             fi
             sleep 0.2
         done
-        if engine_answers; then
-            log "an engine already answers; nothing to start"
-            return 0
-        fi
     fi
+    if engine_answers; then
+        log "an engine already answers; nothing to start"
+        return 0
+    fi
+    mkdir -p "$STATE_DIR" "$(dirname "$LOG")"
     if is_dockerd "$pid"; then
         # Started by an earlier call and still starting up: wait for it rather than start a
         # second daemon on the same data root.
