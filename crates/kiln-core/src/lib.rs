@@ -2,9 +2,12 @@
 //! meet through (container runtime, language model, progress reporter), so that sibling crates
 //! never depend on each other.
 
+pub mod apply;
 pub mod capture;
+pub mod checkout;
 pub mod config;
 pub mod diff;
+pub mod judge;
 pub mod lm;
 pub mod net;
 pub mod parser_script;
@@ -12,6 +15,7 @@ pub mod paths;
 pub mod reporter;
 pub mod runtime;
 pub mod session;
+pub mod tarstream;
 
 /// Values as shown in messages: escaped to one line and cut (see [`kiln_schema::shown`]).
 pub use kiln_schema::shown;
@@ -21,7 +25,7 @@ pub use lm::{
 };
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
-    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    ImageInfo, Limits, NetworkMode, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome,
+    ExecSpec, FsChange, ImageBuild, ImageInfo, Limits, NetworkMode, OutputSink, RuntimeError,
 };
 pub use session::{Removals, Session};

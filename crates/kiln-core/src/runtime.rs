@@ -280,6 +280,30 @@ pub struct ImageInfo {
     pub parent: String,
 }
 
+/// How a path of a container's file system differs from its image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChangeKind {
+    /// Changed (content, mode or owner; a directory whose entries changed).
+    Modified,
+    /// Not in the image.
+    Added,
+    /// In the image, gone from the container.
+    Deleted,
+}
+
+/// One path a container changed since its image, as the engine's storage driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FsChange {
+    /// The absolute path in the container.
+    pub path: String,
+    /// How it changed.
+    pub kind: ChangeKind,
+}
+
+/// Where [`ContainerRuntime::stream_out`] sends an archive, chunk by chunk; an `Err` stops the
+/// stream with that message.
+pub type ArchiveSink<'a> = &'a mut (dyn FnMut(&[u8]) -> Result<(), String> + Send);
+
 /// Engine identity, for logs and error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineInfo {
@@ -343,6 +367,28 @@ pub trait ContainerRuntime: Send + Sync {
     async fn copy_in(&self, id: &ContainerId, dir: &str, tar: Vec<u8>) -> Result<(), RuntimeError>;
     /// Reads a file or directory of the container as a tar archive.
     async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError>;
+    /// Streams a file or directory of the container to `sink` as a tar archive, without
+    /// holding it in memory whole; `Ok(false)` when the path does not exist. This default
+    /// reads it whole with [`copy_out`](Self::copy_out), where a missing path is an error.
+    async fn stream_out(
+        &self,
+        id: &ContainerId,
+        path: &str,
+        sink: ArchiveSink<'_>,
+    ) -> Result<bool, RuntimeError> {
+        let tar = self.copy_out(id, path).await?;
+        sink(&tar).map_err(|e| RuntimeError::engine(format!("read {path}"), e))?;
+        Ok(true)
+    }
+    /// The paths the container changed since its image (`GET /containers/{id}/changes`): the
+    /// engine's own account, which nothing run in the container can edit. Engines of tests that
+    /// never need it keep this default, which refuses.
+    async fn changes(&self, id: &ContainerId) -> Result<Vec<FsChange>, RuntimeError> {
+        Err(RuntimeError::Engine {
+            operation: format!("list the changes of container {}", id.0),
+            message: "this runtime cannot list a container's changes".into(),
+        })
+    }
     /// Commits the container's file system to an image tag, with `env` added to the image's
     /// environment (so every container made from it has them); returns the image id.
     async fn commit(

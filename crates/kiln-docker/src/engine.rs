@@ -17,8 +17,8 @@ use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kiln_core::{
-    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    ImageInfo, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome,
+    ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
 };
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
@@ -894,6 +894,50 @@ impl ContainerRuntime for DockerRuntime {
             tar.extend_from_slice(&chunk);
         }
         Ok(tar)
+    }
+
+    async fn stream_out(
+        &self,
+        id: &ContainerId,
+        path: &str,
+        sink: ArchiveSink<'_>,
+    ) -> Result<bool, RuntimeError> {
+        let options = DownloadFromContainerOptionsBuilder::new()
+            .path(path)
+            .build();
+        let mut stream = self.docker.download_from_container(&id.0, Some(options));
+        let operation = || format!("copy {path} out of {}", short(&id.0));
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                // The engine answers 404 for a path the container lacks (and for a container
+                // it lacks, which the next call on it reports).
+                Err(e) if status(&e) == Some(404) => return Ok(false),
+                Err(e) => return Err(self.fail(operation(), &e)),
+            };
+            sink(&chunk).map_err(|e| RuntimeError::engine(operation(), e))?;
+        }
+        Ok(true)
+    }
+
+    async fn changes(&self, id: &ContainerId) -> Result<Vec<FsChange>, RuntimeError> {
+        let changes = self
+            .docker
+            .container_changes(&id.0)
+            .await
+            .map_err(|e| self.fail(format!("list the changes of {}", short(&id.0)), &e))?;
+        Ok(changes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|change| FsChange {
+                kind: match change.kind {
+                    bollard::models::ChangeType::_0 => ChangeKind::Modified,
+                    bollard::models::ChangeType::_1 => ChangeKind::Added,
+                    bollard::models::ChangeType::_2 => ChangeKind::Deleted,
+                },
+                path: change.path,
+            })
+            .collect())
     }
 
     async fn commit(

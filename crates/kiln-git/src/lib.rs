@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
+pub mod scratch;
+
 /// A git failure, with the command and its stderr.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("run `{command}`: {message}")]

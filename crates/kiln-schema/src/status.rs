@@ -166,6 +166,13 @@ pub enum FailureClass {
     GoldEditsTests,
     /// The gold patch changes no code: only comments, blank lines or documentation.
     GoldWithoutCode,
+    /// The environment (setup, the launch agent, a recipe, a rebuild command) changed what
+    /// judges the tests: it added test configuration to the checkout, changed a test file, a
+    /// test configuration or a test setting, or configured the interpreter the tests run in.
+    EnvironmentEditsTests,
+    /// The environment changed or deleted a tracked file of the checkout that its plan does not
+    /// declare (a lockfile its package manager rewrites): the tests must see the commit as it is.
+    EnvironmentEditsCheckout,
 }
 
 impl FailureClass {
@@ -193,6 +200,8 @@ impl FailureClass {
             Self::AgentBudget => "agent-budget",
             Self::GoldEditsTests => "gold-edits-tests",
             Self::GoldWithoutCode => "gold-without-code",
+            Self::EnvironmentEditsTests => "environment-edits-tests",
+            Self::EnvironmentEditsCheckout => "environment-edits-checkout",
         }
     }
 }

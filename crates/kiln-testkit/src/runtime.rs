@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use kiln_core::capture::HeadTail;
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 use kiln_core::{
-    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    ImageInfo, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome,
+    ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
 };
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -44,8 +44,10 @@ pub enum Operation {
     Exec,
     /// [`ContainerRuntime::copy_in`].
     CopyIn,
-    /// [`ContainerRuntime::copy_out`].
+    /// [`ContainerRuntime::copy_out`] and [`ContainerRuntime::stream_out`].
     CopyOut,
+    /// [`ContainerRuntime::changes`].
+    Changes,
     /// [`ContainerRuntime::commit`].
     Commit,
     /// [`ContainerRuntime::remove`].
@@ -108,6 +110,17 @@ pub struct Answer {
     oom_killed: bool,
     duration: Duration,
     end: End,
+    /// What the command does to the container's files, in order.
+    effects: Vec<FileEffect>,
+}
+
+/// What a scripted command does to a file of its container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FileEffect {
+    /// Writes this content to the absolute path.
+    Write(String, Vec<u8>),
+    /// Deletes the absolute path (and everything under it).
+    Delete(String),
 }
 
 impl Clone for Answer {
@@ -123,6 +136,7 @@ impl Clone for Answer {
                 End::StopsContainer(code) => End::StopsContainer(*code),
                 End::Fails(error) => End::Fails(clone_error(error)),
             },
+            effects: self.effects.clone(),
         }
     }
 }
@@ -150,6 +164,7 @@ impl Answer {
             oom_killed: false,
             duration: Duration::from_millis(10),
             end: End::Finished,
+            effects: Vec::new(),
         }
     }
 
@@ -248,6 +263,22 @@ impl Answer {
     #[must_use]
     pub fn with_exit_code(mut self, exit_code: i64) -> Self {
         self.exit_code = exit_code;
+        self
+    }
+
+    /// The same answer, and the command writes `content` to the absolute `path` of its
+    /// container (what `changes`, `copy_out` and later commits see).
+    #[must_use]
+    pub fn writes(mut self, path: &str, content: impl Into<Vec<u8>>) -> Self {
+        self.effects
+            .push(FileEffect::Write(normalize(path), content.into()));
+        self
+    }
+
+    /// The same answer, and the command deletes the absolute `path` (and what is under it).
+    #[must_use]
+    pub fn deletes(mut self, path: &str) -> Self {
+        self.effects.push(FileEffect::Delete(normalize(path)));
         self
     }
 
@@ -431,6 +462,8 @@ pub struct Image {
     pub origin: ImageOrigin,
     /// Files it holds: the archives copied into the containers it was committed from.
     pub files: Vec<CopiedIn>,
+    /// Its file system: every file's absolute path and content, as its containers left it.
+    pub fs: BTreeMap<String, Vec<u8>>,
     /// The scripts that made it: those run in the containers it was committed from, after
     /// their image's own.
     pub history: Vec<String>,
@@ -506,6 +539,11 @@ pub struct Container {
     pub image_history: Vec<String>,
     /// Archives copied into it, in order.
     pub copied_in: Vec<CopiedIn>,
+    /// Its image's file system ([`Image::fs`]).
+    pub image_fs: BTreeMap<String, Vec<u8>>,
+    /// Its file system now: the image's, then what was copied in and what commands wrote
+    /// and deleted ([`Answer::writes`], [`Answer::deletes`]), in order.
+    pub fs: BTreeMap<String, Vec<u8>>,
     /// Commands run in it, in order.
     pub execs: Vec<ExecRecord>,
     /// Tags it was committed to, in order.
@@ -523,20 +561,24 @@ impl Container {
         self.execs.iter().map(|e| e.script.as_str()).collect()
     }
 
-    /// The contents of the file at absolute `path` as the copied archives left it (its image's
-    /// files, then what was copied in; the latest copy wins).
+    /// The contents of the file at absolute `path` as the copied archives and the commands
+    /// left it.
     #[must_use]
     pub fn file(&self, path: &str) -> Option<Vec<u8>> {
-        let path = normalize(path);
-        let mut found = None;
-        for copied in self.image_files.iter().chain(&self.copied_in) {
-            for (name, contents) in tar_files(copied) {
-                if name == path {
-                    found = Some(contents);
-                }
+        self.fs.get(&normalize(path)).cloned()
+    }
+
+    fn apply(&mut self, effect: &FileEffect) {
+        match effect {
+            FileEffect::Write(path, content) => {
+                self.fs.insert(path.clone(), content.clone());
+            }
+            FileEffect::Delete(path) => {
+                let under = format!("{}/", path.trim_end_matches('/'));
+                self.fs
+                    .retain(|name, _| name != path && !name.starts_with(&under));
             }
         }
-        found
     }
 }
 
@@ -579,6 +621,8 @@ pub enum Call {
         /// The path.
         path: String,
     },
+    /// `changes` of a container.
+    Changes(ContainerId),
     /// `commit` of a container to a tag.
     Commit {
         /// The container.
@@ -619,6 +663,7 @@ impl Call {
             Self::Exec { .. } => Operation::Exec,
             Self::CopyIn { .. } => Operation::CopyIn,
             Self::CopyOut { .. } => Operation::CopyOut,
+            Self::Changes(_) => Operation::Changes,
             Self::Commit { .. } => Operation::Commit,
             Self::Remove(_) => Operation::Remove,
             Self::RemoveImage(_) => Operation::RemoveImage,
@@ -739,6 +784,7 @@ impl State {
             env: Vec::new(),
             origin,
             files: Vec::new(),
+            fs: BTreeMap::new(),
             history: Vec::new(),
             parent: String::new(),
             created: self.next_id as i64,
@@ -799,6 +845,18 @@ impl ScriptedRuntime {
         let mut image = state.new_image(tag, ImageOrigin::Seeded);
         image.labels = labels;
         image.env = env;
+        state.put_image(image);
+    }
+
+    /// Adds an image holding these files (absolute paths and contents), as if it had been
+    /// committed from a container that wrote them.
+    pub fn add_image_files(&self, tag: &str, files: &[(&str, &[u8])]) {
+        let mut state = self.state();
+        let mut image = state.new_image(tag, ImageOrigin::Seeded);
+        image.fs = files
+            .iter()
+            .map(|(path, content)| (normalize(path), content.to_vec()))
+            .collect();
         state.put_image(image);
     }
 
@@ -914,6 +972,53 @@ impl ScriptedRuntime {
         self.state().builds.clone()
     }
 
+    /// The tar archive of `path` in container `id` as the engine gives it (entries named from
+    /// the last component of `path` on), from the container's files and the scripted ones over
+    /// them; `None` when nothing is there.
+    fn archive(&self, id: &ContainerId, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::CopyOut {
+            container: id.clone(),
+            path: path.to_string(),
+        })?;
+        let operation = format!("copy {path} out of {}", id.0);
+        let wanted = normalize(path);
+        let scripted: Vec<(String, Vec<u8>)> = state.files.clone();
+        let container = state
+            .container(id)
+            .ok_or_else(|| RuntimeError::engine(&operation, "no such container"))?;
+        let mut files = container.fs.clone();
+        files.extend(scripted);
+        let under = format!("{}/", wanted.trim_end_matches('/'));
+        let selected: Vec<(&String, &Vec<u8>)> = files
+            .iter()
+            .filter(|(name, _)| **name == wanted || name.starts_with(&under))
+            .collect();
+        if selected.is_empty() {
+            return Ok(None);
+        }
+        let parent = match wanted.rsplit_once('/') {
+            Some((parent, _)) => format!("{parent}/"),
+            None => String::new(),
+        };
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, contents) in selected {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(contents.len() as u64);
+            header.set_mode(0o644);
+            header.set_mtime(0);
+            header.set_cksum();
+            let relative = name.strip_prefix(&parent).unwrap_or(name);
+            builder
+                .append_data(&mut header, relative, contents.as_slice())
+                .map_err(|e| RuntimeError::engine(&operation, e))?;
+        }
+        builder
+            .into_inner()
+            .map(Some)
+            .map_err(|e| RuntimeError::engine(operation, e))
+    }
+
     /// Every image pushed, in order.
     #[must_use]
     pub fn pushed(&self) -> Vec<String> {
@@ -1004,6 +1109,8 @@ impl ContainerRuntime for ScriptedRuntime {
             image_files: image.files,
             image_history: image.history,
             copied_in: Vec::new(),
+            image_fs: image.fs.clone(),
+            fs: image.fs,
             execs: Vec::new(),
             commits: Vec::new(),
             stopped: None,
@@ -1065,6 +1172,9 @@ impl ContainerRuntime for ScriptedRuntime {
             }
             let answer =
                 choose(scripts, container, &exec.script).unwrap_or_else(|| default.clone());
+            for effect in &answer.effects {
+                container.apply(effect);
+            }
             record.result = match &answer.end {
                 End::Finished => ExecResult::Exited {
                     exit_code: answer.exit_code,
@@ -1121,62 +1231,71 @@ impl ContainerRuntime for ScriptedRuntime {
         let container = state.container(id).ok_or_else(|| {
             RuntimeError::engine(format!("copy into {dir} of {}", id.0), "no such container")
         })?;
-        container.copied_in.push(CopiedIn {
+        let copied = CopiedIn {
             dir: dir.to_string(),
             tar,
-        });
+        };
+        for (path, contents) in tar_files(&copied) {
+            container.fs.insert(path, contents);
+        }
+        container.copied_in.push(copied);
         Ok(())
     }
 
     async fn copy_out(&self, id: &ContainerId, path: &str) -> Result<Vec<u8>, RuntimeError> {
-        let mut state = self.state();
-        state.enter(Call::CopyOut {
-            container: id.clone(),
-            path: path.to_string(),
-        })?;
-        let operation = format!("copy {path} out of {}", id.0);
-        let wanted = normalize(path);
-        let scripted: Vec<(String, Vec<u8>)> = state.files.clone();
-        let container = state
-            .container(id)
-            .ok_or_else(|| RuntimeError::engine(&operation, "no such container"))?;
-        // What the container holds, then the scripted files over it.
-        let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for copied in container.image_files.iter().chain(&container.copied_in) {
-            files.extend(tar_files(copied));
-        }
-        files.extend(scripted);
-        let under = format!("{}/", wanted.trim_end_matches('/'));
-        let selected: Vec<(&String, &Vec<u8>)> = files
-            .iter()
-            .filter(|(name, _)| **name == wanted || name.starts_with(&under))
-            .collect();
-        if selected.is_empty() {
-            return Err(RuntimeError::engine(
-                operation,
+        self.archive(id, path)?.ok_or_else(|| {
+            RuntimeError::engine(
+                format!("copy {path} out of {}", id.0),
                 "no such file or directory in the container",
-            ));
-        }
-        // As the engine does: entries named from the last component of `path` on.
-        let parent = match wanted.rsplit_once('/') {
-            Some((parent, _)) => format!("{parent}/"),
-            None => String::new(),
+            )
+        })
+    }
+
+    async fn stream_out(
+        &self,
+        id: &ContainerId,
+        path: &str,
+        sink: ArchiveSink<'_>,
+    ) -> Result<bool, RuntimeError> {
+        let Some(tar) = self.archive(id, path)? else {
+            return Ok(false);
         };
-        let mut builder = tar::Builder::new(Vec::new());
-        for (name, contents) in selected {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(contents.len() as u64);
-            header.set_mode(0o644);
-            header.set_mtime(0);
-            header.set_cksum();
-            let relative = name.strip_prefix(&parent).unwrap_or(name);
-            builder
-                .append_data(&mut header, relative, contents.as_slice())
-                .map_err(|e| RuntimeError::engine(&operation, e))?;
+        // In pieces, as the engine streams it.
+        for piece in tar.chunks(4096) {
+            sink(piece).map_err(|e| RuntimeError::engine(format!("read {path}"), e))?;
         }
-        builder
-            .into_inner()
-            .map_err(|e| RuntimeError::engine(operation, e))
+        Ok(true)
+    }
+
+    async fn changes(&self, id: &ContainerId) -> Result<Vec<FsChange>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::Changes(id.clone()))?;
+        let container = state.container(id).ok_or_else(|| {
+            RuntimeError::engine(format!("list the changes of {}", id.0), "no such container")
+        })?;
+        let mut changes = Vec::new();
+        for (path, content) in &container.fs {
+            match container.image_fs.get(path) {
+                None => changes.push(FsChange {
+                    path: path.clone(),
+                    kind: ChangeKind::Added,
+                }),
+                Some(old) if old != content => changes.push(FsChange {
+                    path: path.clone(),
+                    kind: ChangeKind::Modified,
+                }),
+                Some(_) => {}
+            }
+        }
+        for path in container.image_fs.keys() {
+            if !container.fs.contains_key(path) {
+                changes.push(FsChange {
+                    path: path.clone(),
+                    kind: ChangeKind::Deleted,
+                });
+            }
+        }
+        Ok(changes)
     }
 
     async fn commit(
@@ -1199,6 +1318,7 @@ impl ContainerRuntime for ScriptedRuntime {
         image.env.clone_from(&container.env);
         merge_env(&mut image.env, env);
         image.labels = labels.clone();
+        image.fs = container.fs.clone();
         image.files = container
             .image_files
             .iter()

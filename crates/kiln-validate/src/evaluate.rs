@@ -159,6 +159,7 @@ pub async fn evaluate(
         labels: &request.labels,
         removals: None,
         harness_view: false,
+        expected: None,
     };
     let result = run_tests(runtime, &spec).await;
     evaluation.seconds = started.elapsed().as_secs_f64();

@@ -1,258 +1,293 @@
-//! What a gold patch may change, checked before any run: code, not the tests that judge it.
+//! What a gold patch may change, judged by its effect before any run: code, not the tests that
+//! judge it.
 //!
 //! A task set from the wild (someone else's task file, a crawl of hostile pull requests) can
 //! carry a gold patch that makes tests pass by editing the tests or their configuration: a
 //! `conftest.py` hook that turns every failed report into a pass validates with any number of
-//! FAIL_TO_PASS tests. Such a row is rejected before a container starts:
-//! - `gold-edits-tests`: the gold patch touches a file the test patch touches, a test file (the
-//!   rule that splits a pull request into patch and test patch, [`kiln_core::paths`]), a test
-//!   configuration file (`conftest.py`, `pytest.ini`, `jest.config.*`, `.mocharc*`, ...), or a
-//!   test setting in a shared manifest (`[tool:pytest]`/`[tool.pytest…]`, `addopts`, Cargo's
-//!   `[dev-dependencies]` and `[[test]]`, a `jest`/`mocha` key or `test` script of
-//!   `package.json`, CMake's `enable_testing`/`add_test`/`BUILD_TESTING`);
-//! - `gold-without-code`: every line it changes is blank, a comment, or in a documentation file.
+//! FAIL_TO_PASS tests. So the test patch and the gold patch are applied on the host, to a
+//! scratch checkout of the base commit, with the chain validation applies them with
+//! ([`kiln_core::apply`]), and what each changed is read from the trees git writes: added,
+//! deleted, renamed (a deletion and an addition), mode-changed and symlinked paths alike,
+//! whatever the patch's headers say. Each path the gold patch changes, with its content before
+//! and after, goes to [`kiln_core::judge`]:
+//! - `gold-edits-tests`: it changes a path the test patch changes, a test file, test
+//!   configuration, or a test setting of a shared manifest (compared as documents), directly or
+//!   through a tracked symbolic link that names it;
+//! - `gold-without-code`: every line it changes is blank, a comment, or in documentation.
+//!
+//! The trees are kept ([`Effect`]): every validation run checks that its container holds what
+//! the host's apply left ([`kiln_core::checkout::check_run`]).
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use kiln_core::checkout::Tree;
+use kiln_core::judge::{self, Content, FileChange};
+use kiln_git::scratch::{MODE_GITLINK, MODE_SYMLINK, Patched, TreeDiff};
 use kiln_schema::FailureClass;
 
-/// File names (the last path component, lower-cased) that configure a test runner.
-const TEST_CONFIG_NAMES: &[&str] = &[
-    "conftest.py",
-    "pytest.ini",
-    ".pytest.ini",
-    "noxfile.py",
-    "karma.conf.js",
-    "jasmine.json",
-    ".nycrc",
-    ".nycrc.json",
-    "phpunit.xml",
-    "phpunit.xml.dist",
-    "ctesttestfile.cmake",
-    "ava.config.js",
-];
-
-/// Name prefixes of test runner configuration files (`jest.config.ts`, `.mocharc.yml`).
-const TEST_CONFIG_PREFIXES: &[&str] = &[
-    "jest.config.",
-    "jest.setup.",
-    "vitest.config.",
-    "vitest.workspace.",
-    ".mocharc",
-    "karma.conf.",
-    "playwright.config.",
-    "cypress.config.",
-    "ava.config.",
-];
-
-/// Manifests shared by code and tests: a changed line naming one of these is a test setting.
-const TEST_SETTINGS: &[(&str, &[&str])] = &[
-    (
-        "setup.cfg",
-        &[
-            "[tool:pytest]",
-            "[pytest]",
-            "addopts",
-            "testpaths",
-            "python_files",
-        ],
-    ),
-    (
-        "tox.ini",
-        &["[pytest]", "[testenv", "addopts", "testpaths", "commands"],
-    ),
-    (
-        "pyproject.toml",
-        &[
-            "[tool.pytest",
-            "addopts",
-            "testpaths",
-            "python_files",
-            "python_functions",
-        ],
-    ),
-    ("cargo.toml", &["[dev-dependencies", "[[test]]", "harness"]),
-    (
-        "package.json",
-        &[
-            "\"jest\"",
-            "\"mocha\"",
-            "\"ava\"",
-            "\"vitest\"",
-            "\"test\":",
-            "\"c8\"",
-            "\"nyc\"",
-        ],
-    ),
-    (
-        "cmakelists.txt",
-        &["enable_testing", "add_test", "build_testing", "ctest"],
-    ),
-];
-
-/// Extensions of documentation files: changing them alone changes no code.
-const DOC_EXTENSIONS: &[&str] = &["md", "rst", "adoc"];
-
-/// One file of a patch: its path and the lines it adds or removes (without the `+`/`-`).
-struct FileChange<'a> {
-    path: String,
-    lines: Vec<&'a str>,
-    /// The same lines, with whether each is added.
-    signed: Vec<(bool, &'a str)>,
+/// Where the repository's history is: the mirror cache and the clone URL of the repository.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The mirror cache's directory (launch's).
+    pub mirrors: PathBuf,
+    /// The repository's clone URL (or local path).
+    pub clone_url: String,
 }
 
-/// The files of a git diff and their changed lines. Header lines (`---`/`+++`) are told from
-/// changed lines by position: they come before a file's first hunk.
-fn file_changes(patch: &str) -> Vec<FileChange<'_>> {
-    let mut files: Vec<FileChange<'_>> = Vec::new();
-    let mut in_hunk = false;
-    for line in patch.lines() {
-        if line.starts_with("diff --git ") {
-            in_hunk = false;
-            let path = kiln_core::diff::changed_files(line)
-                .into_iter()
-                .next()
-                .and_then(|f| f.new.or(f.old))
-                .unwrap_or_default();
-            files.push(FileChange {
-                path,
-                lines: Vec::new(),
-                signed: Vec::new(),
-            });
-        } else if line.starts_with("@@") {
-            in_hunk = true;
-        } else if in_hunk
-            && let Some(file) = files.last_mut()
-            && let Some(changed) = line.strip_prefix(['+', '-'])
-        {
-            file.lines.push(changed);
-            file.signed.push((line.starts_with('+'), changed));
+/// One side's tree: the base commit's with the side's patches applied on the host.
+#[derive(Debug, Clone, Default)]
+pub struct Side {
+    /// The tree, with its documents.
+    pub tree: Tree,
+    /// The paths the side's patches changed.
+    pub patched: BTreeSet<String>,
+}
+
+/// What the patches do, as the host applied them.
+#[derive(Debug, Clone, Default)]
+pub struct Effect {
+    /// The base commit (no patch).
+    pub base: Side,
+    /// With the test patch.
+    pub before: Side,
+    /// With the test patch and the gold patch.
+    pub after: Side,
+}
+
+/// Files read whole to judge a change: manifests and code files are small.
+const CONTENT_CAP: usize = 1 << 20;
+
+/// A changed path with both sides' contents, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// The path.
+    pub path: String,
+    /// Before (mode and content; `None`: absent).
+    pub before: Option<(u32, Vec<u8>)>,
+    /// After.
+    pub after: Option<(u32, Vec<u8>)>,
+}
+
+impl Changed {
+    fn change(&self) -> FileChange<'_> {
+        fn side(s: &Option<(u32, Vec<u8>)>) -> Option<Content<'_>> {
+            s.as_ref().map(|(mode, bytes)| match *mode {
+                MODE_SYMLINK => Content::Symlink(std::str::from_utf8(bytes).unwrap_or_default()),
+                MODE_GITLINK => Content::Other,
+                _ => Content::File(bytes),
+            })
+        }
+        FileChange {
+            path: &self.path,
+            before: side(&self.before),
+            after: side(&self.after),
         }
     }
-    files
 }
 
-/// Every path a patch touches, on both sides of a rename.
-fn touched(patch: &str) -> Vec<String> {
-    kiln_core::diff::changed_files(patch)
+/// Applies the candidate's test patch and gold patch to a scratch checkout of `commit` and
+/// judges the gold patch by what it changed; blocking (git). `Err` is the row's failure: a
+/// patch that applies nowhere (`patch-apply`), a gold patch that edits the tests or changes no
+/// code, or a repository kiln cannot read (`infra`).
+///
+/// # Errors
+/// The failure class and the reason.
+pub fn examine(
+    source: &Source,
+    repo: &str,
+    commit: &str,
+    test_patch: &str,
+    gold_patch: &str,
+    language: &str,
+) -> Result<Effect, (FailureClass, String)> {
+    let infra = |e: kiln_git::GitError| {
+        (
+            FailureClass::Infra,
+            format!("the gold patch could not be examined on a checkout of the base commit: {e}"),
+        )
+    };
+    let mirrors = kiln_git::MirrorCache::new(&source.mirrors).map_err(infra)?;
+    let mirror = mirrors
+        .ensure(repo, &source.clone_url, &[commit])
+        .map_err(infra)?;
+    let patches: Vec<&str> = [test_patch, gold_patch]
         .into_iter()
-        .flat_map(|f| [f.old, f.new])
-        .flatten()
-        .collect()
-}
-
-fn file_name(path: &str) -> String {
-    path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase()
-}
-
-fn extension(path: &str) -> String {
-    file_name(path)
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_string())
-        .unwrap_or_default()
-}
-
-/// Whether `path` configures a test runner by its name alone.
-fn is_test_config(path: &str) -> bool {
-    let name = file_name(path);
-    TEST_CONFIG_NAMES.contains(&name.as_str())
-        || TEST_CONFIG_PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
-/// The test setting a changed line of a shared manifest names, if any. A line that is only
-/// re-indented or re-aligned (the same words removed and added) changes no setting.
-fn test_setting<'a>(change: &FileChange<'a>) -> Option<&'a str> {
-    let name = file_name(&change.path);
-    let (_, keys) = TEST_SETTINGS.iter().find(|(n, _)| *n == name)?;
-    let words = |line: &str| line.split_whitespace().collect::<Vec<_>>().join(" ");
-    let added: std::collections::BTreeSet<String> = change
-        .signed
-        .iter()
-        .filter(|(plus, _)| *plus)
-        .map(|(_, l)| words(l))
+        .filter(|p| !p.trim().is_empty())
         .collect();
-    let removed: std::collections::BTreeSet<String> = change
-        .signed
-        .iter()
-        .filter(|(plus, _)| !*plus)
-        .map(|(_, l)| words(l))
+    let patched = kiln_git::scratch::apply_patches(
+        &mirror,
+        commit,
+        &patches,
+        kiln_core::apply::function(),
+        &kiln_core::apply::applied_codes(),
+    )
+    .map_err(infra)?;
+    let names: Vec<&str> = [("test", test_patch), ("gold", gold_patch)]
+        .into_iter()
+        .filter(|(_, p)| !p.trim().is_empty())
+        .map(|(name, _)| name)
         .collect();
-    change
-        .signed
-        .iter()
-        .find(|(plus, line)| {
-            let other = if *plus { &removed } else { &added };
-            let lower = line.to_ascii_lowercase();
-            !other.contains(&words(line))
-                && keys.iter().any(|k| lower.contains(&k.to_ascii_lowercase()))
+    let mut trees = vec![patched.base.clone()];
+    for (n, (_, tree)) in patched.steps.iter().enumerate() {
+        match tree {
+            Some(tree) => trees.push(tree.clone()),
+            None => {
+                return Err((
+                    FailureClass::PatchApply,
+                    format!(
+                        "the {} patch applies to a checkout of the base commit with none of git \
+                         apply, git apply --3way, patch --fuzz",
+                        names.get(n).copied().unwrap_or("")
+                    ),
+                ));
+            }
+        }
+    }
+    let has_test = !test_patch.trim().is_empty();
+    let base = patched.base.clone();
+    let before = if has_test {
+        trees[1].clone()
+    } else {
+        base.clone()
+    };
+    let after = trees.last().cloned().unwrap_or_else(|| base.clone());
+    let test_paths: BTreeSet<String> = paths(&patched.diff(&base, &before).map_err(infra)?);
+    let gold = patched.diff(&before, &after).map_err(infra)?;
+    let changed = contents(&patched, &gold).map_err(infra)?;
+    let after_entries = patched.entries(&after).map_err(infra)?;
+    let symlinks: Vec<(String, String)> = {
+        let links: Vec<&kiln_git::scratch::TreeEntry> = after_entries
+            .iter()
+            .filter(|e| e.mode == MODE_SYMLINK)
+            .collect();
+        let oids: Vec<&str> = links.iter().map(|e| e.oid.as_str()).collect();
+        let targets = patched.blobs(&oids).map_err(infra)?;
+        links
+            .iter()
+            .filter_map(|e| {
+                let target = targets.get(&e.oid)?;
+                Some((e.path.clone(), String::from_utf8_lossy(target).into_owned()))
+            })
+            .collect()
+    };
+    if let Some(rejection) = judge_gold(&changed, &test_paths, &symlinks, language) {
+        return Err(rejection);
+    }
+    let side = |tree: &str, patched_paths: BTreeSet<String>| -> Result<Side, kiln_git::GitError> {
+        Ok(Side {
+            tree: patched.tree(tree)?,
+            patched: patched_paths,
         })
-        .map(|(_, line)| *line)
+    };
+    let after_paths = paths(&patched.diff(&base, &after).map_err(infra)?);
+    Ok(Effect {
+        base: side(&base, BTreeSet::new()).map_err(infra)?,
+        before: side(&before, test_paths).map_err(infra)?,
+        after: side(&after, after_paths).map_err(infra)?,
+    })
 }
 
-/// Whether a changed line is blank or a comment in a file with this extension.
-fn is_comment_or_blank(line: &str, extension: &str) -> bool {
-    let line = line.trim();
-    if line.is_empty() {
-        return true;
-    }
-    let hash = [
-        "py", "sh", "bash", "rb", "toml", "yml", "yaml", "cfg", "ini", "pl", "r", "cmake", "txt",
-    ];
-    let slashes = [
-        "c", "cc", "cpp", "cxx", "h", "hh", "hpp", "js", "jsx", "ts", "tsx", "mjs", "cjs", "rs",
-        "go", "java", "kt", "scala", "cs", "swift", "php", "dart",
-    ];
-    if hash.contains(&extension) {
-        return line.starts_with('#');
-    }
-    if slashes.contains(&extension) {
-        return line.starts_with("//")
-            || line.starts_with("/*")
-            || line.starts_with('*')
-            || line.ends_with("*/");
-    }
-    false
+fn paths(diffs: &[TreeDiff]) -> BTreeSet<String> {
+    diffs.iter().map(|d| d.path.clone()).collect()
 }
 
-/// Why the gold patch may not be used, as a failure class and a reason; `None` when it only
-/// changes code. `language` is the repository's (as the environment row names it).
+/// The gold patch's changed paths with their contents (a file over [`CONTENT_CAP`] stands for
+/// its blob id: it counts as code, and a manifest that large is compared by id, as text).
+fn contents(patched: &Patched, diffs: &[TreeDiff]) -> Result<Vec<Changed>, kiln_git::GitError> {
+    let oids: Vec<&str> = diffs
+        .iter()
+        .flat_map(|d| [&d.old, &d.new])
+        .flatten()
+        .filter(|(mode, _)| *mode != MODE_GITLINK)
+        .map(|(_, oid)| oid.as_str())
+        .collect();
+    let blobs = patched.blobs(&oids)?;
+    let side = |s: &Option<(u32, String)>| {
+        s.as_ref().map(|(mode, oid)| {
+            let content = blobs
+                .get(oid)
+                .filter(|b| b.len() <= CONTENT_CAP)
+                .cloned()
+                .unwrap_or_else(|| oid.as_bytes().to_vec());
+            (*mode, content)
+        })
+    };
+    Ok(diffs
+        .iter()
+        .map(|d| Changed {
+            path: d.path.clone(),
+            before: side(&d.old),
+            after: side(&d.new),
+        })
+        .collect())
+}
+
+/// Where a symbolic link at `link` with `target` points, relative to the repository root;
+/// `None` when it leaves the repository.
+fn resolve(link: &str, target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = link.split('/').collect();
+    parts.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Why the gold patch may not be used, from what it changed: `changed` (its paths, with
+/// contents), `test_paths` (what the test patch changed) and the tracked symbolic links after
+/// it (`(link, target)`), through which a path can be read under another name.
 #[must_use]
-pub fn check(patch: &str, test_patch: &str, language: &str) -> Option<(FailureClass, String)> {
-    let test_files = touched(test_patch);
+pub fn judge_gold(
+    changed: &[Changed],
+    test_paths: &BTreeSet<String>,
+    symlinks: &[(String, String)],
+    language: &str,
+) -> Option<(FailureClass, String)> {
     let edits_tests = |reason: String| Some((FailureClass::GoldEditsTests, reason));
-    for path in touched(patch) {
-        if test_files.contains(&path) {
+    for change in changed {
+        let path = &change.path;
+        if test_paths.contains(path) {
             return edits_tests(format!(
                 "the gold patch edits {path}, which the test patch edits too"
             ));
         }
-        if kiln_core::paths::is_test_path(&path, language) {
-            return edits_tests(format!("the gold patch edits the test file {path}"));
+        if let Some(why) = judge::judge(&change.change(), language) {
+            return edits_tests(format!("the gold patch changes {why}"));
         }
-        if is_test_config(&path) {
-            return edits_tests(format!(
-                "the gold patch edits the test configuration {path}"
-            ));
+        // The same file under the name of a link to it (or to a directory above it).
+        for (link, target) in symlinks {
+            let Some(target) = resolve(link, target) else {
+                continue;
+            };
+            let alias = if *path == target {
+                link.clone()
+            } else if let Some(rest) = path.strip_prefix(&format!("{target}/")) {
+                format!("{link}/{rest}")
+            } else {
+                continue;
+            };
+            let aliased = Changed {
+                path: alias.clone(),
+                ..change.clone()
+            };
+            if let Some(why) = judge::judge(&aliased.change(), language) {
+                return edits_tests(format!(
+                    "the gold patch changes {path}, which is {why} through the link {link}"
+                ));
+            }
         }
     }
-    let changes = file_changes(patch);
-    for change in &changes {
-        if let Some(line) = test_setting(change) {
-            return edits_tests(format!(
-                "the gold patch changes a test setting in {}: `{}`",
-                change.path,
-                line.trim().chars().take(120).collect::<String>()
-            ));
-        }
-    }
-    let code = changes.iter().any(|change| {
-        let ext = extension(&change.path);
-        !DOC_EXTENSIONS.contains(&ext.as_str())
-            && (change.lines.is_empty()
-                || change
-                    .lines
-                    .iter()
-                    .any(|line| !is_comment_or_blank(line, &ext)))
-    });
-    if !changes.is_empty() && !code {
+    if !changed.is_empty() && !changed.iter().any(|c| judge::changes_code(&c.change())) {
         return Some((
             FailureClass::GoldWithoutCode,
             "the gold patch changes no code: only comments, blank lines or documentation".into(),
@@ -261,96 +296,85 @@ pub fn check(patch: &str, test_patch: &str, language: &str) -> Option<(FailureCl
     None
 }
 
+/// The side's expected tree for a run that applies `patches` by name.
+#[must_use]
+pub fn side<'a>(effect: &'a Effect, patches: &[(&str, &str)]) -> &'a Side {
+    let names: BTreeSet<&str> = kiln_core::apply::non_empty(patches)
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    if names.contains("gold") {
+        &effect.after
+    } else if names.contains("test") {
+        &effect.before
+    } else {
+        &effect.base
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn diff(path: &str, body: &str) -> String {
-        format!("diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,2 +1,2 @@\n{body}")
+    fn file(path: &str, before: Option<&str>, after: Option<&str>) -> Changed {
+        let side = |s: Option<&str>| s.map(|t| (0o100_644, t.as_bytes().to_vec()));
+        Changed {
+            path: path.into(),
+            before: side(before),
+            after: side(after),
+        }
     }
 
-    const CODE: &str = " def f():\n-    return 1\n+    return 2\n";
-    const TEST: &str = "diff --git a/tests/test_x.py b/tests/test_x.py\n--- a/tests/test_x.py\n+++ b/tests/test_x.py\n@@ -1 +1,2 @@\n+def test_x():\n+    assert f() == 2\n";
+    fn judged(changed: &[Changed]) -> Option<(FailureClass, String)> {
+        let tests = BTreeSet::from(["tests/test_x.py".to_string()]);
+        judge_gold(changed, &tests, &[], "python")
+    }
 
     #[test]
     fn code_changes_pass() {
-        assert_eq!(check(&diff("src/x.py", CODE), TEST, "python"), None);
-        // A changelog beside the code, a renamed module, a package.json dependency bump.
-        let mixed = format!(
-            "{}{}{}",
-            diff("CHANGELOG.md", "+- fixed f\n"),
-            diff("src/x.py", CODE),
-            diff(
-                "package.json",
-                "-    \"left-pad\": \"1.0.0\"\n+    \"left-pad\": \"1.0.1\"\n"
-            )
+        assert_eq!(
+            judged(&[file("src/x.py", Some("x = 1\n"), Some("x = 2\n"))]),
+            None
         );
-        assert_eq!(check(&mixed, TEST, "javascript"), None);
-        // Test options only re-aligned beside a new option of the library's own.
-        let aligned = format!(
-            "{}{}",
-            diff("src/x.py", CODE),
-            diff(
-                "CMakeLists.txt",
-                "-option(JSON_BuildTests \"Build the unit tests when BUILD_TESTING is enabled.\" ON)\n+option(JSON_BuildTests          \"Build the unit tests when BUILD_TESTING is enabled.\" ON)\n+option(JSON_Legacy \"Legacy comparison.\" OFF)\n"
-            )
+        assert_eq!(
+            judged(&[
+                file("CHANGELOG.md", Some("a\n"), Some("a\nb\n")),
+                file("src/x.py", Some("x = 1\n"), Some("x = 2\n")),
+                file(
+                    "package.json",
+                    Some("{\"dependencies\": {\"left-pad\": \"1.0.0\"}}"),
+                    Some("{\"dependencies\": {\"left-pad\": \"1.0.1\"}}")
+                ),
+            ]),
+            None
         );
-        assert_eq!(check(&aligned, TEST, "cpp"), None);
-        // A removed line that starts with `--` (SQL, Lua) is a change, not a header.
-        let sql = diff("src/q.sql", "--- old comment\n+select 2;\n");
-        assert_eq!(check(&sql, TEST, "python"), None);
     }
 
     #[test]
-    fn gold_patches_that_edit_tests_or_their_configuration_are_refused() {
-        let conftest = diff(
-            "conftest.py",
-            "+import pytest\n+@pytest.hookimpl(hookwrapper=True)\n+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n+    outcome.get_result().outcome = 'passed'\n",
-        );
-        let cases = [
-            (conftest.clone(), "conftest.py"),
+    fn edits_of_tests_their_configuration_or_the_test_patch_files_are_refused() {
+        for (change, expected) in [
             (
-                diff("tests/test_x.py", CODE),
+                file("tests/test_x.py", Some("a\n"), Some("b\n")),
                 "which the test patch edits too",
             ),
-            (diff("tests/helpers.py", CODE), "test file tests/helpers.py"),
             (
-                diff("jest.config.js", "+  testMatch: []\n"),
-                "jest.config.js",
+                file("tests/helpers.py", Some("a\n"), Some("b\n")),
+                "test file",
             ),
-            (diff(".mocharc.yml", "+bail: false\n"), ".mocharc.yml"),
             (
-                diff(
+                file("pkg/conftest.py", None, Some("import x\n")),
+                "test configuration pkg/conftest.py",
+            ),
+            (
+                file(
                     "setup.cfg",
-                    " [tool:pytest]\n-addopts = -x\n+addopts = -p no:x\n",
+                    Some("[tool:pytest]\naddopts =\n    -ra\n"),
+                    Some("[tool:pytest]\naddopts =\n    -ra\n    -p pkg._forcepass\n"),
                 ),
-                "test setting in setup.cfg",
+                "a test setting in setup.cfg",
             ),
-            (
-                diff(
-                    "pyproject.toml",
-                    "+[tool.pytest.ini_options]\n+addopts = \"-k not_x\"\n",
-                ),
-                "pyproject.toml",
-            ),
-            (
-                diff("Cargo.toml", "+[dev-dependencies]\n+mock = \"1\"\n"),
-                "Cargo.toml",
-            ),
-            (
-                diff(
-                    "package.json",
-                    "-    \"test\": \"jest\",\n+    \"test\": \"true\",\n",
-                ),
-                "package.json",
-            ),
-            (
-                diff("CMakeLists.txt", "-add_test(NAME all COMMAND t)\n"),
-                "CMakeLists.txt",
-            ),
-        ];
-        for (gold, expected) in cases {
-            let got = check(&format!("{}{gold}", diff("src/x.py", CODE)), TEST, "python");
+        ] {
+            let got = judged(&[file("src/x.py", Some("1\n"), Some("2\n")), change]);
             match got {
                 Some((FailureClass::GoldEditsTests, reason)) => {
                     assert!(reason.contains(expected), "{reason} / {expected}");
@@ -361,18 +385,31 @@ mod tests {
     }
 
     #[test]
+    fn a_file_read_as_test_configuration_through_a_link_is_refused() {
+        let links = vec![("conftest.py".to_string(), "src/plugin.py".to_string())];
+        let got = judge_gold(
+            &[file("src/plugin.py", Some("a\n"), Some("b\n"))],
+            &BTreeSet::new(),
+            &links,
+            "python",
+        );
+        assert!(
+            matches!(&got, Some((FailureClass::GoldEditsTests, r)) if r.contains("through the link conftest.py")),
+            "{got:?}"
+        );
+        assert_eq!(resolve("a/b/link", "../c"), Some("a/c".into()));
+        assert_eq!(resolve("link", "../outside"), None);
+    }
+
+    #[test]
     fn gold_patches_without_code_are_refused() {
-        for gold in [
-            diff("src/x.py", "-# old\n+# new comment\n+\n"),
-            diff("src/x.rs", "+// explains\n+/* and more\n+ * here */\n"),
-            diff("README.md", "+fixed\n"),
+        for changed in [
+            vec![file("src/x.py", Some("x = 1\n"), Some("# new\nx = 1\n\n"))],
+            vec![file("README.md", None, Some("fixed\n"))],
         ] {
             assert!(
-                matches!(
-                    check(&gold, TEST, "python"),
-                    Some((FailureClass::GoldWithoutCode, _))
-                ),
-                "{gold}"
+                matches!(judged(&changed), Some((FailureClass::GoldWithoutCode, _))),
+                "{changed:?}"
             );
         }
     }

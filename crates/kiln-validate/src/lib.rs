@@ -10,8 +10,10 @@ pub mod decide;
 pub mod evaluate;
 pub mod gold;
 pub mod harness;
-pub mod patch;
 pub mod run;
+
+/// How validation applies a patch (the chain is kiln-core's: the host applies it too).
+pub use kiln_core::apply as patch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +52,9 @@ pub struct ValidateRequest {
     /// Where the containers' removals go: the next run need not wait for the last one's, the
     /// stage waits for all of them at its end.
     pub removals: Removals,
+    /// Where the repository's history is: the patches are applied on the host first, to judge
+    /// the gold patch by what it changes and to know what every run must hold.
+    pub source: gold::Source,
 }
 
 /// An infrastructure failure that stops the stage; it is never written as a row.
@@ -111,18 +116,44 @@ pub async fn validate(
     // The image launch committed, by its id: a tag another dataset of the same name (or a
     // later launch) moved cannot change what runs here.
     let image = env.image_digest.clone().unwrap_or_else(|| tag.clone());
-    // A gold patch that edits the tests judging it proves nothing, whatever the runs say.
-    if let Some((class, reason)) = gold::check(
-        &request.candidate.patch,
-        &request.candidate.test_patch,
-        &env.language,
-    ) {
-        record.status = ValidationStatus::Rejected;
-        record.failure_class = Some(class);
-        record.reason = Some(reason);
-        record.total_seconds = started.elapsed().as_secs_f64();
-        return Ok(record);
-    }
+    // A gold patch that edits the tests judging it proves nothing, whatever the runs say. It is
+    // judged by what it changes, applied on the host to the base commit.
+    let effect = {
+        let (source, candidate, language) = (
+            request.source.clone(),
+            request.candidate.clone(),
+            env.language.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            gold::examine(
+                &source,
+                &candidate.repo,
+                &candidate.base_commit,
+                &candidate.test_patch,
+                &candidate.patch,
+                &language,
+            )
+        })
+        .await
+        .map_err(|e| ValidateError::Engine(RuntimeError::engine("examine the gold patch", e)))?
+    };
+    let effect = match effect {
+        Ok(effect) => effect,
+        Err((class, reason)) => {
+            record.status = if matches!(
+                class,
+                FailureClass::GoldEditsTests | FailureClass::GoldWithoutCode
+            ) {
+                ValidationStatus::Rejected
+            } else {
+                ValidationStatus::Failed
+            };
+            record.failure_class = Some(class);
+            record.reason = Some(reason);
+            record.total_seconds = started.elapsed().as_secs_f64();
+            return Ok(record);
+        }
+    };
 
     if !run::have_or_pull(runtime.as_ref(), &image, &tag).await? {
         record.failure_class = Some(FailureClass::Infra);
@@ -151,14 +182,7 @@ pub async fn validate(
                 item: env.instance_id.to_string(),
                 step: format!("{} run {repeat}/{repeats}", side.as_str()),
             });
-            let patches = match side {
-                Side::Base => vec![],
-                Side::Before => vec![("test", request.candidate.test_patch.as_str())],
-                Side::After => vec![
-                    ("test", request.candidate.test_patch.as_str()),
-                    ("gold", request.candidate.patch.as_str()),
-                ],
-            };
+            let patches = patches_of(side, &request.candidate);
             let spec = RunSpec {
                 image: &image,
                 patches,
@@ -175,6 +199,14 @@ pub async fn validate(
                 labels: &request.labels,
                 removals: Some(&request.removals),
                 harness_view: true,
+                expected: Some({
+                    let side = gold::side(&effect, &patches_of(side, &request.candidate));
+                    kiln_core::checkout::Expected {
+                        tree: &side.tree,
+                        patched: &side.patched,
+                        language: &env.language,
+                    }
+                }),
             };
             let output = match run_tests(Arc::clone(&runtime), &spec).await {
                 Ok(output) => output,
@@ -290,6 +322,18 @@ pub async fn validate(
     }
     record.total_seconds = started.elapsed().as_secs_f64();
     Ok(record)
+}
+
+/// The patches a side's runs apply, by name.
+fn patches_of(side: Side, candidate: &Candidate) -> Vec<(&'static str, &str)> {
+    match side {
+        Side::Base => vec![],
+        Side::Before => vec![("test", candidate.test_patch.as_str())],
+        Side::After => vec![
+            ("test", candidate.test_patch.as_str()),
+            ("gold", candidate.patch.as_str()),
+        ],
+    }
 }
 
 /// A run's summary for the `runs` column.

@@ -44,6 +44,10 @@ pub struct RunSpec<'a> {
     /// Whether to read the output as the SWE-bench harness would too (validation, to choose the
     /// row's `log_parser`): the parser's id script then runs in a container of its own.
     pub harness_view: bool,
+    /// What the checkout must hold when the tests start (validation): the tree the run's
+    /// patches left on the host. Checked after the rebuild commands, before the test command,
+    /// from the engine's account of the container ([`kiln_core::checkout::check_run`]).
+    pub expected: Option<kiln_core::checkout::Expected<'a>>,
 }
 
 /// What a finished run produced.
@@ -311,6 +315,21 @@ async fn run_in(
                     outcome.exit_code
                 ),
             ));
+        }
+    }
+    if let Some(expected) = spec.expected {
+        let runtime = Arc::clone(session.runtime());
+        if let Some(refusal) =
+            kiln_core::checkout::check_run(runtime.as_ref(), session.id(), expected).await?
+        {
+            let class = match refusal {
+                kiln_core::checkout::Refusal::Patched(_) => FailureClass::PatchApply,
+                kiln_core::checkout::Refusal::TestConfiguration(_) => {
+                    FailureClass::EnvironmentEditsTests
+                }
+                kiln_core::checkout::Refusal::Changed(_) => FailureClass::EnvironmentEditsCheckout,
+            };
+            return Err(RunFailure::Item(class, refusal.reason().to_string()));
         }
     }
     let outcome = step(

@@ -116,6 +116,12 @@ impl StageContext<'_> {
         Ok(runs)
     }
 
+    /// The mirror cache of the dataset's repositories (launch clones from it, validate applies
+    /// the patches on the host from it).
+    pub(crate) fn mirrors(&self) -> std::path::PathBuf {
+        self.pipeline.dataset.root.join(".cache").join("git")
+    }
+
     /// The clone URL template of this stage's source.
     pub(crate) fn clone_url_template(&self) -> Option<&str> {
         match self.pipeline.source_of(self.node).map(|n| &n.settings) {

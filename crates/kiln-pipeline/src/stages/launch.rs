@@ -42,7 +42,7 @@ pub(crate) async fn launch(
         let at = |id: &InstanceId| candidates.get(id).map(|c| c.created_at.as_str());
         at(a).cmp(&at(b)).then_with(|| a.cmp(b))
     });
-    let cache_dir = cx.pipeline.dataset.root.join(".cache").join("git");
+    let cache_dir = cx.mirrors();
     if settings.reuse {
         let pending = super::context::pending(cx, &table, &items)?;
         let mirrors = kiln_git::MirrorCache::new(&cache_dir).map_err(|e| PipelineError::Host {

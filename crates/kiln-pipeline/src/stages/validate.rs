@@ -25,6 +25,12 @@ pub(crate) async fn validate(
         .filter(|e| e.status == EnvironmentStatus::Built && candidates.contains_key(&e.instance_id))
         .map(|e| (e.instance_id.clone(), e))
         .collect();
+    let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
+        return Err(PipelineError::Internal(
+            "validate has no source input".into(),
+        ));
+    };
+    let mirrors = cx.mirrors();
     let mut table = cx.table::<ValidationRecord>()?;
     let items: Vec<InstanceId> = environments.keys().cloned().collect();
     let ran = containers::run(
@@ -47,6 +53,10 @@ pub(crate) async fn validate(
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
                 removals: removals.clone(),
+                source: kiln_validate::gold::Source {
+                    mirrors: mirrors.clone(),
+                    clone_url: kiln_github::clone_url(&clone_url_template, &candidate.repo),
+                },
             }))
         },
         |runtime, request, reporter| async move {

@@ -35,6 +35,70 @@ const TEST_PATCH: &str = "diff --git a/tests/test_demo.py b/tests/test_demo.py\n
 /// The gold patch: the fix.
 const GOLD_PATCH: &str = "diff --git a/src/demo.py b/src/demo.py\n--- a/src/demo.py\n+++ b/src/demo.py\n@@ -1,2 +1,2 @@\n def fixed():\n-    return False\n+    return True\n";
 
+/// The repository at the base commit: the demo's files, and manifests whose test settings the
+/// gold check reads as documents.
+const BASE_FILES: &[(&str, &str)] = &[
+    ("src/demo.py", "def fixed():\n    return False\n"),
+    ("src/demo/__init__.py", "def add(a, b):\n    return a + b\n"),
+    ("tests/test_demo.py", "def test_old():\n    assert True\n"),
+    (
+        "setup.cfg",
+        "[metadata]\nname = demo\n\n[tool:pytest]\naddopts =\n    -ra\n    --strict-markers\n",
+    ),
+    (
+        "package.json",
+        "{\n  \"name\": \"demo\",\n  \"jest\": {\n    \"testMatch\": [\"**/*.test.js\"],\n    \"verbose\": true\n  }\n}\n",
+    ),
+    (
+        "Cargo.toml",
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n\n[[test]]\nname = \"it\"\nharness = true\n",
+    ),
+];
+
+/// The files the test patch and the gold patch leave (what a container's apply must write).
+const TESTED: &str = "def test_old():\n    assert True\n\ndef test_new():\n    assert fixed()\n";
+const FIXED: &str = "def fixed():\n    return True\n";
+
+/// The demo repository at its base commit, in a temporary directory.
+struct Repo {
+    dir: tempfile::TempDir,
+    commit: String,
+}
+
+impl Repo {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(["-c", "user.name=k", "-c", "user.email=k@k"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        git(&["init", "-q", "."]);
+        for (path, content) in BASE_FILES {
+            let file = dir.path().join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, content).unwrap();
+        }
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "base"]);
+        let commit = git(&["rev-parse", "HEAD"]);
+        Self { dir, commit }
+    }
+
+    fn source(&self) -> kiln_validate::gold::Source {
+        kiln_validate::gold::Source {
+            mirrors: self.dir.path().join(".mirrors"),
+            clone_url: self.dir.path().display().to_string(),
+        }
+    }
+}
+
 /// The command that applies the patch of this name (its script names the patch's file).
 fn applies(name: &str) -> String {
     format!("kiln_apply /tmp/kiln/{name}.patch")
@@ -68,6 +132,7 @@ fn settings(repeats: i64) -> ValidateSettings {
 /// `environment`), logs under `log_dir`.
 fn demo_request(
     log_dir: &std::path::Path,
+    repo: &Repo,
     settings: ValidateSettings,
     environment: impl FnOnce(&mut EnvironmentRecord),
 ) -> ValidateRequest {
@@ -85,6 +150,7 @@ fn demo_request(
         candidate: Candidate {
             status: kiln_schema::CandidateStatus::Ok,
             repo: "scripted/demo".into(),
+            base_commit: repo.commit.clone(),
             patch: GOLD_PATCH.into(),
             test_patch: TEST_PATCH.into(),
             ..Candidate::new(id)
@@ -97,6 +163,24 @@ fn demo_request(
         docker: DockerSettings::default(),
         stage: "validate".into(),
         removals: kiln_core::Removals::default(),
+        source: repo.source(),
+    }
+}
+
+/// Patch commands apply with `git apply` unless a script the test added before says otherwise.
+fn patches_apply(runtime: &ScriptedRuntime) {
+    for name in ["test", "gold"] {
+        runtime.script(Script::contains(applies(name)).answer(applied(name, Method::GitApply)));
+    }
+}
+
+/// An answer of a patch command that applied: its exit code names the method, and it wrote
+/// what the patch leaves (as `git apply` would).
+fn applied(name: &str, method: Method) -> Answer {
+    let answer = Answer::exit(method.exit_code());
+    match name {
+        "test" => answer.writes("/testbed/tests/test_demo.py", TESTED),
+        _ => answer.writes("/testbed/src/demo.py", FIXED),
     }
 }
 
@@ -109,9 +193,11 @@ async fn validate_on(
     settings: ValidateSettings,
 ) -> Result<ValidationRecord, ValidateError> {
     let tmp = tempfile::tempdir().unwrap();
-    let request = demo_request(tmp.path(), settings, |env| {
+    let repo = Repo::new();
+    let request = demo_request(tmp.path(), &repo, settings, |env| {
         env.rebuild_commands = rebuild.iter().map(|c| (*c).to_string()).collect();
     });
+    patches_apply(runtime);
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let result = tokio::time::timeout(
         Duration::from_secs(30),
@@ -145,10 +231,15 @@ async fn assert_live_containers_removed(runtime: &ScriptedRuntime) {
     assert_eq!(runtime.live_containers(), [], "containers left behind");
 }
 
-/// A runtime holding the environment image.
+/// A runtime holding the environment image: the base commit's checkout in `/testbed`.
 fn runtime() -> Arc<ScriptedRuntime> {
     let runtime = Arc::new(ScriptedRuntime::new());
-    runtime.add_image(IMAGE);
+    let files: Vec<(String, &[u8])> = BASE_FILES
+        .iter()
+        .map(|(path, content)| (format!("/testbed/{path}"), content.as_bytes()))
+        .collect();
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    runtime.add_image_files(IMAGE, &files);
     runtime
 }
 
@@ -391,11 +482,8 @@ async fn patch_methods_are_read_from_the_apply_commands_exit_codes() {
     // git apply fails for the test patch and --3way applies it; both git methods fail for
     // the gold patch and patch --fuzz applies it.
     let runtime = runtime();
-    runtime.script(
-        Script::contains(applies("test")).answer(Answer::exit(Method::ThreeWay.exit_code())),
-    );
-    runtime
-        .script(Script::contains(applies("gold")).answer(Answer::exit(Method::Fuzz.exit_code())));
+    runtime.script(Script::contains(applies("test")).answer(applied("test", Method::ThreeWay)));
+    runtime.script(Script::contains(applies("gold")).answer(applied("gold", Method::Fuzz)));
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
     let record = validated(validate_on(&runtime, &[], settings(1)).await);
@@ -518,12 +606,15 @@ async fn runs_use_the_image_launch_committed_even_after_its_tag_moved() {
     assert_ne!(runtime.image(IMAGE).map(|i| i.id), Some(committed.clone()));
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    patches_apply(&runtime);
+    let repo = Repo::new();
     let validate_with = |digest: &str| {
         let runtime = Arc::clone(&runtime);
         let digest = digest.to_string();
+        let repo = &repo;
         async move {
             let tmp = tempfile::tempdir().unwrap();
-            let request = demo_request(tmp.path(), settings(1), |env| {
+            let request = demo_request(tmp.path(), repo, settings(1), |env| {
                 env.image_digest = Some(digest);
             });
             let engine: Arc<dyn ContainerRuntime> = runtime as _;
@@ -591,6 +682,7 @@ async fn an_environment_without_an_image_is_an_infra_row_and_starts_nothing() {
         docker: DockerSettings::default(),
         stage: "validate".into(),
         removals: kiln_core::Removals::default(),
+        source: Repo::new().source(),
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
     let record = validated(validate(engine, &request, &NullReporter).await);
@@ -650,6 +742,7 @@ async fn run_parsed_by(
         labels: &labels,
         removals: None,
         harness_view,
+        expected: None,
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let output = run_tests(engine, &spec).await;
@@ -851,6 +944,41 @@ async fn run_tests_reports_a_rebuild_killed_for_memory_and_a_test_timeout_as_ite
     ));
 }
 
+/// Validates the demo instance with `gold` as its gold patch; the gold check must reject it
+/// before any container starts. Gives the row.
+async fn examined(gold: &str) -> ValidationRecord {
+    let runtime = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Repo::new();
+    let mut request = demo_request(tmp.path(), &repo, settings(2), |env| {
+        env.language = "python".into();
+    });
+    request.candidate.patch = gold.into();
+    let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
+    let record = validated(validate(engine, &request, &NullReporter).await);
+    assert!(record.FAIL_TO_PASS.is_empty());
+    assert!(runtime.containers().is_empty(), "no run may start");
+    record
+}
+
+/// The fix itself, which every forging patch below carries beside its forgery.
+const FIX: &str = "diff --git a/src/demo.py b/src/demo.py\n--- a/src/demo.py\n+++ b/src/demo.py\n@@ -1,2 +1,2 @@\n def fixed():\n-    return False\n+    return True\n";
+
+/// Asserts that `record` rejects its gold patch as editing the tests, for a reason naming
+/// `what`.
+#[track_caller]
+fn rejected_as_editing_tests(record: &ValidationRecord, what: &str) {
+    assert_eq!(record.status.as_str(), "rejected", "{:?}", record.reason);
+    assert_eq!(
+        record.failure_class,
+        Some(FailureClass::GoldEditsTests),
+        "{:?}",
+        record.reason
+    );
+    let reason = record.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains(what), "{reason} / {what}");
+}
+
 /// A gold patch that makes tests pass by editing the tests' configuration (a `conftest.py` hook
 /// turning every failed report into a pass, with a comment-only source change beside it) is
 /// rejected before any container starts, whatever the runs would have said.
@@ -858,42 +986,124 @@ async fn run_tests_reports_a_rebuild_killed_for_memory_and_a_test_timeout_as_ite
 async fn a_gold_patch_that_edits_the_tests_is_rejected_unrun() {
     const FORGING: &str = "diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1,6 @@\n+import pytest\n+\n+@pytest.hookimpl(hookwrapper=True)\n+def pytest_runtest_makereport(item, call):\n+    outcome = yield\n+    outcome.get_result().outcome = \"passed\"\ndiff --git a/src/demo/__init__.py b/src/demo/__init__.py\n--- a/src/demo/__init__.py\n+++ b/src/demo/__init__.py\n@@ -1,2 +1,3 @@\n+# fixes the issue\n def add(a, b):\n     return a + b\n";
     const COMMENT_ONLY: &str = "diff --git a/src/demo/__init__.py b/src/demo/__init__.py\n--- a/src/demo/__init__.py\n+++ b/src/demo/__init__.py\n@@ -1,2 +1,3 @@\n+# fixes the issue\n def add(a, b):\n     return a + b\n";
-    for (gold, class) in [
-        (FORGING, FailureClass::GoldEditsTests),
-        (COMMENT_ONLY, FailureClass::GoldWithoutCode),
+    rejected_as_editing_tests(&examined(FORGING).await, "conftest.py");
+    let record = examined(COMMENT_ONLY).await;
+    assert_eq!(record.status.as_str(), "rejected");
+    assert_eq!(record.failure_class, Some(FailureClass::GoldWithoutCode));
+}
+
+/// A section in plain unified format (no `diff --git` line) after a git section: `git apply`
+/// applies both, so the check reads the tree they leave, not the headers.
+#[tokio::test]
+async fn a_plain_unified_section_after_a_git_section_is_judged_by_its_effect() {
+    let gold = format!(
+        "{FIX}--- /dev/null\n+++ b/tests/conftest.py\n@@ -0,0 +1,2 @@\n+def pytest_configure(config):\n+    config.option.forcepass = True\n"
+    );
+    rejected_as_editing_tests(&examined(&gold).await, "tests/conftest.py");
+}
+
+/// A quoted header (`diff --git "a/conftest.py" "b/conftest.py"`), which `git apply` unquotes.
+#[tokio::test]
+async fn a_quoted_header_is_judged_by_its_effect() {
+    let gold = format!(
+        "{FIX}diff --git \"a/conftest.py\" \"b/conftest.py\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/conftest.py\"\n@@ -0,0 +1 @@\n+import demo._forcepass\n"
+    );
+    rejected_as_editing_tests(&examined(&gold).await, "conftest.py");
+}
+
+/// A continuation line added under an existing multi-line `addopts` of `setup.cfg`'s
+/// `[tool:pytest]`, with the module it loads: no changed line names a test setting by itself.
+#[tokio::test]
+async fn a_continuation_line_under_a_multiline_addopts_is_a_test_setting() {
+    let gold = format!(
+        "{FIX}diff --git a/setup.cfg b/setup.cfg\n--- a/setup.cfg\n+++ b/setup.cfg\n@@ -5,3 +5,4 @@ name = demo\n addopts =\n     -ra\n     --strict-markers\n+    -p demo._forcepass\ndiff --git a/src/demo/_forcepass.py b/src/demo/_forcepass.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/demo/_forcepass.py\n@@ -0,0 +1,2 @@\n+def pytest_runtest_logreport(report):\n+    report.outcome = \"passed\"\n"
+    );
+    rejected_as_editing_tests(&examined(&gold).await, "[tool:pytest] addopts");
+}
+
+/// An inner line of `package.json`'s `"jest"` block, and of a Cargo `[[test]]` table: the
+/// documents' test settings differ, though no changed line names them.
+#[tokio::test]
+async fn inner_lines_of_a_jest_block_and_a_cargo_test_table_are_test_settings() {
+    let jest = format!(
+        "{FIX}diff --git a/package.json b/package.json\n--- a/package.json\n+++ b/package.json\n@@ -3,3 +3,3 @@\n   \"jest\": {{\n-    \"testMatch\": [\"**/*.test.js\"],\n+    \"testMatch\": [\"**/none\"],\n     \"verbose\": true\n"
+    );
+    rejected_as_editing_tests(&examined(&jest).await, "`jest`");
+    let cargo = format!(
+        "{FIX}diff --git a/Cargo.toml b/Cargo.toml\n--- a/Cargo.toml\n+++ b/Cargo.toml\n@@ -5,3 +5,3 @@ version = \"0.1.0\"\n [[test]]\n-name = \"it\"\n+name = \"other\"\n harness = true\n"
+    );
+    rejected_as_editing_tests(&examined(&cargo).await, "`test`");
+}
+
+/// Every run checks its container before the tests start, from the engine's account of it: a
+/// rebuild command that writes test configuration into the checkout (a `conftest.py` that
+/// passes every test) or rewrites a file the test patch leaves ends the run, whatever its words.
+#[tokio::test]
+async fn a_rebuild_command_that_writes_test_configuration_is_refused_before_the_tests() {
+    for (effect, expected) in [
+        (
+            Answer::ok().writes("/testbed/tests/conftest.py", "import demo._forcepass\n"),
+            "added test configuration to the checkout: tests/conftest.py",
+        ),
+        (
+            Answer::ok().writes("/testbed/src/sitecustomize.py", "import demo._forcepass\n"),
+            "src/sitecustomize.py",
+        ),
+        (
+            Answer::ok().writes(
+                "/testbed/setup.cfg",
+                "[metadata]\nname = demo\n\n[tool:pytest]\naddopts = -p demo._forcepass\n",
+            ),
+            "a test setting in setup.cfg",
+        ),
+        (
+            Answer::ok().writes(
+                "/opt/kiln/venv/lib/python3.11/site-packages/sitecustomize.py",
+                "import demo._forcepass\n",
+            ),
+            "configures every Python process",
+        ),
     ] {
         let runtime = runtime();
-        let tmp = tempfile::tempdir().unwrap();
-        let request = ValidateRequest {
-            candidate: Candidate {
-                status: kiln_schema::CandidateStatus::Ok,
-                repo: "scripted/demo".into(),
-                patch: gold.into(),
-                test_patch: TEST_PATCH.into(),
-                ..Candidate::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
-            },
-            environment: EnvironmentRecord {
-                repo: "scripted/demo".into(),
-                status: kiln_schema::EnvironmentStatus::Built,
-                image: Some(IMAGE.into()),
-                test_command: TEST_COMMAND.into(),
-                parser: "pytest".into(),
-                language: "python".into(),
-                ..EnvironmentRecord::new(kiln_schema::InstanceId::new("scripted__demo-1").unwrap())
-            },
-            log_dir: tmp.path().join("logs"),
-            log_dir_label: "logs".into(),
-            labels: BTreeMap::new(),
-            settings: settings(2),
-            docker: DockerSettings::default(),
-            stage: "validate".into(),
-            removals: kiln_core::Removals::default(),
-        };
-        let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
-        let record = validated(validate(engine, &request, &NullReporter).await);
-        assert_eq!(record.status.as_str(), "rejected", "{:?}", record.reason);
-        assert_eq!(record.failure_class, Some(class), "{:?}", record.reason);
-        assert!(record.FAIL_TO_PASS.is_empty());
-        assert!(runtime.containers().is_empty(), "no run may start");
+        runtime.script(Script::contains("make -j2").answer(effect));
+        runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+        runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+        let record = validated(validate_on(&runtime, &["make -j2"], settings(1)).await);
+        assert_eq!(record.status.as_str(), "failed", "{:?}", record.reason);
+        assert_eq!(
+            record.failure_class,
+            Some(FailureClass::EnvironmentEditsTests),
+            "{:?}",
+            record.reason
+        );
+        let reason = record.reason.unwrap_or_default();
+        assert!(reason.contains(expected), "{reason} / {expected}");
+        assert!(
+            !runtime.commands().iter().any(|c| c == TEST_COMMAND),
+            "the tests ran"
+        );
     }
+}
+
+/// A patch command whose exit code says it applied but which left a file other than the
+/// host's apply did is no run of the instance's patches.
+#[tokio::test]
+async fn a_patch_applied_differently_in_the_container_fails_the_run() {
+    let runtime = runtime();
+    runtime.script(
+        Script::contains(applies("gold")).answer(
+            Answer::exit(Method::Fuzz.exit_code())
+                .writes("/testbed/src/demo.py", "def fixed():\n    return 1\n"),
+        ),
+    );
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    let record = validated(validate_on(&runtime, &[], settings(1)).await);
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(record.failure_class, Some(FailureClass::PatchApply));
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains("src/demo.py is not as the patches left it"),
+        "{reason}"
+    );
 }

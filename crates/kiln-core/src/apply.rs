@@ -1,5 +1,6 @@
-//! Applying one patch in a container: `git apply`, then `git apply --3way`, then
-//! `patch --fuzz`, with the tree restored between tries.
+//! Applying one patch: `git apply`, then `git apply --3way`, then `patch --fuzz`, with the tree
+//! restored between tries. Validation runs the chain in its containers; the host runs the same
+//! chain in a scratch checkout to learn what a patch changes (`kiln_git::scratch`).
 //!
 //! Each patch is applied by a command of its own, and the method that applied it is that
 //! command's exit code as the engine reports it, never a line of output: the code under test
@@ -91,6 +92,22 @@ const APPLY_FUNCTION: &str = r#"kiln_apply() {
   fi
   return 1
 }"#;
+
+/// The shell function `kiln_apply FILE` that applies a patch file in the current directory's
+/// work tree with the chain; its exit code is [`Method::exit_code`], or 1 when nothing applies.
+#[must_use]
+pub fn function() -> &'static str {
+    APPLY_FUNCTION
+}
+
+/// The exit codes of [`function`] that mean the patch applied.
+#[must_use]
+pub fn applied_codes() -> Vec<i32> {
+    [Method::GitApply, Method::ThreeWay, Method::Fuzz]
+        .iter()
+        .filter_map(|m| i32::try_from(m.exit_code()).ok())
+        .collect()
+}
 
 /// The file a patch named `name` is copied to before its command runs.
 #[must_use]
