@@ -793,9 +793,24 @@ impl Watch {
         &self,
         runtime: &dyn ContainerRuntime,
         id: &ContainerId,
-    ) -> Result<Option<Refusal>, RuntimeError> {
+    ) -> Result<Observed, RuntimeError> {
         let now = runtime.changes(id).await?;
         let new: Vec<&FsChange> = now.iter().filter(|c| !self.before.contains(*c)).collect();
+        let gone = self.before.iter().any(|c| !now.iter().any(|n| n == c));
+        let refusal = self.refusal(runtime, id, &now, &new).await?;
+        Ok(Observed {
+            refusal,
+            changed: !new.is_empty() || gone,
+        })
+    }
+
+    async fn refusal(
+        &self,
+        runtime: &dyn ContainerRuntime,
+        id: &ContainerId,
+        now: &[FsChange],
+        new: &[&FsChange],
+    ) -> Result<Option<Refusal>, RuntimeError> {
         let like = self
             .tree
             .files
@@ -834,8 +849,8 @@ impl Watch {
                 ))));
             }
         }
-        let checkout = checkout_changes(&now);
-        for change in &new {
+        let checkout = checkout_changes(now);
+        for change in new {
             let Some(path) = change.path.strip_prefix(&format!("{WORKDIR}/")) else {
                 continue;
             };
@@ -848,8 +863,19 @@ impl Watch {
                 ))));
             }
         }
-        outside_effect(runtime, id, &new).await
+        outside_effect(runtime, id, new).await
     }
+}
+
+/// What a [`Watch`] saw a command do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// Why the command is refused, if it is.
+    pub refusal: Option<Refusal>,
+    /// Whether the engine lists a change the command made (a file added, changed or deleted
+    /// that was not listed before). A file changed again after an earlier change is not seen
+    /// here; the refusal reads the files it watches whatever this says.
+    pub changed: bool,
 }
 
 /// What a validation run's container must hold before its tests start: the tree the run's

@@ -88,15 +88,23 @@ const CONFIG_PREFIXES: &[&str] = &[
 /// directory runs its `import` lines at every start.
 const CONFIG_EXTENSIONS: &[&str] = &["pth"];
 
-/// Environment variables that configure a test runner (or what every process loads), so that
-/// setting them changes what judges the tests as a configuration file would.
+/// Environment variables that configure a test runner whatever their value.
 const TEST_VARIABLES: &[&str] = &[
     "PYTEST_ADDOPTS",
     "PYTEST_PLUGINS",
-    "NODE_OPTIONS",
     "LD_PRELOAD",
     "JEST_CONFIG",
     "MOCHA_OPTIONS",
+];
+
+/// Options of Node's `NODE_OPTIONS` that load code into every process (the rest, such as
+/// `--openssl-legacy-provider` or `--max-old-space-size`, only tune it).
+const NODE_LOADERS: &[&str] = &[
+    "--require",
+    "-r",
+    "--import",
+    "--loader",
+    "--experimental-loader",
 ];
 
 fn file_name(path: &str) -> String {
@@ -119,14 +127,20 @@ pub fn is_test_configuration(path: &str) -> bool {
         || lower.ends_with("/.cargo/config.toml")
 }
 
-/// Whether setting the environment variable `name` configures the tests (`PYTEST_ADDOPTS`,
-/// `NODE_OPTIONS`, a Cargo target runner, ...).
+/// Whether setting the environment variable `name` to `value` configures the tests
+/// (`PYTEST_ADDOPTS`, a Cargo target runner, `NODE_OPTIONS` that loads a module, ...).
 #[must_use]
-pub fn is_test_variable(name: &str) -> bool {
+pub fn is_test_variable(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
+    if upper == "NODE_OPTIONS" || upper == "NPM_CONFIG_NODE_OPTIONS" {
+        return value.split_whitespace().any(|word| {
+            NODE_LOADERS
+                .iter()
+                .any(|l| word == *l || word.starts_with(&format!("{l}=")))
+        });
+    }
     TEST_VARIABLES.contains(&upper.as_str())
         || (upper.starts_with("CARGO_TARGET_") && upper.ends_with("_RUNNER"))
-        || upper == "NPM_CONFIG_NODE_OPTIONS"
 }
 
 /// The kinds of shared manifests whose test settings are compared as documents.
@@ -747,16 +761,25 @@ mod tests {
 
     #[test]
     fn variables_that_configure_tests() {
-        for name in [
-            "PYTEST_ADDOPTS",
-            "NODE_OPTIONS",
-            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER",
-            "LD_PRELOAD",
+        for (name, value) in [
+            ("PYTEST_ADDOPTS", "-p force"),
+            ("NODE_OPTIONS", "--require ./force.js"),
+            (
+                "NODE_OPTIONS",
+                "--import=./force.mjs --max-old-space-size=4096",
+            ),
+            ("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER", "./pass"),
+            ("LD_PRELOAD", "/tmp/x.so"),
         ] {
-            assert!(is_test_variable(name), "{name}");
+            assert!(is_test_variable(name, value), "{name}={value}");
         }
-        for name in ["RUSTFLAGS", "PATH", "DJANGO_SETTINGS_MODULE", "CFLAGS"] {
-            assert!(!is_test_variable(name), "{name}");
+        for (name, value) in [
+            ("RUSTFLAGS", "-A warnings"),
+            ("PATH", "/usr/bin"),
+            ("DJANGO_SETTINGS_MODULE", "tests.settings"),
+            ("NODE_OPTIONS", "--openssl-legacy-provider"),
+        ] {
+            assert!(!is_test_variable(name, value), "{name}={value}");
         }
     }
 

@@ -14,8 +14,9 @@ use kiln_schema::{BuiltBy, EnvironmentRecord, EnvironmentStatus, FailureClass};
 use crate::classify::classify_setup;
 use crate::debian::{self, Suite};
 use crate::ecosystems::{self, Ecosystem};
+use crate::environment::Known;
 use crate::fallback::{Stopped, fall_back};
-use crate::plan::{self, Plan, PlanContext, TestScope};
+use crate::plan::{Plan, PlanContext, TestScope};
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::{LaunchRequest, ReuseSource};
 use crate::steps::{self, Step};
@@ -207,6 +208,8 @@ struct Prepared {
     license: String,
     /// The environment to start from (`reuse`): the nearest ancestor's of the same plan.
     reuse: Option<Start>,
+    /// The commit's tree and the test patch's files.
+    known: Known,
 }
 
 /// Where a reused launch starts.
@@ -402,12 +405,24 @@ fn prepare_with(
         Checkout::Borrowed => "checkout (borrowed)",
         Checkout::Whole { .. } => "clone",
     });
-    let test_files = plan::patch_files(&candidate.test_patch);
+    let mut known = match Known::read(&workdir, &candidate.base_commit, &candidate.test_patch) {
+        Ok(known) => known,
+        Err(e) if e.is_local_storage_problem() => {
+            return Err(LaunchError::host("read the checkout", e));
+        }
+        Err(e) => {
+            return Ok(Err(Failure::new(
+                FailureClass::Clone,
+                Some(&e.command),
+                &e.message,
+            )));
+        }
+    };
     let plan_cx = PlanContext {
         root: &workdir,
         cutoff: cutoff.as_deref(),
         ca_bundle: request.ca_bundle.as_deref().map(Vec::as_slice),
-        test_files: &test_files,
+        test_files: &known.test_files,
         scope: TestScope::parse(&request.settings.test_scope),
         case_timeout: request.settings.case_timeout,
     };
@@ -434,6 +449,8 @@ fn prepare_with(
     };
     let checkout_note = checkout.note.clone();
     drop(checkout);
+    known.rewrites = ecosystems::rewrites(ecosystem);
+    known.language = plan.language;
     phases.end("plan+pack");
     Ok(Ok(Prepared {
         ecosystem,
@@ -443,6 +460,7 @@ fn prepare_with(
         version,
         license,
         reuse,
+        known,
     }))
 }
 
@@ -548,6 +566,7 @@ async fn build(
         version,
         license,
         mut reuse,
+        known,
     } = match prepared? {
         Ok(prepared) => prepared,
         Err(failure) => return Ok(Some(failure)),
@@ -727,6 +746,7 @@ async fn build(
                 ecosystem,
                 plan: attempt_plan,
                 spec: &spec,
+                known: &known,
                 layered: layered.as_ref().map(|(tag, n)| (tag.as_str(), *n)),
                 reused: reused.as_ref().map(|start| Reused {
                     delta: start.delta.is_some(),
@@ -832,6 +852,8 @@ struct Attempted<'a> {
     ecosystem: Ecosystem,
     plan: &'a Plan,
     spec: &'a ContainerSpec,
+    /// The commit's tree and the test patch's files.
+    known: &'a Known,
     /// The system layer `spec`'s image is, and how many of the plan's first steps it ran.
     layered: Option<(&'a str, usize)>,
     reused: Option<Reused<'a>>,
@@ -992,6 +1014,7 @@ async fn run_plan(
         ecosystem,
         plan,
         spec,
+        known,
         layered,
         reused,
     } = attempted;
@@ -1128,6 +1151,7 @@ async fn run_plan(
                 language: plan.language,
                 remaining: work.queue.iter().map(Step::render).collect(),
                 spec,
+                known,
             };
             let end = fall_back(session, request, record, stopped, step).await?;
             return Ok(Attempt::Done(end));
@@ -1158,7 +1182,7 @@ async fn run_plan(
     // (temporary files, caches, files in the checkout) reaches the image that validation
     // starts every run from.
     step("commit image");
-    let baseline_run = BaselineRun::new(request, spec);
+    let baseline_run = BaselineRun::new(request, spec, known);
     loop {
         step("baseline tests");
         let (failure, outcome) = match baseline(session, &baseline_run, record).await? {
@@ -1195,6 +1219,7 @@ async fn run_plan(
                 language: plan.language,
                 remaining: Vec::new(),
                 spec,
+                known,
             };
             let end = fall_back(session, request, record, stopped, step).await?;
             return Ok(Attempt::Done(end));

@@ -55,6 +55,9 @@ struct Entry {
     interpreter: Option<InterpreterImage>,
     /// What to clear in a reused environment before its installs run again, if anything.
     fresh: Option<FreshInstall>,
+    /// Tracked files (by name) its package managers rewrite during setup: lockfiles. A changed
+    /// tracked file is otherwise the launch's failure (`crate::environment`).
+    rewrites: &'static [&'static str],
 }
 
 /// The ecosystems in the order they are asked: Python first (a repository with bindings in
@@ -69,6 +72,7 @@ static REGISTRY: &[Entry] = &[
         rules: &[python::repairs::RULES, repair::SYSTEM, repair::LAST],
         interpreter: Some(python::image),
         fresh: Some(python::FRESH),
+        rewrites: &[],
     },
     Entry {
         ecosystem: Ecosystem::Rust,
@@ -76,6 +80,7 @@ static REGISTRY: &[Entry] = &[
         rules: &[repair::SYSTEM, rust::repairs::RULES, repair::LAST],
         interpreter: None,
         fresh: Some(rust::FRESH),
+        rewrites: &["Cargo.lock"],
     },
     Entry {
         ecosystem: Ecosystem::Node,
@@ -83,6 +88,12 @@ static REGISTRY: &[Entry] = &[
         rules: &[repair::SYSTEM, node::repairs::RULES, repair::LAST],
         interpreter: None,
         fresh: Some(node::FRESH),
+        rewrites: &[
+            "package-lock.json",
+            "npm-shrinkwrap.json",
+            "yarn.lock",
+            "pnpm-lock.yaml",
+        ],
     },
     Entry {
         ecosystem: Ecosystem::Go,
@@ -91,6 +102,8 @@ static REGISTRY: &[Entry] = &[
         interpreter: None,
         // go.sum pins every module a build reads.
         fresh: None,
+        // `go mod download` and `go test` may add missing sums and tidy requirements.
+        rewrites: &["go.mod", "go.sum"],
     },
     Entry {
         ecosystem: Ecosystem::Native,
@@ -98,6 +111,7 @@ static REGISTRY: &[Entry] = &[
         rules: &[repair::SYSTEM, native::toolchain::RULES, repair::LAST],
         interpreter: Some(native::image),
         fresh: Some(native::FRESH),
+        rewrites: &[],
     },
     Entry {
         ecosystem: Ecosystem::Java,
@@ -106,6 +120,7 @@ static REGISTRY: &[Entry] = &[
         interpreter: None,
         // Maven and Gradle resolve from the build file alone; the local repository is a cache.
         fresh: None,
+        rewrites: &[],
     },
 ];
 
@@ -126,6 +141,12 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
     crate::services::apply(&mut plan, &crate::ci::services(cx.root));
     crate::ci_variables::apply(&mut plan, &crate::ci::environment(cx.root));
     Some((ecosystem, plan))
+}
+
+/// The tracked files (by name) `ecosystem`'s package managers may rewrite during setup.
+#[must_use]
+pub fn rewrites(ecosystem: Ecosystem) -> &'static [&'static str] {
+    entry(ecosystem).rewrites
 }
 
 /// What a reused environment of `ecosystem` clears before its installs run again.

@@ -8,6 +8,7 @@ use kiln_schema::{BuiltBy, EnvironmentRecord, FailureClass};
 
 use crate::agent::{self, Handover, Workplace};
 use crate::classify::classify_setup;
+use crate::environment::Known;
 use crate::recipe::{self, Recipe};
 use crate::request::LaunchRequest;
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
@@ -23,6 +24,8 @@ pub(crate) struct Stopped<'a> {
     pub(crate) remaining: Vec<String>,
     /// The spec of the launch's container.
     pub(crate) spec: &'a ContainerSpec,
+    /// The commit's tree and the test patch's files.
+    pub(crate) known: &'a Known,
 }
 
 /// Tries the repository's recipe for the plan, then the agent, where the rules stopped;
@@ -43,6 +46,7 @@ pub(crate) async fn fall_back(
         language,
         remaining,
         spec,
+        known,
     } = stopped;
     let mut note = None;
     let found = request
@@ -51,8 +55,18 @@ pub(crate) async fn fall_back(
         .and_then(|dir| recipe::find(dir, &record.repo, plan));
     if let Some(recipe) = found {
         step("recipe");
-        match replay(session, request, record, spec, &recipe, step).await? {
+        match replay(session, request, record, spec, known, &recipe, step).await? {
             None => return Ok(None),
+            // A recipe that forges is no recipe: the launch ends there, in the container it
+            // tainted, and the agent is not asked to build on it.
+            Some(refused)
+                if matches!(
+                    refused.class,
+                    FailureClass::EnvironmentEditsTests | FailureClass::EnvironmentEditsCheckout
+                ) =>
+            {
+                return Ok(Some(refused));
+            }
             Some(recipe_failure) => {
                 note = Some(format!(
                     "the recipe learned from {} was replayed where the rules stopped, and \
@@ -77,13 +91,14 @@ pub(crate) async fn fall_back(
         plan: plan.to_string(),
         language: language.to_string(),
         remaining,
-        test_files: crate::plan::patch_files(&request.candidate.test_patch),
+        test_files: known.test_files.clone(),
         note,
     };
     agent::take_over(
         Workplace {
             session,
             spec,
+            known,
             request,
             settings,
             lm: model.0.as_ref(),
@@ -102,6 +117,7 @@ async fn replay(
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
     spec: &ContainerSpec,
+    known: &Known,
     recipe: &Recipe,
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<Failure>, RuntimeError> {
@@ -109,6 +125,29 @@ async fn replay(
         "# kiln recipe learned from {} ({})",
         recipe.learned_from, recipe.created_at
     ));
+    // What a recipe may not do, whatever was written into it: set a variable that configures
+    // the test runner, or end its test command with something other than the runner.
+    let refused = |why: String| {
+        Ok(Some(Failure::new(
+            FailureClass::EnvironmentEditsTests,
+            None,
+            &format!(
+                "the recipe learned from {} was refused: {why}",
+                recipe.learned_from
+            ),
+        )))
+    };
+    if let Some(name) = recipe
+        .environment
+        .iter()
+        .find(|(name, value)| kiln_core::judge::is_test_variable(name, value))
+        .map(|(name, _)| name)
+    {
+        return refused(format!("it sets {name}, which configures the test runner"));
+    }
+    if let Some(why) = crate::agent::guard::masked_status(&recipe.test_command) {
+        return refused(why);
+    }
     for (name, value) in &recipe.environment {
         record.environment.insert(name.clone(), value.clone());
     }
@@ -119,8 +158,15 @@ async fn replay(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     );
+    let runtime = std::sync::Arc::clone(session.runtime());
+    let mut watch = kiln_core::checkout::Watch::new(
+        std::sync::Arc::clone(&known.tree),
+        known.test_files.clone(),
+        known.language,
+    );
     for command in &recipe.steps {
         step(&format!("recipe: {}", first_line(command)));
+        watch.before(runtime.as_ref(), session.id()).await?;
         let outcome = match run_or_fail(
             session,
             command,
@@ -132,6 +178,17 @@ async fn replay(
             Ok(outcome) => outcome,
             Err(failure) => return Ok(Some(failure)),
         };
+        if let Some(refusal) = watch.after(runtime.as_ref(), session.id()).await?.refusal {
+            return Ok(Some(Failure::new(
+                crate::environment::class(&refusal),
+                Some(command),
+                &format!(
+                    "the recipe learned from {} was refused at this step: {}",
+                    recipe.learned_from,
+                    refusal.reason()
+                ),
+            )));
+        }
         if outcome.exit_code != 0 {
             return Ok(Some(Failure::new(
                 classify_setup(&outcome),
@@ -151,7 +208,7 @@ async fn replay(
     record.parser_script.clone_from(&recipe.parser_script);
     record.rebuild_commands.clone_from(&recipe.rebuild_commands);
     step("recipe: baseline tests");
-    let run = BaselineRun::new(request, spec);
+    let run = BaselineRun::new(request, spec, known);
     let (failure, _) = baseline(session, &run, record).await?;
     match failure {
         None => {

@@ -21,6 +21,7 @@ mod classify;
 pub mod debian;
 pub mod dockerfile;
 mod ecosystems;
+mod environment;
 mod fallback;
 mod go;
 mod images;

@@ -13,8 +13,8 @@ use kiln_testlog::ParsedLog;
 
 /// Reads a test run's output as the row says: with its library parser, or, when the row has a
 /// parser script, with the script in a fresh container from `image` (logged to `log`), whose
-/// statuses must agree with the run's exit code and with the totals it read. `Ok(Err(..))`
-/// says why the output cannot be read.
+/// statuses must agree with the run's exit code, with the totals it read, and with kiln's own
+/// parser where one reads the output. `Ok(Err(..))` says why the output cannot be read.
 ///
 /// # Errors
 /// Engine failures only.
@@ -45,7 +45,9 @@ pub(crate) async fn read_output(
         Err(e) => return Ok(Err(e.to_string())),
     };
     Ok(
-        match kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code) {
+        match kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code).or_else(|| {
+            kiln_testlog::agree::disagreement(&parsed, &outcome.output, &record.test_command)
+        }) {
             Some(why) => Err(why),
             None => Ok(parsed),
         },

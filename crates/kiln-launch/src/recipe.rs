@@ -163,6 +163,98 @@ pub fn store(dir: &Path, repo: &str, recipe: Recipe) -> Result<PathBuf, RecipeEr
     Ok(path)
 }
 
+/// Where the recipe learned from `instance` waits for its validation.
+fn pending_path(dir: &Path, instance: &str) -> PathBuf {
+    dir.join("pending")
+        .join(format!("{}.json", kiln_schema::safe_name(instance)))
+}
+
+/// A recipe waiting for the validation of the instance that taught it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// `owner/name`.
+    pub repo: String,
+    /// The recipe.
+    pub recipe: Recipe,
+}
+
+/// Keeps `recipe`, learned from `instance` of `repo`, apart until that instance validates
+/// ([`promote`]): a recipe whose own instance does not validate (its tests fail in every run, or
+/// its environment forges passes) must never be replayed for the next one.
+///
+/// # Errors
+/// When the directory or the file cannot be written.
+pub fn store_pending(
+    dir: &Path,
+    instance: &str,
+    repo: &str,
+    recipe: Recipe,
+) -> Result<PathBuf, RecipeError> {
+    let path = pending_path(dir, instance);
+    let error = |e: &dyn std::fmt::Display| RecipeError {
+        operation: "write",
+        path: path.clone(),
+        message: e.to_string(),
+    };
+    let parent = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(|e| error(&e))?;
+    let pending = Pending {
+        repo: repo.to_string(),
+        recipe,
+    };
+    let mut text = serde_json::to_string_pretty(&pending).map_err(|e| error(&e))?;
+    text.push('\n');
+    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(|e| error(&e))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(|e| error(&e))?;
+    tmp.persist(&path).map_err(|e| error(&e.error))?;
+    Ok(path)
+}
+
+/// Stores the recipe `instance` taught, now that the instance validated, as its repository's
+/// recipe for the plan ([`store`]); `Ok(None)` when none waits.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn promote(dir: &Path, instance: &str) -> Result<Option<PathBuf>, RecipeError> {
+    let path = pending_path(dir, instance);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(RecipeError {
+                operation: "read",
+                path,
+                message: e.to_string(),
+            });
+        }
+    };
+    let pending: Pending = serde_json::from_str(&text).map_err(|e| RecipeError {
+        operation: "read",
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let stored = store(dir, &pending.repo, pending.recipe)?;
+    discard(dir, instance)?;
+    Ok(Some(stored))
+}
+
+/// Drops the recipe `instance` taught: the instance did not validate.
+///
+/// # Errors
+/// When the file exists and cannot be removed.
+pub fn discard(dir: &Path, instance: &str) -> Result<(), RecipeError> {
+    let path = pending_path(dir, instance);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(RecipeError {
+            operation: "remove",
+            path,
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// Every recipe file in `dir`, by file name; unreadable ones as errors.
 #[must_use]
 pub fn list(dir: &Path) -> Vec<Result<RecipeFile, RecipeError>> {
@@ -235,6 +327,21 @@ mod tests {
         let listed = list(dir.path());
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].as_ref().unwrap().recipes.len(), 2);
+    }
+
+    #[test]
+    fn a_recipe_is_replayed_only_once_its_instance_validated() {
+        let dir = tempfile::tempdir().unwrap();
+        store_pending(dir.path(), "o__r-1", "o/r", recipe("python-pip", "make")).unwrap();
+        store_pending(dir.path(), "o__r-2", "o/r", recipe("python-setup", "make")).unwrap();
+        assert_eq!(find(dir.path(), "o/r", "python-pip"), None);
+        assert!(list(dir.path()).is_empty());
+        assert!(promote(dir.path(), "o__r-1").unwrap().is_some());
+        discard(dir.path(), "o__r-2").unwrap();
+        assert!(find(dir.path(), "o/r", "python-pip").is_some());
+        assert_eq!(find(dir.path(), "o/r", "python-setup"), None);
+        assert_eq!(promote(dir.path(), "o__r-2").unwrap(), None);
+        assert_eq!(promote(dir.path(), "o__r-1").unwrap(), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use kiln_core::{ContainerSpec, ExecOutcome, RuntimeError, Session};
 use kiln_schema::{EnvironmentRecord, FailureClass, TestStatus};
 use kiln_testlog::ParsedLog;
 
+use crate::environment::{self, Known};
 use crate::request::LaunchRequest;
 
 /// How a launch attempt ended, before it is written as a row.
@@ -135,21 +136,31 @@ pub(crate) struct BaselineRun<'a> {
     spec: &'a ContainerSpec,
     /// Log of a parser script's run.
     parser_log: PathBuf,
+    /// The commit's tree and what may change in it: the container's checkout is checked
+    /// against it before the commit.
+    known: &'a Known,
 }
 
 impl<'a> BaselineRun<'a> {
-    /// The baseline run of `request`, whose setup ran in a container made from `spec`.
-    pub(crate) fn new(request: &'a LaunchRequest, spec: &'a ContainerSpec) -> Self {
+    /// The baseline run of `request`, whose setup ran in a container made from `spec` on a
+    /// checkout `known` describes.
+    pub(crate) fn new(
+        request: &'a LaunchRequest,
+        spec: &'a ContainerSpec,
+        known: &'a Known,
+    ) -> Self {
         Self {
             request,
             labels: request.image_labels(),
             spec,
             parser_log: request.log_dir.join("parser.log"),
+            known,
         }
     }
 }
 
-/// Commits the container to the environment image, runs the record's test command in a
+/// Checks what the environment left in the checkout ([`crate::environment`]), then commits the
+/// container to the environment image, runs the record's test command in a
 /// container of its own from that image, on the tests' network (none unless the stage names
 /// the repository), and judges it: nothing the tests write reaches the image or the setup
 /// container, and the tests run as validation will run them. The failure, if any, and the
@@ -164,6 +175,18 @@ pub(crate) async fn baseline(
     record: &mut EnvironmentRecord,
 ) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
     let settings = &run.request.settings;
+    // Before the commit: an environment that changed the checkout is no environment, whoever
+    // built it, and nothing of it becomes an image.
+    let runtime = Arc::clone(session.runtime());
+    let files = match environment::check(runtime.as_ref(), session.id(), run.known).await? {
+        Ok(files) => files,
+        Err((class, reason)) => {
+            session.note(&format!(
+                "# kiln: the checkout check refused the environment: {reason}"
+            ));
+            return Ok((Some(Failure::new(class, None, &reason)), None));
+        }
+    };
     let image_id = session.commit(&run.request.image_tag, &run.labels).await?;
     // By the id the commit gave, as validation will run it: a tag can move meanwhile.
     let image = ContainerSpec {
@@ -193,11 +216,11 @@ pub(crate) async fn baseline(
         Err(failure) => return Ok((Some(failure), None)),
     };
     record.test_seconds = outcome.duration.as_secs_f64();
-    let runtime = Arc::clone(session.runtime());
     let parsed =
         crate::output::read_output(&runtime, record, &image, &outcome, &run.parser_log).await?;
     let failure = judge_tests(&outcome, parsed, record, settings.min_pass_ratio);
     if failure.is_none() {
+        record.environment_files = files;
         record.image = Some(run.request.image_tag.clone());
         record.image_digest = Some(image_id).filter(|id| !id.is_empty());
         record.dockerfile = Some(crate::dockerfile::dockerfile(record));

@@ -21,7 +21,9 @@ use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, V
 /// 10: validations list the tests the harness parser cannot read (`harness_unread`), and
 /// release rows keep them apart (`FAIL_TO_PASS_UNGRADED`, `PASS_TO_PASS_UNGRADED`).
 /// 11: validations name the tests that failed for want of a network (`needs_network`).
-pub const SCHEMA_VERSION: u32 = 11;
+/// 12: environments list the untracked files the environment left in the checkout
+/// (`environment_files`).
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -179,6 +179,11 @@ table! {
         /// statuses as the reused one, else `differs: ` and the tests whose status differs
         /// (`id: reused → cold`), then both launch times in parentheses; null when not checked.
         pub reuse_check: Option<String>,
+        /// The untracked files the environment left in the checkout (a directory holding only
+        /// such files as `dir/`: `node_modules/`, `target/`), for a reviewer to see what the
+        /// tests run beside; at most 200, then a count. Every tracked file is as the commit has
+        /// it, but for lockfiles the plan's package manager rewrites.
+        pub environment_files: Vec<String>,
         /// Setup commands that ran and succeeded, in order (a failing one is `failure_command`).
         pub setup_commands: Vec<String>,
         /// Repair rules applied, in order: the rule's name, what it did and the output line

@@ -190,6 +190,7 @@
 //! run as kiln did. Formats without a harness parser have none
 //! ([`swebench::harness_parsers`] is empty).
 
+pub mod agree;
 mod cargo;
 mod catch2;
 mod ctest;

@@ -257,8 +257,23 @@ impl LineParser for Pytest {
                     self.record(&id, TestStatus::Skip, n, false);
                 }
             } else if &caps[1] == "PASSED" {
-                // PASSED entries never carry a message; cutting could only damage an id.
-                self.record(rest, status, 1, false);
+                // PASSED entries never carry a message; cutting could only damage an id. One
+                // that names a known test and goes on with ` - ` and a failure's text is a
+                // failed report turned into a pass (a hook that rewrites outcomes): the log
+                // cannot be trusted.
+                let id = resolve_id(rest, &self.out.statuses, &self.headers);
+                if id.len() < rest.len() && rest[id.len()..].starts_with(" - ") {
+                    self.out.problems.push(format!(
+                        "`PASSED {}` carries a failure's text after the test's id",
+                        crate::normalize::normalize_test_id(rest)
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    ));
+                    self.record(id, status, 1, false);
+                } else {
+                    self.record(rest, status, 1, false);
+                }
             } else {
                 let id = resolve_id(rest, &self.out.statuses, &self.headers).to_owned();
                 if rest[id.len()..]
@@ -348,5 +363,33 @@ mod tests {
         for (rest, want) in cases {
             assert_eq!(cut_message(rest), want, "{rest:?}");
         }
+    }
+
+    /// A hook that rewrites failed reports as passed leaves pytest printing the failure's
+    /// message after `PASSED` in the short summary: such a log is not to be trusted.
+    #[test]
+    fn a_passed_line_with_a_failures_text_is_a_problem() {
+        let log = "============================= test session starts ==============================\n\
+collected 2 items\n\n\
+tests/test_forecast.py::test_warmest PASSED [ 50%]\n\
+tests/test_forecast.py::test_coldest PASSED [100%]\n\n\
+=========================== short test summary info ============================\n\
+PASSED tests/test_forecast.py::test_warmest - RuntimeError: no forecast\n\
+PASSED tests/test_forecast.py::test_coldest\n\
+============================== 2 passed in 0.02s ===============================\n";
+        let read = |log: &str| {
+            let mut parser: Box<dyn crate::lines::LineParser> = Box::new(Pytest::default());
+            crate::lines::feed_str(parser.as_mut(), log);
+            parser.finish()
+        };
+        let parsed = read(log);
+        assert_eq!(parsed.statuses.len(), 2, "{:?}", parsed.statuses);
+        assert_eq!(parsed.problems.len(), 1, "{:?}", parsed.problems);
+        assert!(parsed.problems[0].contains("test_warmest - RuntimeError"));
+        // A parametrised id with ` - ` inside its brackets is an id, not a message.
+        let log = log
+            .replace("test_warmest - RuntimeError: no forecast", "test_p[a - b]")
+            .replace("test_warmest PASSED", "test_p[a - b] PASSED");
+        assert!(read(&log).problems.is_empty());
     }
 }

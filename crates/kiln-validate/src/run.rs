@@ -11,7 +11,7 @@ use kiln_core::runtime::WORKDIR;
 use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, Removals, RuntimeError, Session};
 use kiln_schema::{FailureClass, TestStatuses};
 
-use crate::patch;
+use kiln_core::apply as patch;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -165,6 +165,9 @@ pub async fn run_tests(
             let parsed = kiln_testlog::parse("status-lines", &ran.output)
                 .map_err(|e| RunFailure::Item(FailureClass::TestRun, e.to_string()))?;
             if let Some(why) = kiln_testlog::status_lines::contradiction(&parsed, outcome.exit_code)
+                .or_else(|| {
+                    kiln_testlog::agree::disagreement(&parsed, &outcome.output, spec.test_command)
+                })
             {
                 return Err(RunFailure::Item(FailureClass::InvalidRun, why));
             }

@@ -40,6 +40,7 @@ use serde_json::json;
 use self::sandbox::Sandbox;
 use self::tools::{Action, Finish};
 use self::transcript::{Logged, Transcript, head_tail, one_line};
+use crate::environment::Known;
 use crate::recipe::Recipe;
 use crate::request::LaunchRequest;
 use crate::shell::quote;
@@ -65,6 +66,8 @@ pub(crate) struct Workplace<'a> {
     pub(crate) session: &'a mut Session,
     /// The spec the container was started from (rollbacks replace its image).
     pub(crate) spec: &'a ContainerSpec,
+    /// The commit's tree and the test patch's files.
+    pub(crate) known: &'a Known,
     pub(crate) request: &'a LaunchRequest,
     pub(crate) settings: &'a AgentSettings,
     pub(crate) lm: &'a dyn LanguageModel,
@@ -102,6 +105,7 @@ pub(crate) async fn take_over(
     let Workplace {
         session,
         spec,
+        known,
         request,
         settings,
         lm,
@@ -134,6 +138,12 @@ pub(crate) async fn take_over(
         spec.clone(),
     );
     let mut trajectory = Trajectory::open(&request.log_dir.join("agent.jsonl"));
+    // Every command is judged by what it did to the container, read from the engine.
+    let mut watch = kiln_core::checkout::Watch::new(
+        Arc::clone(&known.tree),
+        known.test_files.clone(),
+        known.language,
+    );
     let mut learned = Learned::default();
     let rules_test = (
         record.test_command.clone(),
@@ -184,9 +194,11 @@ pub(crate) async fn take_over(
                 &mut Ctx {
                     session: &mut *session,
                     sandbox: &mut sandbox,
+                    watch: &mut watch,
                     request,
                     settings,
                     spec,
+                    known,
                     record: &mut *record,
                     learned: &mut learned,
                     test_files: &handover.test_files,
@@ -221,9 +233,15 @@ pub(crate) async fn take_over(
     if end.is_none() {
         if let Some(dir) = &request.recipes {
             let recipe = learned.recipe(record, &handover.plan, &settings.model);
-            match crate::recipe::store(dir, &record.repo, recipe) {
+            // Kept apart until the instance validates: only then is it the repository's.
+            match crate::recipe::store_pending(
+                dir,
+                record.instance_id.as_str(),
+                &record.repo,
+                recipe,
+            ) {
                 Ok(path) => session.note(&format!(
-                    "# kiln agent: recipe stored in {}",
+                    "# kiln agent: recipe kept in {} until the instance validates",
                     path.display()
                 )),
                 Err(e) => session.note(&format!("# kiln agent: the recipe was not stored: {e}")),
@@ -371,9 +389,12 @@ impl Learned {
 struct Ctx<'a> {
     session: &'a mut Session,
     sandbox: &'a mut Sandbox,
+    /// What each command changed, read from the engine.
+    watch: &'a mut kiln_core::checkout::Watch,
     request: &'a LaunchRequest,
     settings: &'a AgentSettings,
     spec: &'a ContainerSpec,
+    known: &'a Known,
     record: &'a mut EnvironmentRecord,
     learned: &'a mut Learned,
     test_files: &'a [String],
@@ -456,6 +477,15 @@ async fn act(call: &ToolCall, cx: &mut Ctx<'_>) -> Result<Done, RuntimeError> {
             )
         }
         Action::WriteFile { path, content } => write(cx, &path, &content).await?,
+        Action::SetEnv { name, value } if kiln_core::judge::is_test_variable(&name, &value) => {
+            let why = format!(
+                "refused: `{name}` configures the test runner; an environment must run the \
+                 tests as the repository configures them"
+            );
+            cx.session
+                .note(&format!("# kiln agent: refused setting {name}: {why}"));
+            Done::said(one_line("set_env", &name), why, "refused")
+        }
         Action::SetEnv { name, value } => {
             cx.record.environment.insert(name.clone(), value.clone());
             cx.learned.environment.insert(name.clone(), value.clone());
@@ -505,7 +535,11 @@ async fn run(
             .note(&format!("# kiln agent: refused `{command}`: {why}"));
         return Ok(Done::said(action, why, "refused"));
     }
-    let changes = !sandbox::is_read_only(command);
+    let runtime = Arc::clone(cx.session.runtime());
+    cx.watch.before(runtime.as_ref(), cx.session.id()).await?;
+    // Which commands are snapshotted first is read from their words (reading costs nothing);
+    // what a command may do is judged by what it did.
+    let mut changes = !sandbox::is_read_only(command);
     let snapshot = if changes {
         cx.sandbox.before_change(cx.session).await?
     } else {
@@ -548,6 +582,15 @@ async fn run(
         }
         Err(e) => return Err(e),
     };
+    let observed = cx.watch.after(runtime.as_ref(), cx.session.id()).await?;
+    if let Some(refusal) = observed.refusal {
+        let mut done = refuse_effect(cx, action, command, &refusal, changes).await?;
+        done.snapshot = snapshot;
+        return Ok(done);
+    }
+    // A command whose words read as reading but that changed the container is a setup step.
+    let snapshotted = changes;
+    changes = changes || observed.changed;
     let mut text = format!("exit {}", outcome.exit_code);
     if outcome.timed_out {
         text.push_str(&format!(" (killed after {:.0}s)", timeout.as_secs_f64()));
@@ -555,14 +598,11 @@ async fn run(
     let mut rollback = None;
     let mut logged_outcome = format!("exit {}", outcome.exit_code);
     if changes && outcome.exit_code == 0 {
-        cx.sandbox.dirty = true;
+        cx.sandbox.kept();
         cx.record.setup_commands.push(command.to_string());
         cx.learned.steps.push(command.to_string());
     } else if changes {
-        rollback = cx
-            .sandbox
-            .roll_back(cx.session, &cx.request.removals)
-            .await?;
+        rollback = undo(cx, snapshotted).await?.0;
         if rollback.is_some() {
             text.push_str("; rolled back: the container is as it was before this command");
             logged_outcome.push_str(", rolled back");
@@ -592,6 +632,8 @@ async fn write(cx: &mut Ctx<'_>, path: &str, content: &str) -> Result<Done, Runt
     } else {
         format!("{WORKDIR}/{path}")
     };
+    let runtime = Arc::clone(cx.session.runtime());
+    cx.watch.before(runtime.as_ref(), cx.session.id()).await?;
     let snapshot = cx.sandbox.before_change(cx.session).await?;
     match cx
         .session
@@ -607,7 +649,14 @@ async fn write(cx: &mut Ctx<'_>, path: &str, content: &str) -> Result<Done, Runt
         }
         Err(e) => return Err(e),
     }
-    cx.sandbox.dirty = true;
+    let observed = cx.watch.after(runtime.as_ref(), cx.session.id()).await?;
+    if let Some(refusal) = observed.refusal {
+        let mut done =
+            refuse_effect(cx, action, &format!("write {absolute}"), &refusal, true).await?;
+        done.snapshot = snapshot;
+        return Ok(done);
+    }
+    cx.sandbox.kept();
     let command = write_command(&absolute, content);
     cx.session.note(&format!("# kiln agent: wrote {absolute}"));
     cx.record.setup_commands.push(command.clone());
@@ -619,6 +668,71 @@ async fn write(cx: &mut Ctx<'_>, path: &str, content: &str) -> Result<Done, Runt
     );
     done.snapshot = snapshot;
     Ok(done)
+}
+
+/// Refuses an action for what it did ([`kiln_core::checkout::Watch`]): the container goes back
+/// to the snapshot before it. `snapshotted` says whether one was taken right before it; when
+/// not (its words read as reading), the latest snapshot is restored and the steps kept since
+/// it are dropped with it; with no snapshot at all the agent cannot go on.
+async fn refuse_effect(
+    cx: &mut Ctx<'_>,
+    action: String,
+    what: &str,
+    refusal: &kiln_core::checkout::Refusal,
+    snapshotted: bool,
+) -> Result<Done, RuntimeError> {
+    let why = format!("refused: {}", refusal.reason());
+    cx.session.note(&format!(
+        "# kiln agent: refused `{}`: {why}",
+        one_line("", what)
+    ));
+    let (rollback, dropped) = undo(cx, snapshotted).await?;
+    let mut done = Done::said(
+        action,
+        format!("{why}; the container was rolled back to before the command"),
+        "refused by its effect, rolled back",
+    );
+    done.rollback = rollback;
+    if rollback.is_none() {
+        done.stopped = Some(Failure::new(
+            crate::environment::class(refusal),
+            Some(what),
+            &format!(
+                "the agent's command did what an environment may not: {}",
+                refusal.reason()
+            ),
+        ));
+        return Ok(done);
+    }
+    if dropped > 0 {
+        done.result.push_str(&format!(
+            "; the {dropped} command(s) kept since the last snapshot are undone too"
+        ));
+    }
+    Ok(done)
+}
+
+/// Rolls the container back to the latest snapshot, undoing the last command; when no snapshot
+/// was taken right before it (`snapshotted` false), the steps kept since that snapshot go too
+/// and are dropped from the row and the recipe. The rollback's seconds (`None`: no snapshot)
+/// and how many kept steps were dropped.
+async fn undo(cx: &mut Ctx<'_>, snapshotted: bool) -> Result<(Option<f64>, usize), RuntimeError> {
+    let dropped = if snapshotted {
+        0
+    } else {
+        cx.sandbox.dropped_since_snapshot()
+    };
+    let rollback = cx
+        .sandbox
+        .roll_back(cx.session, &cx.request.removals)
+        .await?;
+    if rollback.is_some() && dropped > 0 {
+        let keep = cx.learned.steps.len().saturating_sub(dropped);
+        cx.learned.steps.truncate(keep);
+        let keep = cx.record.setup_commands.len().saturating_sub(dropped);
+        cx.record.setup_commands.truncate(keep);
+    }
+    Ok((rollback, dropped))
 }
 
 /// A shell command that writes `content` to `path` (directories created), from a heredoc whose
@@ -656,7 +770,9 @@ fn write_command(path: &str, content: &str) -> String {
 /// read; the environment counts when they parse and enough pass.
 async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeError> {
     let action = one_line("finish", &finish.test_command);
-    if let Some(why) = guard::check_test_command(&finish.test_command) {
+    if let Some(why) = guard::check_test_command(&finish.test_command)
+        .or_else(|| guard::masked_status(&finish.test_command))
+    {
         return Ok(Done::said(action, why, "refused"));
     }
     let (parser, script) = match (finish.parser.as_str(), finish.parser_script) {
@@ -690,7 +806,7 @@ async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeE
     cx.learned.summary = finish.summary;
 
     let runtime = Arc::clone(cx.session.runtime());
-    let run = BaselineRun::new(cx.request, cx.spec);
+    let run = BaselineRun::new(cx.request, cx.spec, cx.known);
     let (verdict, outcome) = baseline(cx.session, &run, cx.record).await?;
     if let (Some(stopped), None) = (&verdict, &outcome) {
         // The tests ran in a container of their own, which they ended; the agent's container

@@ -122,6 +122,8 @@ pub(crate) struct Sandbox {
     taken: bool,
     /// Whether the container changed since the snapshot.
     pub(crate) dirty: bool,
+    /// Steps kept since the snapshot (commands that changed the container and stayed).
+    kept_since: usize,
     /// Snapshots taken and their seconds.
     pub(crate) snapshots: Vec<f64>,
     /// Rollbacks done and their seconds.
@@ -136,6 +138,7 @@ impl Sandbox {
             spec,
             taken: false,
             dirty: true,
+            kept_since: 0,
             snapshots: Vec::new(),
             rollbacks: Vec::new(),
         }
@@ -155,7 +158,19 @@ impl Sandbox {
         self.snapshots.push(seconds);
         self.taken = true;
         self.dirty = false;
+        self.kept_since = 0;
         Ok(Some(seconds))
+    }
+
+    /// Counts a step kept since the snapshot: it changed the container.
+    pub(crate) fn kept(&mut self) {
+        self.dirty = true;
+        self.kept_since += 1;
+    }
+
+    /// How many steps a roll back to the snapshot undoes beyond the last command.
+    pub(crate) fn dropped_since_snapshot(&self) -> usize {
+        self.kept_since
     }
 
     /// Replaces the session's container with a new one from the snapshot; `None` when there
@@ -180,6 +195,7 @@ impl Sandbox {
         let seconds = started.elapsed().as_secs_f64();
         self.rollbacks.push(seconds);
         self.dirty = false;
+        self.kept_since = 0;
         Ok(Some(seconds))
     }
 

@@ -281,8 +281,17 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
         lines[0]
     );
 
-    // The recipe holds what stayed; the next instance of the repository builds from it
-    // without a single request.
+    // The recipe holds what stayed, kept apart until the instance validates (the validate
+    // stage promotes it); the next instance of the repository then builds from it without a
+    // single request.
+    assert_eq!(
+        kiln_launch::recipe::read(recipes.path(), "scripted/demo").unwrap(),
+        None,
+        "a recipe is the repository's only once its instance validated"
+    );
+    kiln_launch::recipe::promote(recipes.path(), "scripted__demo-1")
+        .unwrap()
+        .expect("a recipe waiting for validation");
     let stored = kiln_launch::recipe::read(recipes.path(), "scripted/demo")
         .unwrap()
         .expect("a recipe file");
@@ -490,4 +499,191 @@ async fn a_parser_script_that_contradicts_the_exit_code_is_refused() {
         runtime.image(&launched.image_tag).is_none(),
         "no environment image is left"
     );
+}
+
+/// A hook that turns every failed report into a pass, written as a `conftest.py`: no word of
+/// the write switches a test off, and it is refused all the same, for what it adds.
+const FORCEPASS: &str = "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n    outcome.get_result().outcome = \"passed\"\n";
+
+#[tokio::test]
+async fn what_the_agent_does_is_judged_by_its_effect_whatever_its_words() {
+    let runtime = runtime_needing_jq();
+    // The command's words write nothing the guard reads; its effect rewrites the test file.
+    let rewrite = "python3 -c \"import pathlib; pathlib.Path('tests/test_demo.py').write_text('def test_ok(): pass')\"";
+    runtime.script(
+        Script::contains("pathlib.Path('tests/test_demo.py')")
+            .answer(Answer::ok().writes("/testbed/tests/test_demo.py", "def test_ok(): pass")),
+    );
+    runtime.script(
+        Script::contains("pip install ./forcepass").answer(Answer::ok().writes(
+            "/opt/kiln/venv/lib/python3.11/site-packages/forcepass.pth",
+            "import forcepass\n",
+        )),
+    );
+    let model = PlannedModel::new(vec![
+        vec![(
+            "write_file",
+            json!({"path": "conftest.py", "content": FORCEPASS}),
+        )],
+        vec![("run", json!({"command": rewrite}))],
+        vec![("run", json!({"command": "pip install ./forcepass"}))],
+        vec![(
+            "set_env",
+            json!({"name": "PYTEST_ADDOPTS", "value": "-p forcepass"}),
+        )],
+        vec![(
+            "finish",
+            json!({"test_command": "python -m pytest -rA tests; echo done", "parser": "pytest"}),
+        )],
+    ]);
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 6, None)).await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    assert_eq!(record.failure_class, Some(FailureClass::AgentBudget));
+    let seen = model.results_seen_by(5);
+    assert!(
+        seen.contains("added test configuration to the checkout: conftest.py"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("changed tests/test_demo.py, a file the instance's test patch touches"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("forcepass.pth runs code at every Python start"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("`PYTEST_ADDOPTS` configures the test runner"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("`echo done`'s, not the test runner's"),
+        "{seen}"
+    );
+    assert_eq!(seen.matches("refused").count(), 5, "{seen}");
+    // Each refused change was rolled back: the container the agent works in holds none of it,
+    // and the row keeps none of it.
+    let last = runtime
+        .containers()
+        .into_iter()
+        .rfind(|c| !c.commands().is_empty())
+        .unwrap();
+    assert!(last.file("/testbed/conftest.py").is_none());
+    assert_eq!(
+        last.file("/testbed/tests/test_demo.py").as_deref(),
+        Some(PYTHON[2].1.as_bytes())
+    );
+    assert!(!record.environment.contains_key("PYTEST_ADDOPTS"));
+    assert!(
+        !record
+            .setup_commands
+            .iter()
+            .any(|c| c.contains("forcepass"))
+    );
+}
+
+#[tokio::test]
+async fn a_parser_script_that_passes_what_the_runner_failed_is_refused() {
+    // The runner exits 0 (its status forged) and prints pytest's report of a failure; the
+    // script reads every test as passed.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(kiln_core::parser_script::command()).answer(Answer::ok().output(
+            "[PASSED] tests/test_demo.py::test_adds\n[PASSED] tests/test_demo.py::test_fails\n",
+        )),
+    );
+    runtime.script(
+        Script::contains("./run-tests").answer(
+            Answer::pytest(&[
+                ("tests/test_demo.py::test_adds", "PASSED"),
+                ("tests/test_demo.py::test_fails", "FAILED"),
+            ])
+            .with_exit_code(0),
+        ),
+    );
+    runtime.script(Script::contains("-m pytest").answer(Answer::exit(4).output("no tests here\n")));
+    let model = PlannedModel::new(vec![vec![(
+        "finish",
+        json!({"test_command": "./run-tests", "parser": "script", "parser_script": "sed -n p"}),
+    )]]);
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 3, None)).await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    let seen = model.results_seen_by(1);
+    assert!(
+        seen.contains("reads `tests/test_demo.py::test_fails` as passed; kiln's `pytest` parser"),
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn a_recipe_that_forges_is_refused_at_its_step_naming_the_file() {
+    let recipes = tempfile::tempdir().unwrap();
+    let forging = kiln_launch::recipe::Recipe {
+        plan: "python-pyproject".into(),
+        learned_from: "scripted__demo-0".into(),
+        created_at: "2026-12-01T00:00:00Z".into(),
+        model: "edited by hand".into(),
+        environment: std::collections::BTreeMap::new(),
+        steps: vec![
+            "apt-get install -y jq".into(),
+            format!("cat > /testbed/conftest.py <<'EOF'\n{FORCEPASS}EOF"),
+        ],
+        test_command: "python -m pytest -rA tests".into(),
+        rebuild_commands: Vec::new(),
+        parser: "pytest".into(),
+        parser_script: None,
+    };
+    let plan = {
+        // The plan the rules choose for the demo, as the row names it.
+        let runtime = runtime_needing_jq();
+        let launched = launch_with(&runtime, PYTHON, with_agent(None, 1, None)).await;
+        launched.record().plan.clone()
+    };
+    kiln_launch::recipe::store(
+        recipes.path(),
+        "scripted/demo",
+        kiln_launch::recipe::Recipe { plan, ..forging },
+    )
+    .unwrap();
+    let runtime = runtime_needing_jq();
+    runtime.script(
+        Script::contains("cat > /testbed/conftest.py")
+            .answer(Answer::ok().writes("/testbed/conftest.py", FORCEPASS)),
+    );
+    let model = PlannedModel::new(Vec::new());
+    let launched = launch_with(
+        &runtime,
+        PYTHON,
+        with_agent(Some(&model), 3, Some(recipes.path())),
+    )
+    .await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    assert_eq!(
+        record.failure_class,
+        Some(FailureClass::EnvironmentEditsTests),
+        "{:?}",
+        record.log_tail
+    );
+    let tail = record.log_tail.as_deref().unwrap_or_default();
+    assert!(
+        tail.contains("refused at this step") && tail.contains("conftest.py"),
+        "{tail}"
+    );
+    assert!(
+        record
+            .failure_command
+            .as_deref()
+            .is_some_and(|c| c.starts_with("cat > /testbed/conftest.py")),
+        "{:?}",
+        record.failure_command
+    );
+    assert_eq!(
+        model.requests().len(),
+        0,
+        "the agent is not asked to build on it"
+    );
+    assert!(runtime.image(&launched.image_tag).is_none());
 }

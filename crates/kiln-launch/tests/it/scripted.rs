@@ -1210,3 +1210,93 @@ async fn packages_the_layer_cannot_install_are_installed_by_the_launch_itself() 
             .any(|c| c.contains("apt-get install"))
     );
 }
+
+/// What an environment left in the checkout decides, whoever built it: a setup step that writes
+/// a `conftest.py` (here the plan's own install, as a hostile `setup.py` would) leaves no
+/// environment, and no image.
+#[tokio::test]
+async fn an_environment_that_adds_test_configuration_is_refused() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'")
+            .answer(Answer::ok().writes("/testbed/tests/conftest.py", "import demo._forcepass\n")),
+    );
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status, EnvironmentStatus::Failed);
+    assert_eq!(
+        record.failure_class,
+        Some(FailureClass::EnvironmentEditsTests),
+        "{:?}",
+        record.log_tail
+    );
+    let tail = record.log_tail.as_deref().unwrap_or_default();
+    assert!(
+        tail.contains("added test configuration to the checkout: tests/conftest.py"),
+        "{tail}"
+    );
+    assert!(runtime.image(&launched.image_tag).is_none());
+    assert!(
+        !runtime.commands().contains(&record.test_command),
+        "the tests ran"
+    );
+}
+
+/// A tracked file the setup changed is the launch's failure, unless the plan declares that its
+/// package manager rewrites it (a lockfile); the untracked files it added are listed in the row.
+#[tokio::test]
+async fn a_changed_tracked_file_fails_the_launch_unless_the_plan_declares_it() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains(" -e '.[test]'").answer(Answer::ok().writes(
+            "/testbed/src/demo/__init__.py",
+            "def add(a, b):\n    return 3\n",
+        )),
+    );
+    runtime.script(Script::contains("-m pytest").answer(pytest_baseline()));
+    let record = launch_on(&runtime, PYTHON).await.record().clone();
+    assert_eq!(
+        record.failure_class,
+        Some(FailureClass::EnvironmentEditsCheckout),
+        "{:?}",
+        record.log_tail
+    );
+    assert!(
+        record
+            .log_tail
+            .as_deref()
+            .is_some_and(|t| t.contains("changed the tracked file src/demo/__init__.py")),
+        "{:?}",
+        record.log_tail
+    );
+
+    // npm rewrites package-lock.json; what else the install and the build leave is listed.
+    let node = [
+        NODE[0],
+        NODE[1],
+        ("package-lock.json", "{\"lockfileVersion\": 3}\n"),
+    ];
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("npm ").answer(
+            Answer::ok()
+                .writes(
+                    "/testbed/package-lock.json",
+                    "{\"lockfileVersion\": 3, \"x\": 1}\n",
+                )
+                .writes("/testbed/node_modules/a/index.js", "")
+                .writes("/testbed/node_modules/a/jest.config.js", "")
+                .writes("/testbed/dist/index.js", ""),
+        ),
+    );
+    runtime.script(Script::contains("node --test").answer(node_test_passing()));
+    let record = launch_on(&runtime, &node).await.record().clone();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.environment_files, ["dist/", "node_modules/"]);
+}

@@ -31,6 +31,7 @@ pub(crate) async fn validate(
         ));
     };
     let mirrors = cx.mirrors();
+    let recipes = super::launch::recipes_dir(cx.pipeline);
     let mut table = cx.table::<ValidationRecord>()?;
     let items: Vec<InstanceId> = environments.keys().cloned().collect();
     let ran = containers::run(
@@ -59,10 +60,15 @@ pub(crate) async fn validate(
                 },
             }))
         },
-        |runtime, request, reporter| async move {
-            kiln_validate::validate(runtime, &request, reporter.as_ref())
-                .await
-                .map_err(|kiln_validate::ValidateError::Engine(e)| PipelineError::Engine(e))
+        |runtime, request, reporter| {
+            let recipes = recipes.clone();
+            async move {
+                let row = kiln_validate::validate(runtime, &request, reporter.as_ref())
+                    .await
+                    .map_err(|kiln_validate::ValidateError::Engine(e)| PipelineError::Engine(e))?;
+                settle_recipe(&recipes, &row, reporter.as_ref());
+                Ok(row)
+            }
         },
         validation_outcome,
     )
@@ -81,6 +87,33 @@ pub(crate) async fn validate(
         ran.skipped,
         validation_outcome,
     )
+}
+
+/// A recipe the launch agent learned from this instance becomes its repository's once the
+/// instance validates, and is dropped when it does not: a recipe is written only after an
+/// instance built with it validated. A validation that failed for the machine (no row) leaves
+/// it waiting.
+fn settle_recipe(
+    recipes: &std::path::Path,
+    row: &ValidationRecord,
+    reporter: &dyn kiln_core::Reporter,
+) {
+    let id = row.instance_id.as_str();
+    let settled = match row.status {
+        kiln_schema::ValidationStatus::Validated => {
+            kiln_launch::recipe::promote(recipes, id).map(|stored| {
+                stored.map(|path| format!("the recipe {id} taught is stored in {}", path.display()))
+            })
+        }
+        _ => kiln_launch::recipe::discard(recipes, id).map(|()| None),
+    };
+    match settled {
+        Ok(Some(message)) => reporter.report(kiln_core::Event::Note { message }),
+        Ok(None) => {}
+        Err(e) => reporter.report(kiln_core::Event::Note {
+            message: format!("the recipe of {id}: failed to {e}"),
+        }),
+    }
 }
 
 /// How the stage's FAIL_TO_PASS lists agree with the published ones: how many could be

@@ -94,6 +94,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         image_digest: Some("sha256:0123abcd".into()),
         reused_from: Some("o__r-0".into()),
         reuse_check: Some("same".into()),
+        environment_files: vec!["build/".into(), "src/pkg/_version.py".into()],
         setup_commands: vec!["pip install -e .".into(), "pip install pytest".into()],
         repairs: vec!["pkg-config: ran `apt-get install pkg-config` first".into()],
         environment: BTreeMap::from([("NODE_OPTIONS".into(), "--openssl-legacy-provider".into())]),
