@@ -17,8 +17,8 @@ use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kiln_core::{
-    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    ImageInfo, OutputSink, RuntimeError,
+    ContainerId, ContainerRuntime, ContainerSpec, DiskBound, EngineInfo, ExecOutcome, ExecSpec,
+    ImageBuild, ImageInfo, OutputSink, RuntimeError,
 };
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
@@ -219,8 +219,10 @@ impl DockerRuntime {
         if let Some(exceeded) = self.disk.exceeded(&id.0) {
             return RuntimeError::DiskExceeded {
                 command: kiln_core::shown(command),
-                written: exceeded.written,
-                limit: exceeded.limit,
+                bound: DiskBound::Container {
+                    written: exceeded.written,
+                    limit: exceeded.limit,
+                },
             };
         }
         match self.docker.inspect_container(&id.0, None).await {
