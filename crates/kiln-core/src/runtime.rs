@@ -161,8 +161,8 @@ impl std::fmt::Display for DiskBound {
             } => write!(
                 f,
                 "the engine's disk went under [docker] min_free ({free} bytes free under {root}, \
-                 the floor is {floor} bytes) while the container was writing ({writing} bytes \
-                 lately, the most of kiln's containers)"
+                 the floor is {floor} bytes) while the container was among kiln's largest \
+                 writers ({writing} bytes written lately)"
             ),
         }
     }
