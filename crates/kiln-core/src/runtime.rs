@@ -71,18 +71,15 @@ pub enum RuntimeError {
         /// The container's exit code, as the engine reports it.
         exit_code: i64,
     },
-    /// What ran in a container wrote more than its disk bound ([`Limits::disk_bytes`]), and
-    /// the container was stopped: the item failed, not the engine.
-    #[error(
-        "run `{command}`: the container wrote {written} bytes, past its bound of {limit} bytes, and was stopped"
-    )]
+    /// What ran in a container wrote past a disk bound (its own, [`Limits::disk_bytes`], or
+    /// the engine's free-space floor, [`Limits::min_free_bytes`]), and the container was
+    /// stopped: the item failed, not the engine.
+    #[error("run `{command}`: {bound}, and was stopped")]
     DiskExceeded {
         /// The command kiln was running, cut for messages.
         command: String,
-        /// Bytes in the container's writable layer when it was stopped.
-        written: i64,
-        /// The bound.
-        limit: i64,
+        /// The bound that was crossed, with what was measured.
+        bound: DiskBound,
     },
     /// The engine answered, and still answers, that it cannot take this item's input (an
     /// archive it cannot unpack): the item failed, not the engine.
@@ -123,6 +120,54 @@ impl RuntimeError {
     }
 }
 
+/// The disk bound a container crossed, with what was measured when it was stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiskBound {
+    /// Its own bound ([`Limits::disk_bytes`]), on its writable layer.
+    Container {
+        /// Bytes in the container's writable layer when it was stopped.
+        written: i64,
+        /// The bound.
+        limit: i64,
+    },
+    /// The engine's data filesystem fell under its floor ([`Limits::min_free_bytes`]) while
+    /// the container was among kiln's containers writing the most. This sees what the
+    /// writable layer does not show, such as a file unlinked while it is still being written.
+    EngineFloor {
+        /// The engine's data root.
+        root: String,
+        /// Bytes free under it when the container was stopped.
+        free: u64,
+        /// The floor.
+        floor: u64,
+        /// Bytes the container had written lately (block-I/O writes since the previous look,
+        /// and pages not yet written back), by which it was chosen.
+        writing: u64,
+    },
+}
+
+impl std::fmt::Display for DiskBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Container { written, limit } => write!(
+                f,
+                "the container wrote {written} bytes, past its bound of {limit} bytes"
+            ),
+            Self::EngineFloor {
+                root,
+                free,
+                floor,
+                writing,
+            } => write!(
+                f,
+                "the engine's disk went under [docker] min_free ({free} bytes free under {root}, \
+                 the floor is {floor} bytes) while the container was among kiln's largest \
+                 writers ({writing} bytes written lately)"
+            ),
+        }
+    }
+}
+
 /// Network of a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NetworkMode {
@@ -157,6 +202,11 @@ pub struct Limits {
     /// this the container is stopped and the command running in it ends with
     /// [`RuntimeError::DiskExceeded`].
     pub disk_bytes: i64,
+    /// Bytes that must stay free on the engine's data filesystem while the container runs
+    /// (`[docker] min_free`; 0: no floor). Under it, the runtime stops those of its
+    /// containers that are writing, most first, until what they wrote covers the shortfall,
+    /// and the command running in each ends with [`RuntimeError::DiskExceeded`].
+    pub min_free_bytes: i64,
 }
 
 impl Default for Limits {
@@ -166,6 +216,9 @@ impl Default for Limits {
             cpus: 2.0,
             pids: 4096,
             disk_bytes: 20 << 30,
+            // No floor unless a config sets one: a container made outside a stage (a test,
+            // a tool) is not stopped for what the rest of the machine does to the disk.
+            min_free_bytes: 0,
         }
     }
 }

@@ -17,8 +17,8 @@ use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kiln_core::{
-    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome,
-    ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, DiskBound, EngineInfo,
+    ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
 };
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
@@ -27,6 +27,7 @@ use kiln_core::capture::HeadTail;
 
 use crate::build::{build_context, step_image};
 use crate::disk::DiskWatches;
+use crate::floor::{FloorWatch, available_bytes, local_root};
 
 /// Where the engine is looked for when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
@@ -58,6 +59,8 @@ pub struct DockerRuntime {
     oom_kills: Mutex<HashMap<String, u64>>,
     /// The disk bound's watch of every container this runtime created.
     disk: DiskWatches,
+    /// The watch of the engine's free space under its floor, over the same containers.
+    floor: FloorWatch,
 }
 
 impl DockerRuntime {
@@ -121,6 +124,7 @@ impl DockerRuntime {
             endpoint: endpoint.to_string(),
             oom_kills: Mutex::new(HashMap::new()),
             disk: DiskWatches::default(),
+            floor: FloorWatch::default(),
         };
         let info = runtime.ping().await?;
         tracing::debug!(
@@ -210,8 +214,8 @@ impl DockerRuntime {
 
     /// The error for a container found stopped while `command` ran in it. An engine going down
     /// stops its containers too, so the engine is asked first: only when it still answers is
-    /// the stop the container's own doing ([`RuntimeError::ContainerStopped`]), or the disk
-    /// bound's ([`RuntimeError::DiskExceeded`]).
+    /// the stop the container's own doing ([`RuntimeError::ContainerStopped`]), or that of the
+    /// disk bound or the engine's free-space floor ([`RuntimeError::DiskExceeded`]).
     async fn stopped(&self, id: &ContainerId, command: &str) -> RuntimeError {
         if let Err(e) = self.ping().await {
             return e;
@@ -219,8 +223,16 @@ impl DockerRuntime {
         if let Some(exceeded) = self.disk.exceeded(&id.0) {
             return RuntimeError::DiskExceeded {
                 command: kiln_core::shown(command),
-                written: exceeded.written,
-                limit: exceeded.limit,
+                bound: DiskBound::Container {
+                    written: exceeded.written,
+                    limit: exceeded.limit,
+                },
+            };
+        }
+        if let Some(bound) = self.floor.stopped(&id.0) {
+            return RuntimeError::DiskExceeded {
+                command: kiln_core::shown(command),
+                bound,
             };
         }
         match self.docker.inspect_container(&id.0, None).await {
@@ -588,25 +600,12 @@ impl ContainerRuntime for DockerRuntime {
             .info()
             .await
             .map_err(|e| self.fail("read the engine's information".to_string(), &e))?;
-        let Some(root) = info.docker_root_dir else {
-            return Ok(None);
-        };
         // The data root is a path on the engine's machine: only when it exists here (a local
         // engine) does `df` on this host say anything about it.
-        if !std::path::Path::new(&root).is_dir() {
+        let Some(root) = local_root(info.docker_root_dir) else {
             return Ok(None);
-        }
-        let output = tokio::process::Command::new("df")
-            .args(["-B1", "--output=avail", &root])
-            .output()
-            .await;
-        let free = output.ok().and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .nth(1)
-                .and_then(|l| l.trim().parse::<u64>().ok())
-        });
-        Ok(free.map(|free| (root, free)))
+        };
+        Ok(available_bytes(&root).await.map(|free| (root, free)))
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
@@ -772,6 +771,11 @@ impl ContainerRuntime for DockerRuntime {
         }
         if limits.disk_bytes > 0 {
             self.disk.start(&self.docker, &id.0, limits.disk_bytes);
+        }
+        if let Ok(floor) = u64::try_from(limits.min_free_bytes)
+            && floor > 0
+        {
+            self.floor.start(&self.docker, &id.0, floor);
         }
         Ok(id)
     }
@@ -988,6 +992,7 @@ impl ContainerRuntime for DockerRuntime {
             seen.remove(&id.0);
         }
         self.disk.stop(&id.0);
+        self.floor.stop(&id.0);
         match result {
             Ok(()) => Ok(()),
             Err(e) if status(&e) == Some(404) => Ok(()),

@@ -307,14 +307,9 @@ fn clone_error(error: &RuntimeError) -> RuntimeError {
             command: command.clone(),
             exit_code: *exit_code,
         },
-        RuntimeError::DiskExceeded {
-            command,
-            written,
-            limit,
-        } => RuntimeError::DiskExceeded {
+        RuntimeError::DiskExceeded { command, bound } => RuntimeError::DiskExceeded {
             command: command.clone(),
-            written: *written,
-            limit: *limit,
+            bound: bound.clone(),
         },
         RuntimeError::Refused { operation, message } => RuntimeError::Refused {
             operation: operation.clone(),

@@ -24,7 +24,8 @@ pub struct DockerSettings {
     /// Prefix of the environment image tags (`<prefix>/<dataset>-<directory hash>:<instance>`).
     pub image_prefix: String,
     /// Bytes that must stay free under the engine's data root: launch and validate refuse to
-    /// start below it and wait between items when a run falls below it (0: no floor).
+    /// start below it and wait between items when a run falls below it, and a run's containers
+    /// that are writing when it falls below it are stopped (class `disk`) (0: no floor).
     pub min_free_bytes: i64,
     /// A registry (`host:port/prefix`) that launch pushes every environment image to, under
     /// `<registry>/<image>`, which the row then names; validate and evaluate pull an image the
@@ -57,6 +58,7 @@ impl DockerSettings {
             cpus: self.cpus,
             pids: self.pids,
             disk_bytes: self.disk_bytes,
+            min_free_bytes: self.min_free_bytes,
         }
     }
 }

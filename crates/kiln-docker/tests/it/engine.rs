@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_RUN};
-use kiln_core::{ContainerRuntime, ContainerSpec, ExecSpec, Limits, NetworkMode, RuntimeError};
+use kiln_core::{
+    ContainerRuntime, ContainerSpec, DiskBound, ExecSpec, Limits, NetworkMode, RuntimeError,
+};
 use kiln_docker::DockerRuntime;
 
 use crate::support::{BASE, files_of, run, runtime, sh, spec, start, tar_of, unique};
@@ -406,6 +408,7 @@ async fn limits_and_network_are_applied() {
         cpus: 0.5,
         pids: 64,
         disk_bytes: 1 << 30,
+        min_free_bytes: 0,
     };
     limited.network = NetworkMode::None;
     let c = start(&rt, &limited).await;
@@ -476,7 +479,11 @@ async fn a_container_writing_past_its_disk_bound_is_stopped_and_the_command_told
     let exec = ExecSpec::new(writer("/big", 4096), Duration::from_secs(300));
     let result = rt.exec(&c.0, &exec, &mut sink).await;
     let took = started.elapsed();
-    let Err(RuntimeError::DiskExceeded { written, limit, .. }) = &result else {
+    let Err(RuntimeError::DiskExceeded {
+        bound: DiskBound::Container { written, limit },
+        ..
+    }) = &result
+    else {
         panic!("expected the disk bound, got {result:?}");
     };
     assert!(

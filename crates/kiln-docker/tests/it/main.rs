@@ -7,5 +7,6 @@
     reason = "test helpers outside #[test] functions: a panic is how a test fails"
 )]
 mod engine;
+mod floor;
 mod images;
 mod support;

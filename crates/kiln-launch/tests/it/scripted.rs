@@ -746,8 +746,10 @@ async fn a_baseline_past_the_disk_bound_is_a_disk_row() {
     runtime.script(Script::contains("-m pytest").answer(Answer::engine_error(
         RuntimeError::DiskExceeded {
             command: "pytest".into(),
-            written: 300 << 20,
-            limit: 200 << 20,
+            bound: kiln_core::DiskBound::Container {
+                written: 300 << 20,
+                limit: 200 << 20,
+            },
         },
     )));
     let launched = launch_on(&runtime, PYTHON).await;

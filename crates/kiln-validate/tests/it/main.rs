@@ -646,8 +646,10 @@ async fn a_test_run_past_the_disk_bound_is_a_disk_row() {
     runtime.script(
         after_gold().answer(Answer::engine_error(RuntimeError::DiskExceeded {
             command: "pytest".into(),
-            written: 300 << 20,
-            limit: 200 << 20,
+            bound: kiln_core::DiskBound::Container {
+                written: 300 << 20,
+                limit: 200 << 20,
+            },
         })),
     );
     runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
