@@ -565,6 +565,7 @@ async fn hostile_waits_and_answers_are_refused_at_once() {
             "asked to wait 99999999 s",
         ),
         (Fault::Huge(80 << 20), "larger than 64 MiB"),
+        (Fault::HugeChunked(80 << 20), "larger than 64 MiB"),
         (
             Fault::PrimaryLimit {
                 reset_after: Duration::from_secs(99_999_999),

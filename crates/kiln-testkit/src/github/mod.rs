@@ -63,8 +63,11 @@ pub enum Fault {
     Slow(Duration),
     /// The connection closes without an answer.
     Drop,
-    /// A 200 answer of this many bytes (a JSON string of padding): a hostile or broken server.
+    /// A 200 answer of this many bytes (a JSON string of padding) with its `Content-Length`:
+    /// a hostile or broken server. Its headers go out at once and its body as it is read.
     Huge(usize),
+    /// [`Fault::Huge`] without `Content-Length` (a chunked body): only reading it tells its size.
+    HugeChunked(usize),
     /// The normal answer, its headers at once and its body one byte per this long.
     Drip(Duration),
 }
@@ -395,18 +398,8 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             },
             other => other,
         },
-        Some(Fault::Huge(bytes)) => {
-            let mut body = String::with_capacity(*bytes);
-            body.push_str("{\"data\":\"");
-            body.extend(std::iter::repeat_n('x', bytes.saturating_sub(12)));
-            body.push_str("\"}");
-            Reply::Response {
-                status: 200,
-                headers: vec![("content-type".into(), "application/json".into())],
-                body: body.into(),
-                delay: Duration::ZERO,
-            }
-        }
+        Some(Fault::Huge(bytes)) => huge(*bytes, true),
+        Some(Fault::HugeChunked(bytes)) => huge(*bytes, false),
         None => answer(&mut state, &request, base).delayed(state.delay),
     };
     if fault.is_some()
@@ -417,6 +410,7 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
                     | Fault::Slow(_)
                     | Fault::Drop
                     | Fault::Huge(_)
+                    | Fault::HugeChunked(_)
                     | Fault::Drip(_)
             )
         )
@@ -459,6 +453,22 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
         token: bearer(&request),
     });
     reply.with_header("x-github-request-id", format!("KILN:{number:08X}"))
+}
+
+/// A 200 answer of `bytes` bytes, `{"data":"xxx…"}`, made as the client reads it; its length
+/// is announced in `Content-Length` when `announced`.
+fn huge(bytes: usize, announced: bool) -> Reply {
+    let head = "{\"data\":\"";
+    let tail = "\"}";
+    Reply::Stream {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        head: head.into(),
+        fill: b'x',
+        fill_len: bytes.saturating_sub(head.len() + tail.len()),
+        tail: tail.into(),
+        announced,
+    }
 }
 
 /// The operation name of a query document (`query Name(...)`), or empty.
