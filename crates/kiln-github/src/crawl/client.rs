@@ -379,6 +379,16 @@ impl GitHub {
                     .await
                     .map_err(|e| Fetch::Failed(first_line(&e)))?;
                 let (parts, body) = response.into_parts();
+                // An answer that announces more than the cap is refused before a byte of it is
+                // read; one that does not (a chunked body) is counted as it streams in.
+                let announced = parts
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+                if announced.is_some_and(|length| length > MAX_ANSWER_BYTES as u64) {
+                    return Err(Fetch::TooLarge);
+                }
                 let bytes = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
                     .collect()
                     .await
