@@ -14,12 +14,17 @@
 //! Requests that fail with a dropped connection, a 429 or a 5xx are retried, honouring
 //! `Retry-After`. The token is sent as `Authorization: Bearer` to the Hub's own API only, never
 //! to the storage URLs the Hub hands out, and never appears in an error.
+//!
+//! Every answer is read up to a cap, a listing's pages together up to a budget of entries and
+//! bytes ([`ListingBudget`]), and what the Hub sent appears in an error only as a short quote
+//! of its head and tail (`kiln_core::net::quote`).
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
+use kiln_core::net::quote;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha1::Sha1;
@@ -68,6 +73,17 @@ pub enum HubError {
         what: String,
         /// What was wrong.
         message: String,
+    },
+    /// A listing went past what kiln reads of one listing across its pages
+    /// ([`ListingBudget`]).
+    #[error("{what}: the listing goes past its budget of {budget} (at page {page})")]
+    OverBudget {
+        /// The listing.
+        what: String,
+        /// The budget it went past: `500000 entries`, `256 MiB of answers`.
+        budget: String,
+        /// The page being read when it did.
+        page: usize,
     },
     /// A local file could not be read.
     #[error("read {}: {message}", path.display())]
@@ -135,6 +151,30 @@ pub struct TreeEntry {
     pub kind: String,
     /// Path in the repository.
     pub path: String,
+}
+
+/// What one listing ([`Hub::list_tree`]) may read across all its pages; past either bound
+/// it is [`HubError::OverBudget`], so a Hub whose every page names another next page costs
+/// bounded memory and time, not only a bounded number of pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingBudget {
+    /// Entries across all pages.
+    pub entries: usize,
+    /// Bytes across all pages: the answers' bodies and their `next` links.
+    pub bytes: usize,
+}
+
+impl Default for ListingBudget {
+    /// 500,000 entries and 256 MiB. The Hub advises fewer than 100,000 files per repository
+    /// (and 10,000 per folder); a page of 1,000 entries is about 300 KB, so the whole tree of
+    /// five times that repository is about 150 MB of answers. kiln lists its own release
+    /// folders, a few thousand files.
+    fn default() -> Self {
+        Self {
+            entries: 500_000,
+            bytes: 256 << 20,
+        }
+    }
 }
 
 /// A file ready to upload: its size, hashes and head.
@@ -236,6 +276,8 @@ pub struct Hub {
     backoff: Duration,
     /// How long an API answer's body may take once its headers came ([`BODY_DEADLINE`]).
     body_deadline: Duration,
+    /// What one listing may read across its pages.
+    listing_budget: ListingBudget,
 }
 
 impl std::fmt::Debug for Hub {
@@ -275,6 +317,7 @@ impl Hub {
             retries: 4,
             backoff: Duration::from_secs(1),
             body_deadline: BODY_DEADLINE,
+            listing_budget: ListingBudget::default(),
         })
     }
 
@@ -289,6 +332,13 @@ impl Hub {
     #[must_use]
     pub fn with_body_deadline(mut self, deadline: Duration) -> Self {
         self.body_deadline = deadline;
+        self
+    }
+
+    /// Sets what one listing may read across its pages; tests lower it.
+    #[must_use]
+    pub fn with_listing_budget(mut self, budget: ListingBudget) -> Self {
+        self.listing_budget = budget;
         self
     }
 
@@ -380,21 +430,35 @@ impl Hub {
     }
 
     async fn json(&self, what: &str, response: reqwest::Response) -> Result<Value, HubError> {
+        match self.json_within(what, response, MAX_ANSWER_BYTES).await? {
+            Some((value, _)) => Ok(value),
+            None => Err(HubError::Protocol {
+                what: what.to_string(),
+                message: format!("the answer is larger than {} MiB", MAX_ANSWER_BYTES >> 20),
+            }),
+        }
+    }
+
+    /// The answer's JSON and its length in bytes; `None` when it is longer than `cap` (no more
+    /// than `cap` bytes of it are read).
+    async fn json_within(
+        &self,
+        what: &str,
+        response: reqwest::Response,
+        cap: usize,
+    ) -> Result<Option<(Value, usize)>, HubError> {
         let protocol = |message: String| HubError::Protocol {
             what: what.to_string(),
             message,
         };
-        let bytes = match read_capped(response, MAX_ANSWER_BYTES, self.body_deadline).await {
+        let bytes = match read_capped(response, cap, self.body_deadline).await {
             Ok(Body::Whole(bytes)) => bytes,
-            Ok(Body::Cut(_)) => {
-                return Err(protocol(format!(
-                    "the answer is larger than {} MiB",
-                    MAX_ANSWER_BYTES >> 20
-                )));
-            }
+            Ok(Body::Cut(_)) => return Ok(None),
             Err(message) => return Err(protocol(message)),
         };
-        serde_json::from_slice(&bytes).map_err(|e| protocol(format!("not JSON: {e}")))
+        let value =
+            serde_json::from_slice(&bytes).map_err(|e| protocol(format!("not JSON: {e}")))?;
+        Ok(Some((value, bytes.len())))
     }
 
     /// Has the Hub check a dataset card's YAML front matter (`POST /api/validate-yaml`, as the
@@ -430,7 +494,7 @@ impl Hub {
         Err(HubError::Status {
             what: what.to_string(),
             status: 400,
-            message: messages.join("; "),
+            message: quote(&messages.join("; ")),
         })
     }
 
@@ -482,7 +546,7 @@ impl Hub {
         let what = format!("read revision {revision} of {repo_id}");
         let url = self.api(&format!(
             "/api/datasets/{repo_id}/revision/{}",
-            quote(revision)
+            encode_revision(revision)
         ));
         let response = self
             .send(&what, &[], || self.authorized(self.http.get(&url)))
@@ -494,7 +558,7 @@ impl Hub {
             .map(str::to_string)
             .ok_or_else(|| HubError::Protocol {
                 what,
-                message: format!("no sha in {answer}"),
+                message: format!("no sha in {}", quote(&answer)),
             })
     }
 
@@ -511,13 +575,25 @@ impl Hub {
         recursive: bool,
     ) -> Result<Vec<TreeEntry>, HubError> {
         split_repo(repo_id)?;
-        let what = format!("list {path} in {repo_id}");
+        let path = path.trim_matches('/');
+        let what = if path.is_empty() {
+            format!("list the files of {repo_id}")
+        } else {
+            format!("list {path} in {repo_id}")
+        };
         let mut url = self.api(&format!(
-            "/api/datasets/{repo_id}/tree/{}/{}?recursive={recursive}",
-            quote(revision),
-            path.trim_matches('/')
+            "/api/datasets/{repo_id}/tree/{}/{path}?recursive={recursive}",
+            encode_revision(revision),
         ));
+        let budget = self.listing_budget;
+        let over = |budget: String, page: usize| HubError::OverBudget {
+            what: what.clone(),
+            budget,
+            page,
+        };
         let mut entries = Vec::new();
+        // Bytes of the answers and `next` links read so far (the links are kept in `seen`).
+        let mut bytes_read = 0usize;
         let mut seen = std::collections::BTreeSet::new();
         loop {
             // A `next` link back to a page already read (or pages without end) would be
@@ -531,6 +607,7 @@ impl Hub {
                     ),
                 });
             }
+            let page_number = seen.len();
             let response = self
                 .send(&what, &[404], || self.authorized(self.http.get(&url)))
                 .await?;
@@ -548,7 +625,7 @@ impl Hub {
                 return Err(HubError::Status {
                     what,
                     status: 404,
-                    message: code,
+                    message: quote(&code),
                 });
             }
             // Long listings come in pages, the next one named by `Link: <...>; rel="next"`.
@@ -557,19 +634,49 @@ impl Hub {
                 .get("link")
                 .and_then(|v| v.to_str().ok())
                 .and_then(next_link);
-            let value = self.json(&what, response).await?;
+            bytes_read = bytes_read.saturating_add(next.as_ref().map_or(0, String::len));
+            let bytes_budget = || format!("{} MiB of answers", budget.bytes >> 20);
+            let room = budget.bytes.saturating_sub(bytes_read);
+            if room == 0 {
+                return Err(over(bytes_budget(), page_number));
+            }
+            // The page is read no further than the budget's rest: a listing never reads more
+            // than its budget, whatever each page says of its length.
+            let Some((value, length)) = self
+                .json_within(&what, response, MAX_ANSWER_BYTES.min(room))
+                .await?
+            else {
+                return Err(if room < MAX_ANSWER_BYTES {
+                    over(bytes_budget(), page_number)
+                } else {
+                    HubError::Protocol {
+                        what,
+                        message: format!(
+                            "the answer is larger than {} MiB",
+                            MAX_ANSWER_BYTES >> 20
+                        ),
+                    }
+                });
+            };
+            bytes_read += length;
             let page: Vec<TreeEntry> =
                 serde_json::from_value(value).map_err(|e| HubError::Protocol {
                     what: what.clone(),
-                    message: e.to_string(),
+                    message: quote(&e),
                 })?;
+            if entries.len() + page.len() > budget.entries {
+                return Err(over(format!("{} entries", budget.entries), page_number));
+            }
             entries.extend(page);
             match next {
                 Some(link) if same_origin(&link, &self.endpoint) => url = link,
                 Some(link) => {
                     return Err(HubError::Protocol {
                         what,
-                        message: format!("the next page is on another host: {}", origin(&link)),
+                        message: format!(
+                            "the next page is on another host: {}",
+                            quote(&origin(&link))
+                        ),
                     });
                 }
                 None => return Ok(entries),
@@ -672,7 +779,7 @@ impl Hub {
         let what = format!("commit to {repo_id}");
         let url = self.api(&format!(
             "/api/datasets/{repo_id}/commit/{}",
-            quote(revision)
+            encode_revision(revision)
         ));
         // Never sent twice: a commit that landed before its answer was lost would land again;
         // a push run again finds what landed and sends only the rest.
@@ -689,7 +796,7 @@ impl Hub {
             .and_then(Value::as_str)
             .ok_or_else(|| HubError::Protocol {
                 what: what.clone(),
-                message: format!("no commitOid in {answer}"),
+                message: format!("no commitOid in {}", quote(&answer)),
             })?;
         outcome.commit = Some(commit.to_string());
         outcome.commit_url = answer
@@ -710,7 +817,7 @@ impl Hub {
         let what = format!("preupload to {repo_id}");
         let url = self.api(&format!(
             "/api/datasets/{repo_id}/preupload/{}",
-            quote(revision)
+            encode_revision(revision)
         ));
         let mut modes = std::collections::BTreeMap::new();
         for chunk in files.chunks(BATCH) {
@@ -730,7 +837,7 @@ impl Hub {
                 .and_then(Value::as_array)
                 .ok_or_else(|| HubError::Protocol {
                     what: what.clone(),
-                    message: format!("no files list in {answer}"),
+                    message: format!("no files list in {}", quote(&answer)),
                 })?;
             for file in listed {
                 let path = file.get("path").and_then(Value::as_str);
@@ -738,7 +845,7 @@ impl Hub {
                 let (Some(path), Some(mode @ ("lfs" | "regular"))) = (path, mode) else {
                     return Err(HubError::Protocol {
                         what: what.clone(),
-                        message: format!("a file without path or upload mode: {file}"),
+                        message: format!("a file without path or upload mode: {}", quote(file)),
                     });
                 };
                 let oid = file.get("oid").and_then(Value::as_str).map(str::to_string);
@@ -780,21 +887,21 @@ impl Hub {
             .and_then(Value::as_array)
             .ok_or_else(|| HubError::Protocol {
                 what: what.clone(),
-                message: format!("no objects in {answer}"),
+                message: format!("no objects in {}", quote(&answer)),
             })?;
         for object in objects {
             let oid = object.get("oid").and_then(Value::as_str).unwrap_or("");
             let Some(file) = files.iter().find(|f| f.sha256 == oid) else {
                 return Err(HubError::Protocol {
                     what: what.clone(),
-                    message: format!("an object kiln did not ask for: {object}"),
+                    message: format!("an object kiln did not ask for: {}", quote(object)),
                 });
             };
             let path = &file.upload.path_in_repo;
             if let Some(error) = object.get("error") {
                 return Err(HubError::Protocol {
                     what: format!("upload {path}"),
-                    message: format!("the LFS batch API refused it: {error}"),
+                    message: format!("the LFS batch API refused it: {}", quote(error)),
                 });
             }
             let Some(actions) = object.get("actions") else {
@@ -804,7 +911,7 @@ impl Hub {
             };
             let upload = actions.get("upload").ok_or_else(|| HubError::Protocol {
                 what: format!("upload {path}"),
-                message: format!("actions without upload: {actions}"),
+                message: format!("actions without upload: {}", quote(actions)),
             })?;
             let href =
                 upload
@@ -812,7 +919,7 @@ impl Hub {
                     .and_then(Value::as_str)
                     .ok_or_else(|| HubError::Protocol {
                         what: format!("upload {path}"),
-                        message: format!("an upload action without href: {upload}"),
+                        message: format!("an upload action without href: {}", quote(upload)),
                     })?;
             let header = upload.get("header").cloned().unwrap_or(Value::Null);
             match header.get("chunk_size") {
@@ -831,7 +938,7 @@ impl Hub {
                 let verify_url = verify.get("href").and_then(Value::as_str).ok_or_else(|| {
                     HubError::Protocol {
                         what: format!("verify {path}"),
-                        message: format!("a verify action without href: {verify}"),
+                        message: format!("a verify action without href: {}", quote(verify)),
                     }
                 })?;
                 // The token goes to the Hub alone, never to an address on another host.
@@ -840,7 +947,7 @@ impl Hub {
                         what: format!("verify {path}"),
                         message: format!(
                             "the verify address is not on the Hub ({}), and it would be sent the token",
-                            origin(verify_url)
+                            quote(&origin(verify_url))
                         ),
                     });
                 }
@@ -878,7 +985,10 @@ impl Hub {
             .or_else(|| chunk_size.as_str().and_then(|s| s.parse().ok()))
             .filter(|n| *n > 0)
             .ok_or_else(|| {
-                protocol(format!("chunk_size {chunk_size} is not a positive integer"))
+                protocol(format!(
+                    "chunk_size {} is not a positive integer",
+                    quote(chunk_size)
+                ))
             })?;
         let mut parts: Vec<(u64, String)> = header
             .as_object()
@@ -978,7 +1088,7 @@ fn split_repo(repo_id: &str) -> Result<(&str, &str), HubError> {
 }
 
 /// Percent-encodes a revision for a URL path (`refs/pr/1` keeps no slash).
-fn quote(revision: &str) -> String {
+fn encode_revision(revision: &str) -> String {
     revision
         .bytes()
         .map(|b| {
@@ -1053,17 +1163,14 @@ async fn error_body(response: reqwest::Response) -> String {
     }
 }
 
-/// The Hub's error message from an answer body (`{"error": "..."}`), cut to one line.
+/// The Hub's error message from an answer body (`{"error": "..."}`), on one line and cut by
+/// [`quote`].
 fn hub_message(body: &str) -> String {
     let text = serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_else(|| body.to_string());
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match line.char_indices().nth(300) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line,
-    }
+    quote(&text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// The token from the environment: `HF_TOKEN`, else `HUGGING_FACE_HUB_TOKEN` (the names the
@@ -1123,8 +1230,8 @@ mod tests {
         assert!(split_repo("name").is_err());
         assert!(split_repo("ns/../x").is_err());
         assert!(split_repo("ns/a b").is_err());
-        assert_eq!(quote("refs/pr/1"), "refs%2Fpr%2F1");
-        assert_eq!(quote("main"), "main");
+        assert_eq!(encode_revision("refs/pr/1"), "refs%2Fpr%2F1");
+        assert_eq!(encode_revision("main"), "main");
     }
 
     #[test]

@@ -80,6 +80,26 @@ pub enum Reply {
         /// Wait before each byte.
         every: Duration,
     },
+    /// A response whose headers come at once and whose body, `head`, then `fill_len` copies of
+    /// `fill`, then `tail`, is made in chunks as the client reads it: an answer of any size
+    /// without the memory to hold it. With `announced`, the length goes out as `Content-Length`;
+    /// without, the body is chunked and the client learns its size only by reading it.
+    Stream {
+        /// Status code.
+        status: u16,
+        /// Headers in order.
+        headers: Vec<(String, String)>,
+        /// The body's first bytes.
+        head: Bytes,
+        /// The byte repeated after them.
+        fill: u8,
+        /// How many times.
+        fill_len: usize,
+        /// The body's last bytes.
+        tail: Bytes,
+        /// Whether the length is sent as `Content-Length`.
+        announced: bool,
+    },
 }
 
 impl Reply {
@@ -108,10 +128,10 @@ impl Reply {
         }
     }
 
-    /// Adds a header (responses only).
+    /// Adds a header (responses and streams).
     #[must_use]
     pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
-        if let Self::Response { headers, .. } = &mut self {
+        if let Self::Response { headers, .. } | Self::Stream { headers, .. } = &mut self {
             headers.push((name.to_ascii_lowercase(), value.into()));
         }
         self
@@ -130,7 +150,9 @@ impl Reply {
     #[must_use]
     pub fn status(&self) -> Option<u16> {
         match self {
-            Self::Response { status, .. } | Self::Drip { status, .. } => Some(*status),
+            Self::Response { status, .. }
+            | Self::Drip { status, .. }
+            | Self::Stream { status, .. } => Some(*status),
             Self::Drop => None,
         }
     }
@@ -169,6 +191,57 @@ impl hyper::body::Body for DripBody {
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         hyper::body::SizeHint::with_exact(self.body.len() as u64)
+    }
+}
+
+/// Bytes per chunk of a [`Reply::Stream`] body.
+const STREAM_CHUNK: usize = 64 << 10;
+
+/// The body of a [`Reply::Stream`]: its head, its fill chunk by chunk, its tail.
+struct StreamBody {
+    head: Bytes,
+    /// One chunk of fill bytes, sliced for the last, shorter chunk.
+    chunk: Bytes,
+    fill_left: usize,
+    tail: Bytes,
+    announced: bool,
+}
+
+impl hyper::body::Body for StreamBody {
+    type Data = Bytes;
+    type Error = Dropped;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Dropped>>> {
+        let data = if !self.head.is_empty() {
+            std::mem::take(&mut self.head)
+        } else if self.fill_left > 0 {
+            let n = self.fill_left.min(self.chunk.len());
+            self.fill_left -= n;
+            self.chunk.slice(..n)
+        } else if !self.tail.is_empty() {
+            std::mem::take(&mut self.tail)
+        } else {
+            return std::task::Poll::Ready(None);
+        };
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.head.is_empty() && self.fill_left == 0 && self.tail.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        if self.announced {
+            hyper::body::SizeHint::with_exact(
+                (self.head.len() + self.fill_left + self.tail.len()) as u64,
+            )
+        } else {
+            // An unknown length: hyper sends the body chunked, without `Content-Length`.
+            hyper::body::SizeHint::default()
+        }
     }
 }
 
@@ -381,6 +454,24 @@ fn answer(
                 };
                 Ok(response(status, headers, body.boxed()))
             }
+            Reply::Stream {
+                status,
+                headers,
+                head,
+                fill,
+                fill_len,
+                tail,
+                announced,
+            } => {
+                let body = StreamBody {
+                    head,
+                    chunk: Bytes::from(vec![fill; STREAM_CHUNK.min(fill_len)]),
+                    fill_left: fill_len,
+                    tail,
+                    announced,
+                };
+                Ok(response(status, headers, body.boxed()))
+            }
         }
     })
 }
@@ -468,5 +559,50 @@ mod tests {
         assert_eq!(value["base"], server.url());
         let dropped = raw_exchange(&server, "GET /drop HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(dropped, "", "a dropped connection sends nothing");
+    }
+
+    #[test]
+    fn streamed_bodies_come_with_or_without_their_length() {
+        let server = Server::start(|request: Request, _: &str| Reply::Stream {
+            status: 200,
+            headers: Vec::new(),
+            head: Bytes::from_static(b"<"),
+            fill: b'x',
+            fill_len: STREAM_CHUNK * 2 + 5,
+            tail: Bytes::from_static(b">"),
+            announced: request.path == "/announced",
+        })
+        .unwrap();
+        let expected = format!("<{}>", "x".repeat(STREAM_CHUNK * 2 + 5));
+        let announced = raw_exchange(
+            &server,
+            "GET /announced HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        let (head, body) = announced.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("content-length: {}", expected.len())),
+            "{head}"
+        );
+        assert_eq!(body, expected);
+        let chunked = raw_exchange(
+            &server,
+            "GET /chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        let (head, body) = chunked.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        assert!(!head.contains("content-length"), "{head}");
+        // The chunks, each `<hex length>\r\n<data>\r\n`, up to the empty one.
+        let mut rest = body;
+        let mut joined = String::new();
+        loop {
+            let (length, after) = rest.split_once("\r\n").unwrap();
+            let length = usize::from_str_radix(length, 16).unwrap();
+            if length == 0 {
+                break;
+            }
+            joined.push_str(&after[..length]);
+            rest = &after[length + 2..];
+        }
+        assert_eq!(joined, expected);
     }
 }

@@ -75,6 +75,8 @@ pub struct HubRequest {
     pub status: u16,
     /// Whether it carried an `Authorization` header.
     pub authorized: bool,
+    /// Bytes of the answer's body (0 for a dropped connection).
+    pub body_bytes: usize,
 }
 
 /// A commit as the fake holds it.
@@ -117,13 +119,77 @@ pub enum Hostile {
     HugeError(usize),
     /// Headers at once, then one body byte every this many milliseconds.
     Drip(u64),
+    /// Listing pages that do not end: every answer is a page of `entries` files, each path
+    /// `path_bytes` long, whose `next` link names a cursor no page named before, up to page
+    /// `pages`, which names none (so that a client without a budget ends too, and its test
+    /// fails instead of running out of memory).
+    EndlessPages {
+        /// Entries per page.
+        entries: usize,
+        /// Bytes per path.
+        path_bytes: usize,
+        /// The page that ends the listing.
+        pages: usize,
+    },
+    /// A 200 JSON object of this many bytes (one long string) holding none of the fields kiln
+    /// reads (`sha`, `files`, `objects`, `commitOid`); its body is made as it is read.
+    HugeJson(usize),
 }
 
-/// The hostile answer to a request for `target` (path and query) on `base`.
-fn hostile_reply(mode: Hostile, base: &str, target: &str) -> Reply {
+/// Bytes of a reply's body.
+fn body_bytes(reply: &Reply) -> usize {
+    match reply {
+        Reply::Response { body, .. } | Reply::Drip { body, .. } => body.len(),
+        Reply::Stream {
+            head,
+            fill_len,
+            tail,
+            ..
+        } => head.len() + fill_len + tail.len(),
+        Reply::Drop => 0,
+    }
+}
+
+/// The hostile answer to a request for `target` (path and query) on `base`, the `number`th
+/// request the fake answers (from 0).
+fn hostile_reply(mode: Hostile, base: &str, target: &str, number: usize) -> Reply {
     match mode {
         Hostile::LoopingPages => Reply::json(200, &json!([]))
             .with_header("link", format!("<{base}{target}>; rel=\"next\"")),
+        Hostile::EndlessPages {
+            entries,
+            path_bytes,
+            pages,
+        } => {
+            let page: Vec<Value> = (0..entries)
+                .map(|i| {
+                    let name = format!("page-{number}/file-{i}-");
+                    let pad = "x".repeat(path_bytes.saturating_sub(name.len()));
+                    json!({"type": "file", "oid": "0", "size": 1, "path": format!("{name}{pad}")})
+                })
+                .collect();
+            let reply = Reply::json(200, &Value::Array(page));
+            if number + 1 >= pages {
+                return reply;
+            }
+            let path = target.split_once('?').map_or(target, |(path, _)| path);
+            reply.with_header(
+                "link",
+                format!("<{base}{path}?recursive=true&cursor=c{number}>; rel=\"next\""),
+            )
+        }
+        Hostile::HugeJson(n) => {
+            let (head, tail) = ("{\"padding\":\"", "\"}");
+            Reply::Stream {
+                status: 200,
+                headers: vec![("content-type".into(), "application/json".into())],
+                head: head.into(),
+                fill: b'x',
+                fill_len: n.saturating_sub(head.len() + tail.len()),
+                tail: tail.into(),
+                announced: true,
+            }
+        }
         Hostile::Huge(n) => {
             Reply::bytes(200, vec![b'x'; n]).with_header("content-type", "application/json")
         }
@@ -209,6 +275,7 @@ impl FakeHub {
                 path,
                 status: reply.status().unwrap_or(0),
                 authorized,
+                body_bytes: body_bytes(&reply),
             });
             reply
         })?;
@@ -341,7 +408,7 @@ fn handle(state: &mut State, request: Request, base: &str) -> Reply {
         } else {
             format!("{}?{}", request.path, request.query)
         };
-        return hostile_reply(mode, base, &target);
+        return hostile_reply(mode, base, &target, state.log.len());
     }
     if let Some(fault) = state
         .faults

@@ -12,9 +12,11 @@ use chrono::{DateTime, Utc};
 use kiln_schema::{Candidate, CandidateStatus, InstanceId};
 
 use super::error::CrawlError;
+use super::listing::{Listing, ListingBudget};
 use super::query::{self, Issue, PullRequest};
 use super::shared::{Shared, parse_time};
 use super::{diff, links};
+use kiln_core::net::quote;
 use kiln_core::paths;
 
 /// How an issue was linked, as recorded in `issue_links`.
@@ -287,7 +289,7 @@ async fn issues_by_number(
             };
             let issue: Issue = query::parse(value.clone()).map_err(|e| CrawlError::Answer {
                 what: format!("issue #{number} of {repo}"),
-                message: e.to_string(),
+                message: quote(&e),
             })?;
             if issue.typename.as_deref() == Some("Issue") {
                 found.insert(*number, issue);
@@ -311,7 +313,13 @@ async fn comments_before(
     };
     let mut out: Vec<String> = Vec::new();
     let mut page = issue.comments.clone();
+    // The first page came with the issue; the listing counts its comments and the pages after.
+    let mut listing = Listing::new(
+        format!("the comments of issue #{}", issue.number),
+        ListingBudget::ISSUE_COMMENTS,
+    );
     loop {
+        listing.add_entries(page.nodes.len())?;
         let mut all_before = true;
         for comment in &page.nodes {
             if before(&comment.created_at) {
@@ -326,7 +334,8 @@ async fn comments_before(
         }
         let data = shared
             .client
-            .graphql(
+            .graphql_page(
+                &mut [&mut listing],
                 "issue_comments",
                 query::issue_comments(),
                 serde_json::json!({"id": issue.id, "after": next}),
@@ -335,7 +344,7 @@ async fn comments_before(
         let answer: query::IssueCommentsAnswer =
             query::parse(data).map_err(|e| CrawlError::Answer {
                 what: format!("the comments of issue #{}", issue.number),
-                message: e.to_string(),
+                message: quote(&e),
             })?;
         match answer.node {
             Some(node) => page = node.comments,

@@ -14,6 +14,11 @@
 //! - REST GETs are conditional (`If-None-Match` with the ETag kept on disk), so an unchanged
 //!   answer is a 304 that costs no quota;
 //! - at most `requests_in_flight` requests are under way at once;
+//! - every answer is read up to [`MAX_ANSWER_BYTES`] (refused at once when its
+//!   `Content-Length` says more, else counted as it streams in), and the pages of a listing
+//!   together up to its budget ([`Listing`]);
+//! - what GitHub sent appears in an error or a note only as a short quote of its head and tail
+//!   (`kiln_core::net::quote`);
 //! - every request is counted by kind.
 //!
 //! Token values live only in the octocrab clients; errors, notes and counters name the
@@ -27,20 +32,20 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt as _;
+use kiln_core::net::quote;
 use octocrab::Octocrab;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::error::CrawlError;
+use super::listing::Listing;
 
 /// The longest wait kiln takes when GitHub asks for one (`retry-after`, a rate limit's reset):
 /// primary limits reset within the hour, secondary ones ask for seconds to minutes. A server
 /// asking for longer is refused with an error rather than waited for.
 pub const MAX_SERVER_WAIT: Duration = Duration::from_secs(3660);
 
-/// The largest answer kiln reads; a larger one is refused (GitHub's pages of 100 pull
-/// requests with their bodies are a few megabytes).
-pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+pub use super::listing::MAX_ANSWER_BYTES;
 
 /// A token and the environment variable it came from.
 #[derive(Clone)]
@@ -234,16 +239,72 @@ impl GitHub {
         query: &str,
         variables: Value,
     ) -> Result<Value, CrawlError> {
+        match self
+            .graphql_within(kind, query, variables, MAX_ANSWER_BYTES)
+            .await?
+        {
+            Some((data, _)) => Ok(data),
+            None => Err(too_large(&format!("graphql.{kind}"))),
+        }
+    }
+
+    /// [`GitHub::graphql`] for one page of each of `listings` (a search's pages, and the
+    /// discovery they are part of): the page counts against every listing's budget, and its
+    /// answer is read no further than the smallest rest of their byte budgets.
+    ///
+    /// # Errors
+    /// As [`GitHub::graphql`], and a listing past its budget of pages or bytes.
+    pub async fn graphql_page(
+        &self,
+        listings: &mut [&mut Listing],
+        kind: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<Value, CrawlError> {
+        let mut cap = MAX_ANSWER_BYTES;
+        let mut tightest = None;
+        for (index, listing) in listings.iter_mut().enumerate() {
+            let room = listing.start_page()?;
+            if room < cap || tightest.is_none() {
+                cap = room.min(cap);
+                tightest = Some(index);
+            }
+        }
+        match self.graphql_within(kind, query, variables, cap).await? {
+            Some((data, bytes)) => {
+                for listing in listings.iter_mut() {
+                    listing.add_bytes(bytes);
+                }
+                Ok(data)
+            }
+            None if cap < MAX_ANSWER_BYTES => Err(tightest
+                .and_then(|index| listings.get(index))
+                .map_or_else(|| too_large(&format!("graphql.{kind}")), |l| l.over_bytes())),
+            None => Err(too_large(&format!("graphql.{kind}"))),
+        }
+    }
+
+    /// Sends a GraphQL query and returns its `data` and the length of its answer; `None` when
+    /// the answer is longer than `cap` bytes.
+    async fn graphql_within(
+        &self,
+        kind: &str,
+        query: &str,
+        variables: Value,
+        cap: usize,
+    ) -> Result<Option<(Value, usize)>, CrawlError> {
         let body = serde_json::json!({"query": query, "variables": variables});
         let mut limited = 0;
         loop {
             let answer = self
-                .send(Resource::GraphQl, &format!("graphql.{kind}"), |octo| {
+                .send(Resource::GraphQl, &format!("graphql.{kind}"), cap, |octo| {
                     let body = body.clone();
                     Box::pin(async move { octo._post("/graphql", Some(&body)).await })
                 })
                 .await?;
-            let (token_index, status, headers, bytes) = answer;
+            let Some((token_index, status, headers, bytes)) = answer else {
+                return Ok(None);
+            };
             let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if status != 200 {
                 return Err(CrawlError::Http {
@@ -275,16 +336,18 @@ impl GitHub {
                             .to_string()
                     })
                     .collect();
+                let message = quote(&messages.join("; "));
                 let not_found = errors
                     .iter()
                     .all(|e| e.get("type").and_then(Value::as_str) == Some("NOT_FOUND"));
                 return Err(if not_found {
-                    CrawlError::NotFound(messages.join("; "))
+                    CrawlError::NotFound(message)
                 } else {
-                    CrawlError::GraphQl(messages.join("; "))
+                    CrawlError::GraphQl(message)
                 });
             }
-            return Ok(json.get("data").cloned().unwrap_or(Value::Null));
+            let data = json.get("data").cloned().unwrap_or(Value::Null);
+            return Ok(Some((data, bytes.len())));
         }
     }
 
@@ -305,8 +368,9 @@ impl GitHub {
         });
         let etag = cached.as_ref().map(|(etag, _)| etag.clone());
         let path = path.to_string();
-        let (_, status, headers, bytes) = self
-            .send(Resource::Core, &format!("rest.{kind}"), |octo| {
+        let kind = format!("rest.{kind}");
+        let answer = self
+            .send(Resource::Core, &kind, MAX_ANSWER_BYTES, |octo| {
                 let path = path.clone();
                 let etag = etag.clone();
                 Box::pin(async move {
@@ -318,6 +382,9 @@ impl GitHub {
                 })
             })
             .await?;
+        let Some((_, status, headers, bytes)) = answer else {
+            return Err(too_large(&kind));
+        };
         if status == 304
             && let Some((_, body)) = cached
         {
@@ -358,13 +425,15 @@ impl GitHub {
 
     /// Sends one request through `call`, handling limits, retries and errors as the module
     /// says. Returns the index of the token used, the status, the headers (lowercase names)
-    /// and the body.
+    /// and the body; `None` when the answer is longer than `cap` bytes (at most `cap` of them
+    /// are read, none when its `Content-Length` says so).
     async fn send<F>(
         &self,
         resource: Resource,
         kind: &str,
+        cap: usize,
         call: F,
-    ) -> Result<(usize, u16, BTreeMap<String, String>, Vec<u8>), CrawlError>
+    ) -> Result<Option<Answer>, CrawlError>
     where
         F: Fn(Octocrab) -> RequestFuture,
     {
@@ -379,7 +448,17 @@ impl GitHub {
                     .await
                     .map_err(|e| Fetch::Failed(first_line(&e)))?;
                 let (parts, body) = response.into_parts();
-                let bytes = http_body_util::Limited::new(body, MAX_ANSWER_BYTES)
+                // An answer that announces more than the cap is refused before a byte of it is
+                // read; one that does not (a chunked body) is counted as it streams in.
+                let announced = parts
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+                if announced.is_some_and(|length| length > cap as u64) {
+                    return Err(Fetch::TooLarge);
+                }
+                let bytes = http_body_util::Limited::new(body, cap)
                     .collect()
                     .await
                     .map_err(|e| {
@@ -397,12 +476,7 @@ impl GitHub {
             drop(permit);
             let (parts, bytes) = match result {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(Fetch::TooLarge)) => {
-                    return Err(CrawlError::Refused(format!(
-                        "its answer to {kind} was larger than {} MiB",
-                        MAX_ANSWER_BYTES >> 20
-                    )));
-                }
+                Ok(Err(Fetch::TooLarge)) => return Ok(None),
                 Ok(Err(Fetch::Failed(e))) => {
                     failures += 1;
                     self.retry_or_fail(&mut failures, kind, &e).await?;
@@ -489,7 +563,7 @@ impl GitHub {
                     let message = format!("HTTP {status} from GitHub");
                     self.retry_or_fail(&mut failures, kind, &message).await?;
                 }
-                _ => return Ok((index, status, headers, bytes)),
+                _ => return Ok(Some((index, status, headers, bytes))),
             }
         }
     }
@@ -649,6 +723,18 @@ impl GitHub {
     }
 }
 
+/// What [`GitHub::send`] returns of an answer: the index of the token used, the status, the
+/// headers (lowercase names) and the body.
+type Answer = (usize, u16, BTreeMap<String, String>, Vec<u8>);
+
+/// The error of an answer to `kind` past [`MAX_ANSWER_BYTES`].
+fn too_large(kind: &str) -> CrawlError {
+    CrawlError::Refused(format!(
+        "its answer to {kind} was larger than {} MiB",
+        MAX_ANSWER_BYTES >> 20
+    ))
+}
+
 type RequestFuture = std::pin::Pin<
     Box<
         dyn std::future::Future<
@@ -701,7 +787,8 @@ impl RateLimitHeaders {
     }
 }
 
-/// GitHub's error message of an answer (`{"message": ...}`), or the start of its body.
+/// GitHub's error message of an answer (`{"message": ...}`), or its body, cut by
+/// [`quote`].
 #[must_use]
 pub fn github_message(body: &Value, bytes: &[u8]) -> String {
     if let Some(message) = body.get("message").and_then(Value::as_str) {
@@ -728,22 +815,17 @@ pub fn github_message(body: &Value, bytes: &[u8]) -> String {
             })
             .unwrap_or_default();
         return if details.is_empty() {
-            message.to_string()
+            quote(&message)
         } else {
-            format!("{message}: {}", details.join("; "))
+            quote(&format!("{message}: {}", details.join("; ")))
         };
     }
-    let text = String::from_utf8_lossy(bytes);
-    text.chars()
-        .take(200)
-        .collect::<String>()
-        .trim()
-        .to_string()
+    quote(&String::from_utf8_lossy(bytes).trim())
 }
 
 /// How reading one answer failed.
 enum Fetch {
-    /// Past [`MAX_ANSWER_BYTES`]: refused, never retried.
+    /// Past the cap of the request: refused, never retried.
     TooLarge,
     /// The transport failed (retried): its first line.
     Failed(String),

@@ -7,9 +7,11 @@
 use std::collections::VecDeque;
 
 use kiln_core::config::DiscoverSettings;
+use kiln_core::net::quote;
 
 use super::client::GitHub;
 use super::error::CrawlError;
+use super::listing::{Listing, ListingBudget};
 use super::query::{self, FoundRepository, RepositorySearch};
 use super::shared::SEARCH_CAP;
 
@@ -23,6 +25,10 @@ pub async fn discover(
 ) -> Result<Vec<String>, CrawlError> {
     let mut ranges = VecDeque::from([(settings.min_stars, settings.max_stars)]);
     let mut found: Vec<FoundRepository> = Vec::new();
+    let mut discovery = Listing::new(
+        format!("the repository search of {}", settings.language),
+        ListingBudget::DISCOVERY,
+    );
     while let Some((low, high)) = ranges.pop_front() {
         let mut search = format!(
             "language:\"{}\" stars:{low}..{high} forks:>={} archived:false fork:false",
@@ -33,9 +39,17 @@ pub async fn discover(
         }
         search.push_str(" sort:stars-desc");
         let mut cursor: Option<String> = None;
+        let mut range = Listing::new(
+            format!(
+                "the repository search of {} with {low}..{high} stars",
+                settings.language
+            ),
+            ListingBudget::REPOSITORY_SEARCH,
+        );
         loop {
             let data = client
-                .graphql(
+                .graphql_page(
+                    &mut [&mut range, &mut discovery],
                     "search_repositories",
                     query::repositories(),
                     serde_json::json!({"query": search, "after": cursor}),
@@ -43,8 +57,10 @@ pub async fn discover(
                 .await?;
             let page: RepositorySearch = query::parse(data).map_err(|e| CrawlError::Answer {
                 what: "the repository search".into(),
-                message: e.to_string(),
+                message: quote(&e),
             })?;
+            range.add_entries(page.search.nodes.len())?;
+            discovery.add_entries(page.search.nodes.len())?;
             if cursor.is_none() && page.search.repository_count > SEARCH_CAP && high > low {
                 let middle = low + (high - low) / 2;
                 ranges.push_back((low, middle));

@@ -42,6 +42,17 @@ pub enum CrawlError {
     /// An answer kiln will not take: a body past the size cap, a wait past the ceiling.
     #[error("accept GitHub's answer: {0}")]
     Refused(String),
+    /// A paged listing went past its budget of pages, entries or bytes
+    /// (`ListingBudget`).
+    #[error("page through {what}: it goes past its budget of {budget} (at page {page})")]
+    OverBudget {
+        /// The listing, as a noun phrase.
+        what: String,
+        /// The budget it went past: `100 pages`, `10000 entries`, `256 MiB of answers`.
+        budget: String,
+        /// The page being read when it did.
+        page: u64,
+    },
     /// The client could not be set up from the settings.
     #[error("set up the GitHub client: {0}")]
     Config(String),

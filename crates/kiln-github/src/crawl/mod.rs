@@ -20,6 +20,7 @@ pub mod diff;
 mod discover;
 mod error;
 pub mod links;
+pub mod listing;
 pub mod query;
 mod shared;
 
@@ -27,11 +28,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
 use chrono::{DateTime, Duration as TimeDelta, Utc};
+use kiln_core::net::quote;
 use tokio::sync::mpsc;
 
 pub use client::{ClientOptions, GitHub, RateLimitHeaders, Token};
 pub use discover::discover;
 pub use error::CrawlError;
+pub use listing::{Listing, ListingBudget};
 pub use shared::{CrawlRequest, Output, Prior, RepoProgress, Window};
 
 use shared::{SEARCH_CAP, Shared, parse_time};
@@ -262,7 +265,8 @@ async fn resolve_repository(
     if !full_name.eq_ignore_ascii_case(repo) {
         shared
             .send(Output::Note(format!(
-                "{repo} is now {full_name} on GitHub; crawling it under that name"
+                "{repo} is now {} on GitHub; crawling it under that name",
+                quote(&full_name)
             )))
             .await;
     }
@@ -303,6 +307,9 @@ async fn crawl_gap(
         });
     while segment_start < end {
         let (mut segment_end, mut cursor) = resumed.take().unwrap_or((end, None));
+        // The pages of one search; a shortened segment is another search, with a budget of its
+        // own.
+        let mut listing = search_listing(name, segment_start, segment_end);
         loop {
             if !shared.budget_left() {
                 return Ok(false);
@@ -314,7 +321,8 @@ async fn crawl_gap(
             );
             let data = shared
                 .client
-                .graphql(
+                .graphql_page(
+                    &mut [&mut listing],
                     "search_prs",
                     &query::pull_requests(),
                     serde_json::json!({"query": search, "after": cursor}),
@@ -323,8 +331,9 @@ async fn crawl_gap(
             let page: query::PullRequestSearch =
                 query::parse(data).map_err(|e| CrawlError::Answer {
                     what: format!("the pull request search of {name}"),
-                    message: e.to_string(),
+                    message: quote(&e),
                 })?;
+            listing.add_entries(page.search.nodes.len())?;
             let count = page.search.issue_count;
             if cursor.is_none()
                 && count > SEARCH_CAP
@@ -336,6 +345,7 @@ async fn crawl_gap(
                 let span = (segment_end - segment_start).num_seconds();
                 let keep = span * 900 / i64::try_from(count).unwrap_or(i64::MAX).max(1);
                 segment_end = segment_start + TimeDelta::seconds(keep.max(1));
+                listing = search_listing(name, segment_start, segment_end);
                 continue;
             }
             let rows = candidate::page_rows(shared, name, language, page.search.nodes).await?;
@@ -371,6 +381,18 @@ async fn crawl_gap(
         segment_start = segment_end;
     }
     Ok(true)
+}
+
+/// The listing of one search of `name`'s pull requests merged in `[start, end)`.
+fn search_listing(name: &str, start: DateTime<Utc>, end: DateTime<Utc>) -> Listing {
+    Listing::new(
+        format!(
+            "the pull request search of {name} merged {}..{}",
+            kiln_core::config::format_time(&start),
+            kiln_core::config::format_time(&end)
+        ),
+        ListingBudget::PULL_REQUEST_SEARCH,
+    )
 }
 
 #[cfg(test)]

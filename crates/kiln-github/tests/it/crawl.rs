@@ -565,6 +565,7 @@ async fn hostile_waits_and_answers_are_refused_at_once() {
             "asked to wait 99999999 s",
         ),
         (Fault::Huge(80 << 20), "larger than 64 MiB"),
+        (Fault::HugeChunked(80 << 20), "larger than 64 MiB"),
         (
             Fault::PrimaryLimit {
                 reset_after: Duration::from_secs(99_999_999),
@@ -588,5 +589,150 @@ async fn hostile_waits_and_answers_are_refused_at_once() {
             "{fault:?} took {:?}",
             started.elapsed()
         );
+    }
+}
+
+/// A search whose every page names a new next page stops at its budget, whichever it passes
+/// first: its entries (pages of 1,000 results), its pages (empty ones) or its bytes (pages of
+/// 60 MiB, the fifth refused from its `Content-Length` before it is read). The repository
+/// fails with the error; the crawl goes on. The fake ends each search a few pages after the
+/// budget, so a client without one finishes the repository instead.
+#[tokio::test]
+async fn endless_searches_stop_at_their_budgets() {
+    use kiln_testkit::github::EndlessSearch;
+    use kiln_testkit::github::edge::EDGE_REPO;
+    for (endless, expected, searches) in [
+        (
+            EndlessSearch {
+                nodes: 1000,
+                padding: 0,
+                pages: 20,
+            },
+            "budget of 10000 entries (at page 11)",
+            11,
+        ),
+        (
+            EndlessSearch {
+                nodes: 0,
+                padding: 0,
+                pages: 150,
+            },
+            "budget of 100 pages (at page 101)",
+            100,
+        ),
+        (
+            EndlessSearch {
+                nodes: 0,
+                padding: 60 << 20,
+                pages: 8,
+            },
+            "budget of 256 MiB of answers (at page 5)",
+            5,
+        ),
+    ] {
+        let (setup, _) = edge_setup();
+        setup.fake.set_endless_search(Some(endless));
+        let crawled = run(
+            request(&setup, edge_settings(&setup)),
+            client(&setup, &[("KILN_TEST_TOKEN", "token-a")]),
+        )
+        .await;
+        let summary = crawled
+            .summary
+            .expect("a repository's failure does not stop the crawl");
+        assert_eq!(summary.repositories_failed, 1, "{endless:?}: {summary:?}");
+        let error = crawled.progress[EDGE_REPO]
+            .error
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            error.contains(
+                "page through the pull request search of kiln-crawl/edge merged 2024-09-01T00:00:00Z..2024-10-01T00:00:00Z"
+            ) && error.contains(expected),
+            "{endless:?}: {error}"
+        );
+        let asked = setup
+            .fake
+            .requests()
+            .iter()
+            .filter(|r| r.kind == "graphql:KilnPullRequests")
+            .count();
+        assert_eq!(asked, searches, "{endless:?}: no page past the budget");
+    }
+}
+
+/// A discovery's star range whose pages never end stops at the range's budget, and the
+/// discovery with it.
+#[tokio::test]
+async fn endless_discoveries_stop_at_their_budget() {
+    use kiln_core::config::DiscoverSettings;
+    use kiln_testkit::github::EndlessSearch;
+    let (setup, _) = edge_setup();
+    setup.fake.set_endless_search(Some(EndlessSearch {
+        nodes: 1000,
+        padding: 0,
+        pages: 20,
+    }));
+    let settings = DiscoverSettings {
+        language: "Rust".into(),
+        min_stars: 100,
+        max_stars: 1_000_000,
+        min_forks: 10,
+        min_language_share: 0.6,
+        pushed_after: None,
+        max_repos: 100,
+    };
+    let client = client(&setup, &[("KILN_TEST_TOKEN", "token-a")]);
+    let error = kiln_github::crawl::discover(&client, &settings)
+        .await
+        .expect_err("a discovery past its budget must be an error")
+        .to_string();
+    assert!(
+        error.contains(
+            "page through the repository search of Rust with 100..1000000 stars: it goes past its budget of 10000 entries (at page 11)"
+        ),
+        "{error}"
+    );
+    assert_eq!(setup.fake.requests().len(), 11);
+}
+
+/// An error answer whose message is 30 MB (REST's `message`, GraphQL's `errors`) fails the
+/// repository with a message that quotes its head and tail only.
+#[tokio::test]
+async fn huge_error_messages_are_quoted_short() {
+    use kiln_testkit::github::Fault;
+    use kiln_testkit::github::edge::EDGE_REPO;
+    let cap = kiln_core::net::QUOTE_HEAD + kiln_core::net::QUOTE_TAIL + 256;
+    // Request 1 is the repository's REST GET, request 2 its first search.
+    for (number, expected) in [(1, "(HTTP 422): xxx"), (2, "run a GitHub query: xxx")] {
+        let (setup, _) = edge_setup();
+        setup.fake.inject(number, Fault::HugeMessage(30 << 20));
+        let crawled = run(
+            request(&setup, edge_settings(&setup)),
+            client(&setup, &[("KILN_TEST_TOKEN", "token-a")]),
+        )
+        .await;
+        let error = crawled.progress[EDGE_REPO]
+            .error
+            .clone()
+            .unwrap_or_default();
+        let start = &error[..error.len().min(300)];
+        assert!(error.contains(expected), "request {number}: {start}");
+        assert!(
+            error.contains("bytes left out"),
+            "request {number}: {start}"
+        );
+        assert!(
+            error.len() < cap,
+            "request {number}: a message of {} bytes",
+            error.len()
+        );
+        let note = crawled
+            .notes
+            .iter()
+            .map(String::len)
+            .max()
+            .unwrap_or_default();
+        assert!(note < cap, "request {number}: a note of {note} bytes");
     }
 }

@@ -303,7 +303,7 @@ async fn hostile_hubs_end_in_a_short_bounded_error() {
         let message = error.to_string();
         assert!(message.contains(expected), "{mode:?}: {message}");
         assert!(
-            message.len() < 600,
+            message.len() < MESSAGE_CAP,
             "{mode:?}: a long error: {} bytes",
             message.len()
         );
@@ -319,5 +319,106 @@ async fn hostile_hubs_end_in_a_short_bounded_error() {
                 "the page is read once; its `next` link back to itself is refused unsent"
             );
         }
+    }
+}
+
+/// The longest error message a hostile answer may cause: the quote of its answer and the words
+/// around it.
+const MESSAGE_CAP: usize = kiln_core::net::QUOTE_HEAD + kiln_core::net::QUOTE_TAIL + 256;
+
+/// A listing whose every page names a new next page stops at its entry budget: the default
+/// budget, 500,000 entries, is reached at page 500 of 1,000 entries, and page 501 ends it.
+/// The fake ends its listing at page 1,000, so a client without the budget reads all of it.
+#[tokio::test]
+async fn endless_listings_stop_at_their_entry_budget() {
+    use kiln_testkit::hub::Hostile;
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    fake.turn_hostile(Hostile::EndlessPages {
+        entries: 1000,
+        path_bytes: 24,
+        pages: 1000,
+    });
+    let error = hub(&fake, TOKEN)
+        .list_tree(REPO, "main", "", true)
+        .await
+        .expect_err("a listing past its budget must be an error");
+    let message = error.to_string();
+    assert!(matches!(error, HubError::OverBudget { .. }), "{message}");
+    assert!(
+        message.contains("list the files of kiln-test/release")
+            && message.contains("budget of 500000 entries")
+            && message.contains("at page 501"),
+        "{message}"
+    );
+    let requests = fake.requests();
+    assert_eq!(
+        requests.len(),
+        501,
+        "one request per page, none after the budget"
+    );
+    let answered: usize = requests.iter().map(|r| r.body_bytes).sum();
+    assert!(answered < 60 << 20, "{answered} bytes answered");
+}
+
+/// A listing whose pages are large stops at its byte budget, and reads no more than that
+/// budget: the last page is cut where the budget ends, not read whole.
+#[tokio::test]
+async fn endless_listings_stop_at_their_byte_budget() {
+    use kiln_hub::ListingBudget;
+    use kiln_testkit::hub::Hostile;
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    // Pages of about 1 MiB: 10 entries of 100 KiB paths.
+    fake.turn_hostile(Hostile::EndlessPages {
+        entries: 10,
+        path_bytes: 100 << 10,
+        pages: 1000,
+    });
+    let budget = ListingBudget {
+        bytes: 4 << 20,
+        ..ListingBudget::default()
+    };
+    let error = hub(&fake, TOKEN)
+        .with_listing_budget(budget)
+        .list_tree(REPO, "main", "", true)
+        .await
+        .expect_err("a listing past its budget must be an error");
+    let message = error.to_string();
+    assert!(
+        message.contains("budget of 4 MiB of answers") && message.contains("at page 5"),
+        "{message}"
+    );
+    assert_eq!(fake.requests().len(), 5, "four pages whole, the fifth cut");
+}
+
+/// An answer of 30 MB that lacks the field kiln reads is refused with a message that quotes
+/// its head and tail only, for every call that reads a field.
+#[tokio::test]
+async fn huge_answers_without_their_fields_are_quoted_short() {
+    use kiln_testkit::hub::Hostile;
+    let fake = FakeHub::start(&[TOKEN]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let client = hub(&fake, TOKEN);
+    fake.turn_hostile(Hostile::HugeJson(30 << 20));
+    let missing_sha = client
+        .head_commit(REPO, "main")
+        .await
+        .expect_err("an answer without sha must be an error")
+        .to_string();
+    let missing_files = push(&client, tmp.path(), b"small", "x", "")
+        .await
+        .expect_err("a preupload answer without files must be an error")
+        .to_string();
+    for (message, expected) in [
+        (&missing_sha, "no sha in {\"padding\":\"xxx"),
+        (&missing_files, "no files list in {\"padding\":\"xxx"),
+    ] {
+        assert!(message.contains(expected), "{}", &message[..200]);
+        assert!(message.contains("bytes left out"), "{}", &message[..200]);
+        assert!(
+            message.len() < MESSAGE_CAP,
+            "a message of {} bytes: {}",
+            message.len(),
+            &message[..200]
+        );
     }
 }

@@ -63,10 +63,31 @@ pub enum Fault {
     Slow(Duration),
     /// The connection closes without an answer.
     Drop,
-    /// A 200 answer of this many bytes (a JSON string of padding): a hostile or broken server.
+    /// A 200 answer of this many bytes (a JSON string of padding) with its `Content-Length`:
+    /// a hostile or broken server. Its headers go out at once and its body as it is read.
     Huge(usize),
+    /// [`Fault::Huge`] without `Content-Length` (a chunked body): only reading it tells its size.
+    HugeChunked(usize),
+    /// An error whose message is this many bytes: a 422 `{"message": ...}` to a REST request,
+    /// a 200 with `{"errors": [{"message": ...}]}` to a GraphQL one.
+    HugeMessage(usize),
     /// The normal answer, its headers at once and its body one byte per this long.
     Drip(Duration),
+}
+
+/// Searches that do not end ([`FakeGitHub::set_endless_search`]): every answer to a search
+/// (of pull requests or of repositories) is a page whose `pageInfo` names a next page with a
+/// cursor no page named before. Its results are issues or users, which the crawl leaves out,
+/// and its count stays under the search cap, so no segment or star range is split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndlessSearch {
+    /// Results per page (GitHub sends at most 100; a hostile server, any number).
+    pub nodes: usize,
+    /// Bytes of padding per answer, in its `extensions`; the answer is made as it is read.
+    pub padding: usize,
+    /// The page that names no next page, so that a client without a budget ends too and its
+    /// test fails instead of running for ever.
+    pub pages: u64,
 }
 
 /// One logged request.
@@ -153,6 +174,7 @@ struct State {
     rest_answers: Vec<RestAnswer>,
     keep_exchanges: bool,
     delay: Duration,
+    endless: Option<EndlessSearch>,
 }
 
 /// The running fake GitHub.
@@ -204,6 +226,7 @@ impl FakeGitHub {
             rest_answers: Vec::new(),
             keep_exchanges: true,
             delay: Duration::ZERO,
+            endless: None,
         }));
         let shared = Arc::clone(&state);
         let server = Server::start_on(
@@ -249,6 +272,11 @@ impl FakeGitHub {
     /// Delays every answer by `delay` (a slow network), for tests that must interrupt a crawl.
     pub fn set_delay(&self, delay: Duration) {
         self.with(|s| s.delay = delay);
+    }
+
+    /// From now on, searches answer as `endless` says (`None`: as GitHub does).
+    pub fn set_endless_search(&self, endless: Option<EndlessSearch>) {
+        self.with(|s| s.endless = endless);
     }
 
     /// Whether GraphQL exchanges are kept (on by default; a benchmark turns it off).
@@ -395,19 +423,34 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
             },
             other => other,
         },
-        Some(Fault::Huge(bytes)) => {
-            let mut body = String::with_capacity(*bytes);
-            body.push_str("{\"data\":\"");
-            body.extend(std::iter::repeat_n('x', bytes.saturating_sub(12)));
-            body.push_str("\"}");
-            Reply::Response {
-                status: 200,
+        Some(Fault::Huge(bytes)) => huge(*bytes, true),
+        Some(Fault::HugeChunked(bytes)) => huge(*bytes, false),
+        Some(Fault::HugeMessage(bytes)) => {
+            let (status, head, tail) = if request.path == "/graphql" {
+                (
+                    200,
+                    "{\"data\":null,\"errors\":[{\"type\":\"UNPROCESSABLE\",\"message\":\"",
+                    "\"}]}",
+                )
+            } else {
+                (422, "{\"message\":\"", "\"}")
+            };
+            Reply::Stream {
+                status,
                 headers: vec![("content-type".into(), "application/json".into())],
-                body: body.into(),
-                delay: Duration::ZERO,
+                head: head.into(),
+                fill: b'x',
+                fill_len: *bytes,
+                tail: tail.into(),
+                announced: true,
             }
         }
-        None => answer(&mut state, &request, base).delayed(state.delay),
+        None => match state.endless {
+            Some(endless) if bearer(&request).is_some() && kind_is_search(&kind) => {
+                endless_page(endless, &request)
+            }
+            _ => answer(&mut state, &request, base).delayed(state.delay),
+        },
     };
     if fault.is_some()
         && !matches!(
@@ -417,6 +460,8 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
                     | Fault::Slow(_)
                     | Fault::Drop
                     | Fault::Huge(_)
+                    | Fault::HugeChunked(_)
+                    | Fault::HugeMessage(_)
                     | Fault::Drip(_)
             )
         )
@@ -459,6 +504,66 @@ fn handle(state: &Mutex<State>, request: Request, base: &str) -> Reply {
         token: bearer(&request),
     });
     reply.with_header("x-github-request-id", format!("KILN:{number:08X}"))
+}
+
+/// A 200 answer of `bytes` bytes, `{"data":"xxx…"}`, made as the client reads it; its length
+/// is announced in `Content-Length` when `announced`.
+fn huge(bytes: usize, announced: bool) -> Reply {
+    let head = "{\"data\":\"";
+    let tail = "\"}";
+    Reply::Stream {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        head: head.into(),
+        fill: b'x',
+        fill_len: bytes.saturating_sub(head.len() + tail.len()),
+        tail: tail.into(),
+        announced,
+    }
+}
+
+/// Whether a request of `kind` (`graphql:<operation>`) is one of the crawl's searches.
+fn kind_is_search(kind: &str) -> bool {
+    matches!(
+        kind,
+        "graphql:KilnPullRequests" | "graphql:KilnRepositories"
+    )
+}
+
+/// A page of an endless search: its number is one more than the one its `after` cursor
+/// (`endless-N`) names.
+fn endless_page(endless: EndlessSearch, request: &Request) -> Reply {
+    let after = serde_json::from_slice::<Value>(&request.body)
+        .ok()
+        .and_then(|body| {
+            body.pointer("/variables/after")
+                .and_then(Value::as_str)
+                .and_then(|a| a.strip_prefix("endless-"))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let page = after + 1;
+    let nodes: Vec<Value> = (0..endless.nodes)
+        .map(|i| json!({"__typename": "User", "number": i, "nameWithOwner": format!("endless/user-{i}")}))
+        .collect();
+    let data = json!({"search": {
+        "issueCount": 500,
+        "repositoryCount": 500,
+        "pageInfo": {"hasNextPage": page < endless.pages, "endCursor": format!("endless-{page}")},
+        "nodes": nodes,
+    }});
+    // `{"data": ..., "extensions": {"padding": "xxx…"}}`, the padding made as it is read.
+    let head = format!("{{\"data\":{data},\"extensions\":{{\"padding\":\"");
+    let tail = "\"}}";
+    Reply::Stream {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        head: head.into(),
+        fill: b'x',
+        fill_len: endless.padding,
+        tail: tail.into(),
+        announced: true,
+    }
 }
 
 /// The operation name of a query document (`query Name(...)`), or empty.
