@@ -30,6 +30,7 @@
 pub mod analytics;
 mod atomic;
 mod convert;
+mod crash;
 mod error;
 mod fixes;
 mod foreign;
@@ -44,6 +45,9 @@ pub use convert::{
     META_SCHEMA_VERSION, META_TABLE, arrow_schema, batch_to_rows, read_parquet, rows_to_batch,
     table_schema, write_parquet,
 };
+pub use crash::CRASH_AT_WRITE;
+#[cfg(feature = "crash-points")]
+pub use crash::writes;
 pub use error::{ConvertError, StoreError};
 pub use fixes::patch_fingerprint;
 pub use foreign::read_parquet_objects;
