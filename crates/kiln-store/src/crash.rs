@@ -2,7 +2,8 @@
 //!
 //! Built with the `crash-points` feature, and with `KILN_CRASH_AT_WRITE=N` in the environment,
 //! the process kills itself with SIGKILL just before its Nth durable write: a file renamed
-//! into place ([`crate::write_atomic`], a Parquet part, a manifest). Counting writes rather than time puts every kill exactly
+//! into place ([`crate::write_atomic`], a Parquet part, a manifest) or a staged run published
+//! ([`crate::RunStore::publish`]). Counting writes rather than time puts every kill exactly
 //! where a test asks: it counts an operation's writes ([`writes`]) and kills the operation
 //! before the ones it chooses. Without the feature (every build but tests') a crash point does
 //! nothing, and no environment variable can stop kiln.

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! datasets/<dataset>/dataset.lock          DatasetLock: held by the one process using the dataset
+//! datasets/<dataset>/runs/.staged-<time>-<pid>/   RunStore::create_staged: a run being written, no run yet
 //! datasets/<dataset>/runs/<run-id>/
 //!     run.json                      RunStore: config snapshot and hash, start time, status
 //!     run.lock                      RunLock: pid of the process writing the run
@@ -53,5 +54,8 @@ pub use fixes::patch_fingerprint;
 pub use foreign::read_parquet_objects;
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};
-pub use run::{RUN_FILE, RunInfo, RunShard, RunStore, latest, run_ids, runs_dir, time_id};
+pub use run::{
+    RUN_FILE, RunInfo, RunShard, RunStore, STAGED_PREFIX, latest, remove_staged, run_ids, runs_dir,
+    time_id,
+};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};
