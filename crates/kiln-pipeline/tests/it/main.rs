@@ -10,5 +10,6 @@ mod engine;
 mod faults;
 mod gc;
 mod locks;
+mod merge;
 mod reuse;
 mod shards;
