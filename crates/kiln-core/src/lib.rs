@@ -21,7 +21,7 @@ pub use lm::{
 };
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
-    ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec, ImageBuild,
-    ImageInfo, Limits, NetworkMode, OutputSink, RuntimeError,
+    ContainerId, ContainerInfo, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome, ExecSpec,
+    ImageBuild, ImageInfo, Limits, NetworkMode, OutputSink, RuntimeError,
 };
 pub use session::{Removals, Session};
