@@ -147,6 +147,13 @@ pub struct GcArgs {
     /// Without it, a system layer goes only with the last image made from it.
     #[arg(long)]
     pub orphans: bool,
+    /// Leave alone the images that are not this dataset's own (what --orphans removes, and
+    /// system layers) until they are this old: a build of another kiln process on the same
+    /// engine may be about to start its next step from one. Images a container (a build's
+    /// running step included) was made from, or made from the image of a container that
+    /// exists, always stay.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = kiln_core::config::parse_duration)]
+    pub min_age: std::time::Duration,
 }
 
 /// The arguments of `kiln check-images`.

@@ -57,7 +57,8 @@ impl From<PipelineError> for Failure {
             | PipelineError::UnknownStage { .. }
             | PipelineError::UnknownItems { .. }
             | PipelineError::NoRun { .. }
-            | PipelineError::Merge { .. } => exit::INPUT,
+            | PipelineError::Merge { .. }
+            | PipelineError::Unmerged { .. } => exit::INPUT,
         };
         let mut message = match &e {
             // One line per problem: a merge can find many.

@@ -25,8 +25,8 @@ pub use lm::{
 };
 pub use reporter::{Event, NullReporter, Reporter};
 pub use runtime::{
-    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, DiskBound, EngineInfo,
-    ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, Limits, NetworkMode, OutputSink,
-    RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerInfo, ContainerRuntime, ContainerSpec,
+    DiskBound, EngineInfo, ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, Limits,
+    NetworkMode, OutputSink, RuntimeError,
 };
 pub use session::{Removals, Session};

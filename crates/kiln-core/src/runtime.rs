@@ -357,6 +357,17 @@ pub struct FsChange {
 /// stream with that message.
 pub type ArchiveSink<'a> = &'a mut (dyn FnMut(&[u8]) -> Result<(), String> + Send);
 
+/// One container of the engine, as listed: what an image removal must not pull from under it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerInfo {
+    /// The container's id.
+    pub id: String,
+    /// The id (`sha256:…`) of the image it was made from.
+    pub image: String,
+    /// Whether it runs (else it is created, stopped, or being removed).
+    pub running: bool,
+}
+
 /// Engine identity, for logs and error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineInfo {
@@ -400,6 +411,15 @@ pub trait ContainerRuntime: Send + Sync {
     /// engine cannot say (this default).
     async fn list_all_images(&self) -> Result<Option<Vec<ImageInfo>>, RuntimeError> {
         Ok(None)
+    }
+    /// Every container of the engine, running or not, whoever made it (a build's step
+    /// containers included), with the image each was made from. Engines of tests that never
+    /// need it keep this default, which refuses.
+    async fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        Err(RuntimeError::Engine {
+            operation: "list containers".into(),
+            message: "this runtime cannot list containers".into(),
+        })
     }
     /// Builds an image; `on_output` receives the build log.
     async fn build_image(

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
+use bollard::models::{
+    ContainerConfig, ContainerCreateBody, ContainerSummaryStateEnum, HostConfig,
+};
 use bollard::query_parameters::{
     BuildImageOptionsBuilder, CommitContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -17,8 +19,9 @@ use bollard::{API_DEFAULT_VERSION, Docker, body_full};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kiln_core::{
-    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, DiskBound, EngineInfo,
-    ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerInfo, ContainerRuntime, ContainerSpec,
+    DiskBound, EngineInfo, ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink,
+    RuntimeError,
 };
 
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
@@ -649,6 +652,23 @@ impl ContainerRuntime for DockerRuntime {
             .await
             .map_err(|e| self.fail("list every image".to_string(), &e))?;
         Ok(Some(images.into_iter().map(image_info).collect()))
+    }
+
+    async fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let options = ListContainersOptionsBuilder::new().all(true).build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| self.fail("list every container".to_string(), &e))?;
+        Ok(containers
+            .into_iter()
+            .map(|c| ContainerInfo {
+                id: c.id.unwrap_or_default(),
+                image: c.image_id.map(content_id).unwrap_or_default(),
+                running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
+            })
+            .collect())
     }
 
     async fn build_image(

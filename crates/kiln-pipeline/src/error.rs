@@ -124,6 +124,20 @@ pub enum PipelineError {
         /// them, where another config, another plan or an item in two shards never ends.
         unfinished_only: bool,
     },
+    /// A new run of every item would do again what the shards of a split run of this config
+    /// hold: they wait for `kiln merge`, whose run `kiln run` then finishes.
+    #[error(
+        "start a run of dataset `{dataset}`: the shards of its split run of this config are not merged ({}); `kiln merge --shards {count}` joins them into the run `kiln run` then finishes, and `kiln run --new` does every item here instead",
+        shards.join(", ")
+    )]
+    Unmerged {
+        /// The dataset's name.
+        dataset: String,
+        /// How many shards the split has.
+        count: u32,
+        /// Each shard run no merged run holds, as `shard I/N (run ID)`.
+        shards: Vec<String>,
+    },
     /// A broken promise inside kiln (a worker task panicked, settings of the wrong kind).
     #[error("finish: an internal error (a bug in kiln): {0}")]
     Internal(String),

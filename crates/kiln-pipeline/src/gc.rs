@@ -14,13 +14,17 @@
 //! row names it; and an untagged kiln image no image is made from (what a failed or killed
 //! Dockerfile build left). A system layer of cold launches (`kiln/layer:<hash>`, shared by
 //! datasets) goes with the last image made from it, and with `orphans` when none is.
+//!
+//! No image goes that a container or a build in progress may stand on ([`InUse`]): the engine
+//! is shared, and another dataset's launch may be building while `kiln gc --orphans` runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::time::Duration;
 
 use kiln_core::config::{NodeKind, Pipeline};
 use kiln_core::runtime::{LABEL_DATASET, LABEL_MANAGED};
-use kiln_core::{ContainerRuntime, ImageInfo};
+use kiln_core::{ContainerInfo, ContainerRuntime, ImageInfo};
 use kiln_schema::{EnvironmentRecord, ReleaseInstance};
 use serde::Serialize;
 
@@ -53,6 +57,9 @@ pub struct GcPlan {
     pub kept: usize,
     /// Runs whose environments were kept (in progress, or among the most recent).
     pub kept_runs: Vec<String>,
+    /// Images nothing refers to that stay all the same: a container or a build in progress
+    /// may stand on them ([`InUse`]).
+    pub in_use: usize,
     /// Bytes the removal frees: the layers of the images that go, and of the untagged images
     /// they were made from that nothing else is made from, which the engine removes with
     /// them; `None` when the engine cannot list its images' parents.
@@ -103,6 +110,61 @@ fn freed_bytes(all: &[ImageInfo], removed: &BTreeSet<&str>) -> i64 {
         }
     }
     freed
+}
+
+/// How long after it was made an image that is not the dataset's own stays by default: see
+/// [`InUse`].
+pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(60 * 60);
+
+/// What may stand on an image right now, by what the engine says: `kiln gc` removes none of it.
+///
+/// The engine shows no build of its classic builder in progress; it shows its containers. A
+/// build runs each step in a container made from the image of the step before, commits it to
+/// the step's image (an untagged image of kiln's labels, nothing made from it yet), removes the
+/// container, and makes the next step's container from that image. So an image stays when:
+/// - a container, running or not, of any owner, was made from it: a step (or a launch) runs
+///   on it (and the engine refuses to delete an image under a running container, so removing
+///   it would fail gc as well);
+/// - it was made from the image of a container that exists: it may be that container's commit,
+///   which the next step starts from once the builder has removed the container (a large tree
+///   takes a while);
+/// - it is not the dataset's own and is younger than `min_age`: between a step's commit and
+///   the next step's container, nothing on the engine says that a build stands on the step's
+///   image, for an instant or, on a loaded engine, longer; only its age tells it from what a
+///   killed build left. The images `--orphans` removes and the shared system layers are what
+///   another process on the engine may be building on; the dataset's own are accounted for by
+///   its runs and releases.
+///
+/// Images something is made from (the earlier steps of a build in progress) stay anyway: the
+/// rules that remove untagged and superseded images pass them by. Ages are the engine's
+/// creation times against this host's clock: an engine whose clock runs behind this host's by
+/// more than `min_age` shortens it.
+struct InUse {
+    /// Images containers were made from.
+    under_containers: BTreeSet<String>,
+    /// Seconds since the Unix epoch: an image made later is young.
+    young_since: i64,
+}
+
+impl InUse {
+    fn new(containers: &[ContainerInfo], min_age: Duration, now: i64) -> Self {
+        Self {
+            under_containers: containers
+                .iter()
+                .map(|c| c.image.clone())
+                .filter(|image| !image.is_empty())
+                .collect(),
+            young_since: now.saturating_sub(i64::try_from(min_age.as_secs()).unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// Whether something may stand on `image`; `own` says it is the dataset's own (its age
+    /// then does not count).
+    fn holds(&self, image: &ImageInfo, own: bool) -> bool {
+        self.under_containers.contains(&image.id)
+            || (!image.parent.is_empty() && self.under_containers.contains(&image.parent))
+            || (!own && image.created > self.young_since)
+    }
 }
 
 /// Images and digests the dataset's releases name.
@@ -166,7 +228,8 @@ fn kept_by_runs(
 }
 
 /// Finds what `kiln gc` removes: the dataset's images nothing refers to, and with `orphans`
-/// the images of every dataset whose directory is gone.
+/// the images of every dataset whose directory is gone; never an image a container or a build
+/// in progress may stand on, nor one not the dataset's own younger than `min_age` ([`InUse`]).
 ///
 /// # Errors
 /// When a release or a kept run cannot be read, or the engine fails.
@@ -175,6 +238,7 @@ pub async fn plan(
     runtime: &dyn ContainerRuntime,
     keep_last: usize,
     orphans: bool,
+    min_age: Duration,
 ) -> Result<GcPlan, PipelineError> {
     let mut pipelines = vec![pipeline.clone()];
     pipelines.extend(crate::shards::shard_pipelines(pipeline));
@@ -266,29 +330,51 @@ pub async fn plan(
             });
         }
     }
-    // A system layer goes with the last image made from it; with `orphans`, one nothing is
-    // made from goes too (without, it may be a layer a launch in progress has just made).
-    let going: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
     let listed: Vec<&ImageInfo> = images_seen
         .iter()
         .chain(&own)
         .chain(all.as_deref().unwrap_or(&[]))
         .collect();
+    // Listed after the images: a container made since from an image listed is seen.
+    let in_use = InUse::new(
+        &runtime.list_containers().await?,
+        min_age,
+        chrono::Utc::now().timestamp(),
+    );
+    let by_id: BTreeMap<&str, &ImageInfo> = listed.iter().map(|i| (i.id.as_str(), *i)).collect();
+    let stays = |garbage: &Garbage| {
+        by_id
+            .get(garbage.id.as_str())
+            .is_some_and(|image| in_use.holds(image, garbage.reason == "unreferenced"))
+    };
+    let candidates = plan.remove.len();
+    plan.remove.retain(|g| !stays(g));
+    plan.in_use = candidates - plan.remove.len();
+    // A system layer goes with the last image made from it; with `orphans`, one nothing is
+    // made from goes too (without, it may be a layer a launch in progress has just made).
+    let going: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
     let mut layers = Vec::new();
+    let mut layers_in_use = 0;
     for layer in own.iter().filter(|i| is_layer(i)) {
         let mut children = listed.iter().filter(|i| i.parent == layer.id).peekable();
         let made = children.peek().is_some();
         let staying = children.any(|child| !going.contains(child.id.as_str()));
         if (made || orphans) && !staying && !is_referenced(layer) {
-            layers.push(Garbage {
+            let garbage = Garbage {
                 id: layer.id.clone(),
                 tags: layer.tags.clone(),
                 size: layer.size,
                 reason: "layer",
                 dataset: String::new(),
-            });
+            };
+            if stays(&garbage) {
+                layers_in_use += 1;
+            } else {
+                layers.push(garbage);
+            }
         }
     }
+    plan.in_use += layers_in_use;
     plan.remove
         .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
     // After the images made from them: the engine removes an image only with its children.
@@ -335,10 +421,47 @@ pub async fn remove(runtime: &dyn ContainerRuntime, plan: &GcPlan) -> Result<(),
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::time::Duration;
 
-    use kiln_core::ImageInfo;
+    use kiln_core::{ContainerInfo, ImageInfo};
 
-    use super::freed_bytes;
+    use super::{InUse, freed_bytes};
+
+    #[test]
+    fn what_a_container_or_a_build_in_progress_may_stand_on_stays() {
+        let container = |image: &str, running| ContainerInfo {
+            id: format!("c-{image}"),
+            image: image.into(),
+            running,
+        };
+        let now = 1_000_000;
+        let in_use = InUse::new(
+            &[container("step2", true), container("base", false)],
+            Duration::from_secs(600),
+            now,
+        );
+        let image = |id: &str, parent: &str, created| ImageInfo {
+            id: id.into(),
+            parent: parent.into(),
+            created,
+            ..ImageInfo::default()
+        };
+        // A step runs on it; a stopped container of it counts as well.
+        assert!(in_use.holds(&image("step2", "step1", 0), true));
+        assert!(in_use.holds(&image("base", "", 0), true));
+        // Made from the image of a container: it may be that container's commit.
+        assert!(in_use.holds(&image("step3", "base", 0), true));
+        // Young: another process's build may be about to start a step from it, unless it is
+        // the dataset's own.
+        assert!(in_use.holds(&image("fresh", "other", now - 599), false));
+        assert!(!in_use.holds(&image("fresh", "other", now - 599), true));
+        // Old, and under no container: it goes.
+        assert!(!in_use.holds(&image("old", "other", now - 601), false));
+        assert!(!in_use.holds(&image("root", "", 0), false));
+        // With no grace, only the containers count.
+        let no_grace = InUse::new(&[], Duration::ZERO, now);
+        assert!(!no_grace.holds(&image("fresh", "other", now - 1), false));
+    }
 
     fn image(id: &str, parent: &str, size: i64, tagged: bool) -> ImageInfo {
         ImageInfo {

@@ -7,6 +7,14 @@
 //! is merged while one remains. The merged run is a new run under the shared dataset root whose
 //! stage tables hold the shards' rows, logs and LM answers, marked `merged_from` in `run.json`;
 //! its export is left to do, so `kiln run` resumes it and writes the release as for any run.
+//!
+//! The merged run is written staged ([`RunStore::create_staged`]), where no listing of runs
+//! sees it, and published by one rename once every table is complete: a merge killed at any
+//! point leaves no merged run or a finished one, never a half-merged run that `kiln run` would
+//! resume as an ordinary run and fill by launching and validating the shards' items again on
+//! one machine. The next merge removes what a killed one left staged. Until a merge is
+//! published, `kiln run` refuses to start a run of the items the shards hold
+//! ([`unmerged_shards`]).
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -135,35 +143,24 @@ pub fn merge(pipeline: &Pipeline, count: u32) -> Result<MergeOutcome, PipelineEr
         });
     }
 
+    // Every staged run found under the dataset lock is a killed merge's: nothing took it for a
+    // run, and it goes.
     let _dataset_lock = DatasetLock::acquire(&home, name)?;
-    let mut run = RunStore::create(&home, name, None, &pipeline.text, &pipeline.hash)?;
-    let _lock = run.lock()?;
-    let mut merged_stages = Vec::new();
-    for node in &stages {
-        let rows = match node.kind {
-            NodeKind::Ingest | NodeKind::Crawl => merge_stage::<Candidate>(&run, node, &shards)?,
-            NodeKind::Filter => merge_stage::<Verdict>(&run, node, &shards)?,
-            NodeKind::Split => merge_stage::<PlatformLabel>(&run, node, &shards)?,
-            NodeKind::Launch => merge_stage::<EnvironmentRecord>(&run, node, &shards)?,
-            NodeKind::Validate => merge_stage::<ValidationRecord>(&run, node, &shards)?,
-            NodeKind::Export => continue,
-        };
-        merged_stages.push((node.name.clone(), rows));
-    }
-    for shard in &shards {
-        copy_tree(&shard.run.dir().join("logs"), &run.dir().join("logs"))?;
-        copy_tree(
-            &shard.run.dir().join(kiln_lm::LM_DIR).join("answers"),
-            &run.dir().join(kiln_lm::LM_DIR).join("answers"),
-        )?;
-    }
-    merge_spent(&run, &shards)?;
-    let shard_dirs: Vec<PathBuf> = shards.iter().map(|s| s.run.dir().to_path_buf()).collect();
-    run.set_merged_from(shard_dirs.clone())?;
+    kiln_store::remove_staged(&home, name)?;
+    // No run lock: the staged run is this process's alone until it is published, and a lock
+    // file in it would be published with it.
+    let mut run = RunStore::create_staged(&home, name, &pipeline.text, &pipeline.hash)?;
     let export_left = pipeline.nodes.iter().any(|n| n.kind == NodeKind::Export);
-    if !export_left {
-        run.set_status(Status::Complete)?;
-    }
+    let shard_dirs: Vec<PathBuf> = shards.iter().map(|s| s.run.dir().to_path_buf()).collect();
+    let merged_stages = match write_merged(&mut run, &stages, &shards, &shard_dirs, export_left) {
+        Ok(stages) => stages,
+        Err(e) => {
+            // Not published, so no run: what was written goes now rather than at the next merge.
+            let _ = std::fs::remove_dir_all(run.dir());
+            return Err(e);
+        }
+    };
+    let run = run.publish()?;
     Ok(MergeOutcome {
         run_id: run.run_id().to_string(),
         run_dir: run.dir().to_path_buf(),
@@ -171,6 +168,79 @@ pub fn merge(pipeline: &Pipeline, count: u32) -> Result<MergeOutcome, PipelineEr
         stages: merged_stages,
         export_left,
     })
+}
+
+/// Writes the shards' tables, logs, LM answers and spending into the staged run, then its
+/// `run.json`: everything but the publication. Returns the rows of each stage.
+fn write_merged(
+    run: &mut RunStore,
+    stages: &[&Node],
+    shards: &[ShardRun],
+    shard_dirs: &[PathBuf],
+    export_left: bool,
+) -> Result<Vec<(String, u64)>, PipelineError> {
+    let mut merged_stages = Vec::new();
+    for node in stages {
+        let rows = match node.kind {
+            NodeKind::Ingest | NodeKind::Crawl => merge_stage::<Candidate>(run, node, shards)?,
+            NodeKind::Filter => merge_stage::<Verdict>(run, node, shards)?,
+            NodeKind::Split => merge_stage::<PlatformLabel>(run, node, shards)?,
+            NodeKind::Launch => merge_stage::<EnvironmentRecord>(run, node, shards)?,
+            NodeKind::Validate => merge_stage::<ValidationRecord>(run, node, shards)?,
+            NodeKind::Export => continue,
+        };
+        merged_stages.push((node.name.clone(), rows));
+    }
+    for shard in shards {
+        copy_tree(&shard.run.dir().join("logs"), &run.dir().join("logs"))?;
+        copy_tree(
+            &shard.run.dir().join(kiln_lm::LM_DIR).join("answers"),
+            &run.dir().join(kiln_lm::LM_DIR).join("answers"),
+        )?;
+    }
+    merge_spent(run, shards)?;
+    run.set_merged_from(shard_dirs.to_vec())?;
+    if !export_left {
+        run.set_status(Status::Complete)?;
+    }
+    Ok(merged_stages)
+}
+
+/// The latest runs of the shards of `pipeline`'s split runs that were made with its config and
+/// that no run of the dataset holds (`merged_from`), by shard: items a split run is doing or
+/// has done, which wait for `kiln merge` rather than for a new run to do them again.
+///
+/// # Errors
+/// When a runs directory or a `run.json` cannot be read.
+pub fn unmerged_shards(pipeline: &Pipeline) -> Result<Vec<(ShardId, String)>, PipelineError> {
+    let home = pipeline.home_root();
+    let name = &pipeline.dataset.name;
+    let mut merged = Vec::new();
+    for id in kiln_store::run_ids(home, name)? {
+        merged.extend(RunStore::open(home, name, &id)?.info().merged_from.clone());
+    }
+    let mut unmerged = Vec::new();
+    for shard in crate::shards::shard_pipelines(pipeline) {
+        let (Some(split), root) = (&shard.shard, &shard.dataset.root) else {
+            continue;
+        };
+        let Some(run_id) = kiln_store::latest(root, name)? else {
+            continue;
+        };
+        if RunStore::open(root, name, &run_id)?.info().config_hash != pipeline.hash {
+            continue;
+        }
+        // Compared by what the shared root holds, so that a dataset directory that moved still
+        // knows its merged shards.
+        let relative = shard_root(Path::new(""), name, split.id)
+            .join(name)
+            .join("runs")
+            .join(&run_id);
+        if !merged.iter().any(|dir| dir.ends_with(&relative)) {
+            unmerged.push((split.id, run_id));
+        }
+    }
+    Ok(unmerged)
 }
 
 fn short(hash: &str) -> &str {

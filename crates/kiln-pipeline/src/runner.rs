@@ -64,10 +64,15 @@ impl Runner {
                     });
                     run
                 } else {
+                    check_merged(&pipeline)?;
                     RunStore::create(&root, &name, None, &pipeline.text, &pipeline.hash)?
                 }
             }
-            (RunSelection::ResumeOrNew | RunSelection::New, _) => {
+            (RunSelection::ResumeOrNew, None) => {
+                check_merged(&pipeline)?;
+                RunStore::create(&root, &name, None, &pipeline.text, &pipeline.hash)?
+            }
+            (RunSelection::New, _) => {
                 RunStore::create(&root, &name, None, &pipeline.text, &pipeline.hash)?
             }
         };
@@ -323,6 +328,28 @@ impl Runner {
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }
+}
+
+/// Refuses a new unsharded run while shards of a split run of the same config wait for
+/// `kiln merge` ([`crate::merge::unmerged_shards`]): such a run would launch and validate
+/// every item the shards did, again, on one machine (as after a merge killed before it
+/// published its run). `kiln run --new` asks for that run all the same.
+fn check_merged(pipeline: &Pipeline) -> Result<(), PipelineError> {
+    if pipeline.shard.is_some() {
+        return Ok(());
+    }
+    let unmerged = crate::merge::unmerged_shards(pipeline)?;
+    let Some((first, _)) = unmerged.first() else {
+        return Ok(());
+    };
+    Err(PipelineError::Unmerged {
+        dataset: pipeline.dataset.name.clone(),
+        count: first.count,
+        shards: unmerged
+            .iter()
+            .map(|(shard, run)| format!("shard {shard} (run {run})"))
+            .collect(),
+    })
 }
 
 /// The LM client the pipeline's stages need (all of them, or only `stage`), built from `[lm]`

@@ -77,6 +77,7 @@ impl AtomicFile {
         file.sync_all()
             .map_err(|e| StoreError::io("fsync", &self.temp, e))?;
         drop(file);
+        crate::crash::before_write();
         fs::rename(&self.temp, &self.target)
             .map_err(|e| StoreError::io("rename into place", &self.target, e))?;
         // Renamed: nothing left to clean up.

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! datasets/<dataset>/dataset.lock          DatasetLock: held by the one process using the dataset
+//! datasets/<dataset>/runs/.staged-<time>-<pid>/   RunStore::create_staged: a run being written, no run yet
 //! datasets/<dataset>/runs/<run-id>/
 //!     run.json                      RunStore: config snapshot and hash, start time, status
 //!     run.lock                      RunLock: pid of the process writing the run
@@ -30,6 +31,7 @@
 pub mod analytics;
 mod atomic;
 mod convert;
+mod crash;
 mod error;
 mod fixes;
 mod foreign;
@@ -44,10 +46,16 @@ pub use convert::{
     META_SCHEMA_VERSION, META_TABLE, arrow_schema, batch_to_rows, read_parquet, rows_to_batch,
     table_schema, write_parquet,
 };
+pub use crash::CRASH_AT_WRITE;
+#[cfg(feature = "crash-points")]
+pub use crash::writes;
 pub use error::{ConvertError, StoreError};
 pub use fixes::patch_fingerprint;
 pub use foreign::read_parquet_objects;
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};
-pub use run::{RUN_FILE, RunInfo, RunShard, RunStore, latest, run_ids, runs_dir, time_id};
+pub use run::{
+    RUN_FILE, RunInfo, RunShard, RunStore, STAGED_PREFIX, latest, remove_staged, run_ids, runs_dir,
+    time_id,
+};
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

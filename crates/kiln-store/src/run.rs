@@ -8,13 +8,18 @@ use std::path::{Path, PathBuf};
 use kiln_schema::{InstanceId, Row};
 use serde::{Deserialize, Serialize};
 
-use crate::atomic::write_atomic;
+use crate::atomic::{sync_dir, write_atomic};
 use crate::names::check_component;
 use crate::stage::now_rfc3339;
 use crate::{error::StoreError, lock::RunLock, stage::StageTable, stage::Status};
 
 /// File name of the run description inside a run directory.
 pub const RUN_FILE: &str = "run.json";
+
+/// Prefix of the directories under `runs/` where a run is written before it exists as one
+/// ([`RunStore::create_staged`]). A run id never starts with a dot, so [`run_ids`],
+/// [`latest`] and everything that looks for runs through them pass a staged run by.
+pub const STAGED_PREFIX: &str = ".staged-";
 
 /// Contents of `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +84,9 @@ fn run_sort_key(id: &str) -> (String, u64) {
     (base, suffix)
 }
 
-/// The ids of every run of `dataset` (directories holding a `run.json`), oldest first.
+/// The ids of every run of `dataset` (directories holding a `run.json`), oldest first. Names
+/// starting with a dot are not run ids: a staged run ([`STAGED_PREFIX`]) is no run until it is
+/// published.
 pub fn run_ids(dataset_root: &Path, dataset: &str) -> Result<Vec<String>, StoreError> {
     let dir = runs_dir(dataset_root, dataset);
     let entries = match fs::read_dir(&dir) {
@@ -93,7 +100,7 @@ pub fn run_ids(dataset_root: &Path, dataset: &str) -> Result<Vec<String>, StoreE
         let Ok(id) = entry.file_name().into_string() else {
             continue;
         };
-        if entry.path().join(RUN_FILE).is_file() {
+        if !id.starts_with('.') && entry.path().join(RUN_FILE).is_file() {
             ids.push(id);
         }
     }
@@ -105,6 +112,60 @@ pub fn run_ids(dataset_root: &Path, dataset: &str) -> Result<Vec<String>, StoreE
 /// `run.json`), if any.
 pub fn latest(dataset_root: &Path, dataset: &str) -> Result<Option<String>, StoreError> {
     Ok(run_ids(dataset_root, dataset)?.pop())
+}
+
+/// Claims a fresh run id under `runs` by creating its directory: the current UTC time
+/// `YYYYMMDD-HHMMSS`, with `-2`, `-3`, ... appended if a run with that id exists. The
+/// directory creation itself claims the id, so concurrent creators get distinct ids.
+fn claim_id(runs: &Path) -> Result<(String, PathBuf), StoreError> {
+    let base = time_id();
+    let mut n = 1u32;
+    loop {
+        let id = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let dir = runs.join(&id);
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && n < 10_000 => n += 1,
+            Err(e) => return Err(StoreError::io("create run directory", &dir, e)),
+        }
+    }
+}
+
+/// Removes the staged runs ([`RunStore::create_staged`]) of `dataset` that were never
+/// published: what a process killed while writing one left. Call it holding the dataset's
+/// [`crate::DatasetLock`], which every writer of a staged run holds while it writes: a staged
+/// run found then belongs to a dead process. Returns how many were removed.
+pub fn remove_staged(dataset_root: &Path, dataset: &str) -> Result<usize, StoreError> {
+    check_component(dataset_root, "dataset name", dataset)?;
+    let dir = runs_dir(dataset_root, dataset);
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(StoreError::io("list", &dir, e)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", &dir, e))?;
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(STAGED_PREFIX)
+        {
+            continue;
+        }
+        let path = entry.path();
+        tracing::info!(path = %path.display(), "removing a staged run that was never published");
+        fs::remove_dir_all(&path).map_err(|e| StoreError::io("remove", &path, e))?;
+        removed += 1;
+    }
+    if removed > 0 {
+        sync_dir(&dir)?;
+    }
+    Ok(removed)
 }
 
 impl RunStore {
@@ -131,24 +192,89 @@ impl RunStore {
                     .map_err(|e| StoreError::io("create run directory", &dir, e))?;
                 (id.to_string(), dir)
             }
-            None => {
-                let base = time_id();
-                let mut n = 1u32;
-                loop {
-                    let id = if n == 1 {
-                        base.clone()
-                    } else {
-                        format!("{base}-{n}")
-                    };
-                    let dir = runs.join(&id);
-                    match fs::create_dir(&dir) {
-                        Ok(()) => break (id, dir),
-                        Err(e) if e.kind() == ErrorKind::AlreadyExists && n < 10_000 => n += 1,
-                        Err(e) => return Err(StoreError::io("create run directory", &dir, e)),
-                    }
-                }
+            None => claim_id(&runs)?,
+        };
+        Self::init(dir, run_id, dataset, config_text, config_hash)
+    }
+
+    /// Creates a staged run: a run written where nothing takes it for one until
+    /// [`publish`](Self::publish) renames it into place under a fresh id, whole. Its directory
+    /// is `runs/.staged-<time>-<pid>` (see [`STAGED_PREFIX`]), which [`run_ids`] and
+    /// [`latest`] pass by; its `run_id` is that name until it is published.
+    ///
+    /// Write it holding the dataset's [`crate::DatasetLock`] (so that [`remove_staged`] takes
+    /// a staged run it finds for a dead process's), and without its [`RunLock`]: nothing else
+    /// can find it, and a lock file would be published with it.
+    pub fn create_staged(
+        dataset_root: &Path,
+        dataset: &str,
+        config_text: &str,
+        config_hash: &str,
+    ) -> Result<Self, StoreError> {
+        check_component(dataset_root, "dataset name", dataset)?;
+        let runs = runs_dir(dataset_root, dataset);
+        fs::create_dir_all(&runs).map_err(|e| StoreError::io("create directory", &runs, e))?;
+        let base = format!("{STAGED_PREFIX}{}-{}", time_id(), std::process::id());
+        let mut n = 1u32;
+        let (name, dir) = loop {
+            let name = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
+            let dir = runs.join(&name);
+            match fs::create_dir(&dir) {
+                Ok(()) => break (name, dir),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists && n < 10_000 => n += 1,
+                Err(e) => return Err(StoreError::io("create run directory", &dir, e)),
             }
         };
+        Self::init(dir, name, dataset, config_text, config_hash)
+    }
+
+    /// Publishes a staged run ([`create_staged`](Self::create_staged)): it becomes the run with
+    /// a fresh id (as [`create`](Self::create) gives one) in one rename, so that a reader, or a
+    /// process killed at any instant, sees no run or the whole one.
+    ///
+    /// The id is claimed by creating its (empty) directory, `run.json` in the staged directory
+    /// is given the id, and the staged directory is renamed over the claimed one, which POSIX
+    /// `rename` does atomically for an empty directory. A crash before the rename leaves the
+    /// staged run (for [`remove_staged`]) and at most an empty directory, which is no run.
+    ///
+    /// # Errors
+    /// When this run is not a staged one, or the file system fails.
+    pub fn publish(mut self) -> Result<Self, StoreError> {
+        let staged = self.dir.clone();
+        let is_staged = staged
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(STAGED_PREFIX));
+        if !is_staged {
+            return Err(StoreError::invalid(&staged, "not a staged run"));
+        }
+        let runs = crate::atomic::parent(&staged).to_path_buf();
+        let (run_id, claimed) = claim_id(&runs)?;
+        self.info.run_id.clone_from(&run_id);
+        let renamed = self.write_info().and_then(|()| {
+            crate::crash::before_write();
+            fs::rename(&staged, &claimed)
+                .map_err(|e| StoreError::io("publish the staged run as", &claimed, e))
+        });
+        if let Err(e) = renamed {
+            let _ = fs::remove_dir(&claimed);
+            return Err(e);
+        }
+        sync_dir(&runs)?;
+        self.dir = claimed;
+        Ok(self)
+    }
+
+    fn init(
+        dir: PathBuf,
+        run_id: String,
+        dataset: &str,
+        config_text: &str,
+        config_hash: &str,
+    ) -> Result<Self, StoreError> {
         let info = RunInfo {
             run_id,
             dataset: dataset.to_string(),

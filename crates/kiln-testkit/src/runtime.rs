@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use kiln_core::capture::HeadTail;
 use kiln_core::runtime::{LABEL_MANAGED, LABEL_SCRATCH};
 use kiln_core::{
-    ArchiveSink, ChangeKind, ContainerId, ContainerRuntime, ContainerSpec, EngineInfo, ExecOutcome,
-    ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
+    ArchiveSink, ChangeKind, ContainerId, ContainerInfo, ContainerRuntime, ContainerSpec,
+    EngineInfo, ExecOutcome, ExecSpec, FsChange, ImageBuild, ImageInfo, OutputSink, RuntimeError,
 };
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -36,6 +36,8 @@ pub enum Operation {
     ImageExists,
     /// [`ContainerRuntime::list_images`].
     ListImages,
+    /// [`ContainerRuntime::list_containers`].
+    ListContainers,
     /// [`ContainerRuntime::build_image`].
     BuildImage,
     /// [`ContainerRuntime::create`].
@@ -524,6 +526,8 @@ pub struct Container {
     pub id: ContainerId,
     /// The spec it was created from.
     pub spec: ContainerSpec,
+    /// The id of the image it was made from (the spec's image, resolved when it was created).
+    pub image_id: String,
     /// Its labels: the spec's, plus [`LABEL_MANAGED`].
     pub labels: BTreeMap<String, String>,
     /// Its environment: the image's, then the spec's.
@@ -586,6 +590,8 @@ pub enum Call {
     ImageExists(String),
     /// `list_images(label, value)`.
     ListImages(String, String),
+    /// `list_containers`.
+    ListContainers,
     /// `build_image` of this tag.
     BuildImage(String),
     /// `create` from this image; the id when it succeeded.
@@ -653,6 +659,7 @@ impl Call {
             Self::Ping => Operation::Ping,
             Self::ImageExists(_) => Operation::ImageExists,
             Self::ListImages(..) => Operation::ListImages,
+            Self::ListContainers => Operation::ListContainers,
             Self::BuildImage(_) => Operation::BuildImage,
             Self::Create { .. } => Operation::Create,
             Self::Exec { .. } => Operation::Exec,
@@ -1064,6 +1071,21 @@ impl ContainerRuntime for ScriptedRuntime {
         Ok(Some(state.image_infos(|_| true)))
     }
 
+    async fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let mut state = self.state();
+        state.enter(Call::ListContainers)?;
+        Ok(state
+            .containers
+            .iter()
+            .filter(|c| !c.removed)
+            .map(|c| ContainerInfo {
+                id: c.id.0.clone(),
+                image: c.image_id.clone(),
+                running: c.stopped.is_none(),
+            })
+            .collect())
+    }
+
     async fn build_image(
         &self,
         build: &ImageBuild,
@@ -1099,6 +1121,7 @@ impl ContainerRuntime for ScriptedRuntime {
         state.containers.push(Container {
             id: id.clone(),
             spec: spec.clone(),
+            image_id: image.id.clone(),
             labels: managed(&spec.labels),
             env,
             image_files: image.files,

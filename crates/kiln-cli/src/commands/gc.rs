@@ -10,8 +10,14 @@ use crate::failure::Failure;
 pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
     let pipeline = load(&cx.config)?;
     let runtime = connect(&cx.reporter).await?;
-    let plan =
-        kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), args.keep_last, args.orphans).await?;
+    let plan = kiln_pipeline::gc::plan(
+        &pipeline,
+        runtime.as_ref(),
+        args.keep_last,
+        args.orphans,
+        args.min_age,
+    )
+    .await?;
     let megabytes = |bytes: i64| bytes as f64 / 1e6;
     if cx.json {
         print_json(&serde_json::json!({
@@ -21,6 +27,7 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
             "freed_bytes": plan.freed,
             "kept": plan.kept,
             "kept_runs": plan.kept_runs,
+            "in_use": plan.in_use,
         }))?;
     } else {
         let verb = if args.dry_run {
@@ -59,7 +66,7 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
             ),
         };
         println!(
-            "{} {} image(s), {bytes}; {} kept (releases, runs {})",
+            "{} {} image(s), {bytes}; {} kept (releases, runs {}){}",
             if args.dry_run {
                 "would remove"
             } else {
@@ -71,6 +78,14 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
                 "none".to_string()
             } else {
                 plan.kept_runs.join(", ")
+            },
+            if plan.in_use > 0 {
+                format!(
+                    "; {} left that a container or a build in progress may stand on",
+                    plan.in_use
+                )
+            } else {
+                String::new()
             }
         );
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kiln_core::config::Pipeline;
 use kiln_core::runtime::LABEL_DATASET;
+use kiln_pipeline::gc::DEFAULT_MIN_AGE;
 use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ReleaseInstance};
 use kiln_store::RunStore;
 use kiln_testkit::runtime::ScriptedRuntime;
@@ -88,7 +89,7 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
 
     // Keeping the last run only (the one in progress): the old run's image and the unnamed
     // one go; with --orphans, the image of the vanished dataset too; never another dataset's.
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     let tags = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<String> {
@@ -98,13 +99,14 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
     assert_eq!(plan.kept, 2);
     assert_eq!(plan.kept_runs, ["20240902-000000"]);
     // Keeping two runs keeps the old run's image as well.
-    let keep_two = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 2, false)
+    let keep_two = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 2, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert_eq!(tags(&keep_two), ["env:unnamed"]);
-    let with_orphans = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
-        .await
-        .unwrap();
+    let with_orphans =
+        kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+            .await
+            .unwrap();
     assert_eq!(
         tags(&with_orphans),
         ["env:orphan", "env:old-run", "env:unnamed"]
@@ -149,7 +151,7 @@ async fn gc_counts_the_images_of_a_split_runs_shards_as_the_datasets() {
         }])
         .unwrap();
 
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 0, false)
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 0, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     let tags: Vec<String> = plan.remove.iter().flat_map(|g| g.tags.clone()).collect();
@@ -222,11 +224,11 @@ async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() 
         }])
         .unwrap();
 
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert!(plan.remove.is_empty(), "{:?}", plan.remove);
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     let listed: Vec<(&str, String)> = plan
@@ -319,7 +321,7 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
             .map(|g| (g.reason, g.tags.join(",")))
             .collect()
     };
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false)
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert_eq!(
@@ -330,9 +332,10 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
             ("layer", "kiln/layer:1111".to_string()),
         ]
     );
-    let with_orphans = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true)
-        .await
-        .unwrap();
+    let with_orphans =
+        kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+            .await
+            .unwrap();
     assert_eq!(
         listed(&with_orphans)[2..],
         [
@@ -348,5 +351,176 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
     }
     for kept in ["kiln/layer:2222", "env:in-progress", base] {
         assert!(runtime.image(kept).is_some(), "{kept} was removed");
+    }
+}
+
+/// Removes a test's containers and images (by its label) when dropped, so that a failing test
+/// leaves nothing on the engine. It uses the docker CLI because drop cannot await.
+struct EngineCleanup(String);
+
+impl Drop for EngineCleanup {
+    fn drop(&mut self) {
+        let filter = format!("label={}", self.0);
+        let listed = |args: &[&str]| -> Vec<String> {
+            std::process::Command::new("docker")
+                .args(args)
+                .args(["--filter", &filter])
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .split_whitespace()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let containers = listed(&["ps", "-aq"]);
+        if !containers.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&containers)
+                .output();
+        }
+        let images = listed(&["image", "ls", "-aq"]);
+        if !images.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rmi", "-f"])
+                .args(&images)
+                .output();
+        }
+    }
+}
+
+/// The step images a classic build's log names (` ---> <12 hex>`), in order.
+fn step_images(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.trim().strip_prefix("---> "))
+        .map(str::trim)
+        .filter(|id| id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// On the real engine: a build in progress (a base image's: kiln's, of no dataset) runs its
+/// last step in a container made from the untagged image of the step before. `gc --orphans`
+/// leaves that image (and the earlier steps) while the build stands on it; once the build is
+/// cut off and its container gone, the image is a leftover that `gc --orphans` removes, after
+/// `min_age` (here none; by default a young one stays).
+#[tokio::test]
+async fn gc_orphans_leaves_the_step_image_a_build_in_progress_stands_on() {
+    use kiln_core::ContainerRuntime as _;
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = gc_pipeline(tmp.path());
+    let runtime = Arc::new(
+        kiln_docker::DockerRuntime::connect()
+            .await
+            .expect("this test needs a Docker engine (scripts/docker-engine.sh start)"),
+    );
+    let marker = format!("gc-building-{}", std::process::id());
+    let _cleanup = EngineCleanup(format!("kiln.it={marker}"));
+    let build = kiln_core::ImageBuild {
+        tag: format!("kiln-it/{marker}:1"),
+        dockerfile: format!("FROM debian:bookworm\nRUN echo {marker} > /marker\nRUN sleep 600\n"),
+        labels: BTreeMap::from([("kiln.it".to_string(), marker.clone())]),
+        ..kiln_core::ImageBuild::default()
+    };
+    let log = Arc::new(std::sync::Mutex::new(String::new()));
+    let building = {
+        let (runtime, log) = (Arc::clone(&runtime), Arc::clone(&log));
+        tokio::spawn(async move {
+            let mut sink = |b: &[u8]| log.lock().unwrap().push_str(&String::from_utf8_lossy(b));
+            runtime.build_image(&build, &mut sink).await
+        })
+    };
+    // Until the last step runs, in a container made from the step image before it.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let (steps, tip) = loop {
+        assert!(!building.is_finished(), "{}", log.lock().unwrap());
+        assert!(Instant::now() < deadline, "{}", log.lock().unwrap());
+        let text = log.lock().unwrap().clone();
+        if let Some((before, _)) = text.split_once("RUN sleep 600") {
+            let short = step_images(before).pop().unwrap();
+            let tip = runtime.image_id(&short).await.unwrap().unwrap();
+            let containers = runtime.list_containers().await.unwrap();
+            if containers.iter().any(|c| c.image == tip && c.running) {
+                // The build's own images (not the one it starts FROM), intermediate ones
+                // included: they carry its labels.
+                let steps: Vec<String> = runtime
+                    .list_all_images()
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .into_iter()
+                    .filter(|i| i.labels.get("kiln.it") == Some(&marker))
+                    .map(|i| i.id)
+                    .collect();
+                assert!(steps.contains(&tip), "{tip} is not the build's: {steps:?}");
+                break (steps, tip);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(steps.len() >= 2, "{}", log.lock().unwrap());
+    let ours = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<(String, &'static str)> {
+        plan.remove
+            .iter()
+            .filter(|g| steps.contains(&g.id))
+            .map(|g| (g.id.clone(), g.reason))
+            .collect()
+    };
+
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        ours(&plan),
+        [],
+        "gc --orphans would remove what the build in progress stands on"
+    );
+    assert!(plan.in_use >= 1, "{plan:?}");
+    assert!(!building.is_finished(), "{}", log.lock().unwrap());
+
+    // Cut off (its client gone, as when kiln is killed): the engine removes the step's
+    // container, and the step image is what a killed build leaves.
+    building.abort();
+    let _ = building.await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !runtime
+        .list_labelled("kiln.it", &marker)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cut-off step's container stays"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Young, it stays for the default age: a build could be about to start a step from it.
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+        .await
+        .unwrap();
+    assert_eq!(ours(&plan), []);
+    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(ours(&plan), [(tip.clone(), "leftover")]);
+    // Only ours go: other garbage on a shared engine is not this test's to remove.
+    let mine = kiln_pipeline::gc::GcPlan {
+        remove: plan
+            .remove
+            .into_iter()
+            .filter(|g| steps.contains(&g.id))
+            .collect(),
+        ..kiln_pipeline::gc::GcPlan::default()
+    };
+    kiln_pipeline::gc::remove(runtime.as_ref(), &mine)
+        .await
+        .unwrap();
+    // The engine removes the untagged steps below it with it.
+    for id in &steps {
+        assert!(!runtime.image_exists(id).await.unwrap(), "{id} stayed");
     }
 }

@@ -1,6 +1,7 @@
 //! kiln-pipeline's integration tests: the runner and its stages on the real file system, with
 //! container engines written for the purpose (one that fails, one that records what it is
-//! asked to remove), so that faults land exactly where a test puts them.
+//! asked to remove), so that faults land exactly where a test puts them; `gc` against a build
+//! in progress on the real engine.
 
 #![expect(
     clippy::unwrap_used,
@@ -10,5 +11,6 @@ mod engine;
 mod faults;
 mod gc;
 mod locks;
+mod merge;
 mod reuse;
 mod shards;

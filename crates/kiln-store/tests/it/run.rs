@@ -141,3 +141,54 @@ fn stale_and_malformed_locks_are_taken_over() {
     let _lock = RunLock::acquire(tmp.path()).unwrap();
     assert!(process_alive(std::process::id()));
 }
+
+/// A staged run is no run until it is published: listings pass it by, publishing renames it
+/// into place whole under a fresh id, and one never published is what `remove_staged` removes.
+#[test]
+fn a_staged_run_is_listed_only_once_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let earlier = RunStore::create(root, "ds", Some("20240101-000000"), "", "h").unwrap();
+    let staged = RunStore::create_staged(root, "ds", "config", "h").unwrap();
+    let name = staged
+        .dir()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(name.starts_with(kiln_store::STAGED_PREFIX), "{name}");
+    assert_eq!(staged.dir().parent(), earlier.dir().parent());
+    staged
+        .stage::<kiln_schema::Verdict>("filter", "c", Default::default())
+        .unwrap();
+    assert_eq!(
+        kiln_store::run_ids(root, "ds").unwrap(),
+        ["20240101-000000"]
+    );
+    assert_eq!(
+        latest(root, "ds").unwrap().as_deref(),
+        Some("20240101-000000")
+    );
+    // Only staged runs are published.
+    assert!(earlier.clone().publish().is_err());
+
+    let published = staged.publish().unwrap();
+    let id = published.run_id().to_string();
+    assert_eq!(latest(root, "ds").unwrap(), Some(id.clone()));
+    assert_eq!(published.dir(), root.join("ds/runs").join(&id));
+    assert!(published.dir().join("filter/manifest.json").is_file());
+    let reopened = RunStore::open(root, "ds", &id).unwrap();
+    assert_eq!(reopened.info(), published.info());
+    assert_eq!(reopened.info().config, "config");
+    assert!(!root.join("ds/runs").join(&name).exists());
+
+    // A staged run its process never published is removed; runs stay.
+    let left = RunStore::create_staged(root, "ds", "", "h").unwrap();
+    assert_eq!(kiln_store::remove_staged(root, "ds").unwrap(), 1);
+    assert!(!left.dir().exists());
+    assert_eq!(
+        kiln_store::run_ids(root, "ds").unwrap(),
+        ["20240101-000000", id.as_str()]
+    );
+    assert_eq!(kiln_store::remove_staged(root, "ds").unwrap(), 0);
+}
