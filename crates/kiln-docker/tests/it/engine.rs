@@ -792,3 +792,85 @@ async fn the_free_bytes_of_a_local_engines_data_root_are_read() {
     );
     assert!(free > 0);
 }
+
+/// What a container changed since its image is the engine's account (`changes`), and a checkout
+/// streamed out of it (`stream_out`) is read entry by entry as it arrives; the checkout scan
+/// compares it with a commit's tree, whatever the commands in the container said.
+#[tokio::test]
+async fn a_containers_changes_and_streamed_checkout_are_read_from_the_engine() {
+    use kiln_core::checkout::{Found, Tree, blob_oid, scan};
+    use kiln_core::{ChangeKind, FsChange};
+    let rt = runtime().await;
+    let c = start(&rt, &spec("changes")).await;
+    sh(&rt, &c.0, "mkdir -p /testbed").await;
+    let files: &[(&str, &[u8])] = &[
+        ("src/a.py", b"a = 1\n"),
+        ("src/b.py", b"b = 1\n"),
+        ("setup.cfg", b"[metadata]\nname = x\n"),
+    ];
+    let tar = tar_of(
+        &files
+            .iter()
+            .map(|(p, c)| (*p, *c, 0o644))
+            .collect::<Vec<_>>(),
+    );
+    rt.copy_in(&c.0, "/testbed", tar).await.unwrap();
+    let image = unique("kiln-test/changes");
+    let id = rt
+        .commit(&c.0, &image, &std::collections::BTreeMap::new(), &[])
+        .await
+        .unwrap();
+    let after = start(
+        &rt,
+        &ContainerSpec {
+            image: id.clone(),
+            ..spec("changes-after")
+        },
+    )
+    .await;
+    sh(
+        &rt,
+        &after.0,
+        "echo 'b = 2' > /testbed/src/b.py && rm /testbed/src/a.py && mkdir -p /testbed/tests \
+         && echo 'import x' > /testbed/tests/conftest.py && ln -s src/b.py /testbed/link.py",
+    )
+    .await;
+    let changes = rt.changes(&after.0).await.unwrap();
+    for expected in [
+        ("/testbed/src/b.py", ChangeKind::Modified),
+        ("/testbed/src/a.py", ChangeKind::Deleted),
+        ("/testbed/tests/conftest.py", ChangeKind::Added),
+        ("/testbed/link.py", ChangeKind::Added),
+    ] {
+        assert!(
+            changes.contains(&FsChange {
+                path: expected.0.into(),
+                kind: expected.1
+            }),
+            "{expected:?} in {changes:?}"
+        );
+    }
+    let like = "0".repeat(40);
+    let tree = Tree::new(
+        files
+            .iter()
+            .map(|(p, c)| ((*p).to_string(), 0o100_644, blob_oid(c, &like))),
+        std::collections::BTreeMap::new(),
+    );
+    let scanned = scan(&rt, &after.0, &tree).await.unwrap();
+    assert_eq!(scanned.changed.len(), 2, "{:?}", scanned.changed);
+    assert_eq!(scanned.changed["src/a.py"], None);
+    assert!(matches!(
+        &scanned.changed["src/b.py"],
+        Some(Found::File { oid, .. }) if *oid == blob_oid(b"b = 2\n", &like)
+    ));
+    let mut untracked = scanned.untracked.clone();
+    untracked.sort();
+    assert_eq!(untracked, ["link.py", "tests/conftest.py"]);
+    // A path the container lacks is no error, and no stream.
+    let mut sink = |_: &[u8]| -> Result<(), String> { Err("nothing to read".into()) };
+    assert!(!rt.stream_out(&after.0, "/nope", &mut sink).await.unwrap());
+    rt.remove(&after.0).await.unwrap();
+    rt.remove(&c.0).await.unwrap();
+    rt.remove_image(&image).await.unwrap();
+}
