@@ -103,13 +103,19 @@ fn provenance(out: &mut String, manifest: &ReleaseManifest) {
     }
     out.push('\n');
     out.push_str(
-        "A row is released only when its gold patch changes code and not the tests that judge \
-         it: a gold patch that edits a file the test patch edits, a test file, a test runner's \
-         configuration (`conftest.py`, `pytest.ini`, `jest.config.*`, `.mocharc*`, ...) or a \
-         test setting of a shared manifest (`[tool:pytest]`, Cargo's `[dev-dependencies]`, \
-         `package.json`'s test script) is rejected as `gold-edits-tests`, and one that changes \
-         only comments, blank lines or documentation as `gold-without-code`, before any test \
-         runs.\n\n",
+        "What the tests of a row see of its repository is the commit, plus the test patch \
+         (plus the gold patch), checked by what each change did, not by its text. A row is \
+         released only when its gold patch, applied to the base commit, changes code and not the \
+         tests that judge it: a change to a file the test patch changes, a test file, a test \
+         runner's configuration (`conftest.py` at any depth, `pytest.ini`, `jest.config.*`, \
+         `.mocharc*`, `.pth` files, ...) or a test setting of a shared manifest compared as a \
+         document (`[tool:pytest]` with its continuation lines, `pytest11` entry points, Cargo's \
+         `[[test]]`, `package.json`'s runner keys and test script) is rejected as \
+         `gold-edits-tests`, and one that changes only comments, blank lines or documentation as \
+         `gold-without-code`, before any test runs. The environment only adds dependencies: an \
+         environment that changed a tracked file (but a lockfile its package manager rewrites) \
+         or added test configuration to the checkout is no environment, and every validation \
+         run checks its container again before its tests start.\n\n",
     );
     if !f.dropped.is_empty() {
         out.push_str("Pull requests the crawl dropped, by reason:\n\n| reason | pull requests |\n|---|---:|\n");
