@@ -200,11 +200,11 @@ async fn validate_on(
     patches_apply(runtime);
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let result = tokio::time::timeout(
-        Duration::from_secs(30),
+        Duration::from_secs(180),
         validate(engine, &request, &NullReporter),
     )
     .await
-    .expect("the validation did not end within 30 s");
+    .expect("the validation did not end within 180 s");
     let not_removed = request.removals.wait().await;
     assert!(not_removed.is_empty(), "removals failed: {not_removed:?}");
     assert_live_containers_removed(runtime).await;
