@@ -51,8 +51,9 @@ struct Entry {
     plan: fn(&PlanContext<'_>) -> Option<Plan>,
     /// The rule tables that apply to its plans, in the order they are tried.
     rules: &'static [&'static [Rule]],
-    /// The image of another Debian suite's interpreter, for repairs that start over on it.
-    interpreter: Option<InterpreterImage>,
+    /// The image of another Debian suite's interpreter, for repairs that start over on it, and
+    /// what it holds in words (`Python`, `toolchain`).
+    interpreter: Option<(InterpreterImage, &'static str)>,
     /// What to clear in a reused environment before its installs run again, if anything.
     fresh: Option<FreshInstall>,
     /// Tracked files (by name) its package managers rewrite during setup: lockfiles. A changed
@@ -70,7 +71,7 @@ static REGISTRY: &[Entry] = &[
         ecosystem: Ecosystem::Python,
         plan: python::plan,
         rules: &[python::repairs::RULES, repair::SYSTEM, repair::LAST],
-        interpreter: Some(python::image),
+        interpreter: Some((python::image, "Python")),
         fresh: Some(python::FRESH),
         rewrites: &[],
     },
@@ -109,7 +110,7 @@ static REGISTRY: &[Entry] = &[
         ecosystem: Ecosystem::Native,
         plan: native::plan,
         rules: &[repair::SYSTEM, native::toolchain::RULES, repair::LAST],
-        interpreter: Some(native::image),
+        interpreter: Some((native::image, "toolchain")),
         fresh: Some(native::FRESH),
         rewrites: &[],
     },
@@ -143,6 +144,15 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
     Some((ecosystem, plan))
 }
 
+/// What `ecosystem`'s interpreter images hold, in words (`Python`, `toolchain`): what a repair
+/// that starts over on another Debian suite changes.
+#[must_use]
+pub fn interpreter_name(ecosystem: Ecosystem) -> &'static str {
+    entry(ecosystem)
+        .interpreter
+        .map_or("toolchain", |(_, name)| name)
+}
+
 /// The tracked files (by name) `ecosystem`'s package managers may rewrite during setup.
 #[must_use]
 pub fn rewrites(ecosystem: Ecosystem) -> &'static [&'static str] {
@@ -174,7 +184,7 @@ pub fn interpreter_image(
 ) -> Option<ImageBuild> {
     entry(ecosystem)
         .interpreter
-        .map(|image| image(suite, ca_bundle))
+        .map(|(image, _)| image(suite, ca_bundle))
 }
 
 /// Every rule once, in a stable order (each ecosystem's, in registry order), with the

@@ -45,7 +45,7 @@ mod steps;
 mod testutil;
 mod verify;
 
-pub use build::{LaunchError, launch};
+pub use build::{LaunchError, PackedCheckout, launch, packed_checkout};
 pub use ecosystems::{Ecosystem, applies_everywhere, rule_table};
 pub use images::{base_image, ensure_image, tagged};
 pub use layer::{PREFIX as LAYER_PREFIX, tag as layer_tag};

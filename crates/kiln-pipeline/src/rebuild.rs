@@ -163,20 +163,15 @@ async fn checkout_tar(
         commit.to_string(),
     );
     tokio::task::spawn_blocking(move || {
-        let dir = tempfile::Builder::new()
-            .prefix("kiln-rebuild-")
-            .tempdir()
-            .map_err(|e| format!("create a temporary directory: {e}"))?;
-        let work = dir.path().join("repo");
-        kiln_git::MirrorCache::new(&cache)
-            .and_then(|mirrors| mirrors.checkout(&repo, &url, &commit, &work))
-            .map_err(|e| format!("clone {url} at {commit}: {}", e.message))?;
-        // As launch checked it out: with its submodules where they can be fetched.
-        let submodules = kiln_git::init_submodules(&work, &url)
-            .map(|error| format!("git submodules not fetched: {error}"));
-        kiln_launch::repo::tar_dir(&work, kiln_launch::dockerfile::CONTEXT_DIR)
-            .map(|tar| (tar, submodules))
-            .map_err(|e| format!("pack the checkout: {e}"))
+        // As launch checks it out: with its submodules where they can be fetched.
+        kiln_launch::packed_checkout(
+            &cache,
+            &repo,
+            &url,
+            &commit,
+            kiln_launch::dockerfile::CONTEXT_DIR,
+        )
+        .map(|packed| (packed.tar, packed.submodules))
     })
     .await
     .unwrap_or_else(|e| Err(format!("the checkout task failed: {e}")))

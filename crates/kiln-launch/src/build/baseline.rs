@@ -1,0 +1,139 @@
+//! The baseline phase of an attempt: the environment committed, its tests run in a container of
+//! their own and judged; a failure the rules know adds setup steps or changes the test command
+//! and the baseline runs again; where no rule helps, the recipe and the agent take over.
+
+use std::sync::Arc;
+
+use kiln_core::{RuntimeError, Session};
+use kiln_schema::{BuiltBy, EnvironmentRecord, FailureClass};
+
+use super::work::{Attempt, Attempted, Work, short};
+use crate::ecosystems;
+use crate::fallback::{Stopped, fall_back};
+use crate::repair::{self, Failed, Failing, Repair};
+use crate::request::LaunchRequest;
+use crate::steps::Step;
+use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
+
+/// What one test-phase repair leads to.
+enum Repaired {
+    /// Run the baseline again.
+    Again,
+    /// The attempt ends.
+    Ends(Attempt),
+}
+
+/// Commits the environment and runs its baseline until it counts, a repair fails, or no rule
+/// knows the failure (then the recipe and the agent are tried). The environment is committed
+/// before the baseline run, so that nothing the tests write (temporary files, caches, files in
+/// the checkout) reaches the image that validation starts every run from.
+///
+/// # Errors
+/// Engine failures only.
+pub(super) async fn run_baseline(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    attempted: Attempted<'_>,
+    work: &mut Work,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Attempt, RuntimeError> {
+    let runtime = Arc::clone(session.runtime());
+    let rules = ecosystems::rules(attempted.ecosystem);
+    step("commit image");
+    let baseline_run = BaselineRun::new(request, attempted.spec, attempted.known);
+    loop {
+        step("baseline tests");
+        let (failure, outcome) = match baseline(session, &baseline_run, record).await? {
+            (None, _) => {
+                record.built_by = Some(if record.repairs.is_empty() {
+                    BuiltBy::Rules
+                } else {
+                    BuiltBy::Repair
+                });
+                return Ok(Attempt::Done(None));
+            }
+            (Some(failure), Some(outcome)) => (failure, outcome),
+            (Some(stopped), None) => {
+                // The run stopped its container, or the environment was refused before any
+                // commit: there is no output to repair by.
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(Attempt::Done(Some(stopped)));
+            }
+        };
+        let test = work.test.command.clone();
+        let failed = Failed {
+            failing: Failing::Tests(&test),
+            output: &outcome.output,
+        };
+        let found = work
+            .may_repair(&outcome)
+            .then(|| repair::find(&failed, &work.context, &rules, &work.tried))
+            .flatten();
+        let Some((rule, repair, matched)) = found else {
+            // The image of a failed launch is no environment.
+            runtime.remove_image(&request.image_tag).await?;
+            let stopped = Stopped {
+                failure,
+                plan: &attempted.plan.name,
+                language: attempted.plan.language,
+                remaining: Vec::new(),
+                spec: attempted.spec,
+                known: attempted.known,
+            };
+            let end = fall_back(session, request, record, stopped, step).await?;
+            return Ok(Attempt::Done(end));
+        };
+        work.record_repair(session, record, rule, &repair, &matched);
+        match apply_test_repair(session, request, record, work, repair, failure, step).await? {
+            Repaired::Again => {}
+            Repaired::Ends(end) => {
+                runtime.remove_image(&request.image_tag).await?;
+                return Ok(end);
+            }
+        }
+    }
+}
+
+/// Applies a test-phase repair: setup steps that run before the next commit (the baseline ran
+/// in a container of its own, so this one is still what was committed), or another test
+/// command. Any other repair, or a repair step that fails, ends the attempt with `failure`.
+async fn apply_test_repair(
+    session: &mut Session,
+    request: &LaunchRequest,
+    record: &mut EnvironmentRecord,
+    work: &mut Work,
+    repair: Repair,
+    failure: Failure,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Repaired, RuntimeError> {
+    let steps = match repair {
+        Repair::Before(steps) => steps,
+        Repair::Tests(test) => {
+            work.test.set(test, record);
+            Vec::new()
+        }
+        _ => return Ok(Repaired::Ends(Attempt::Done(Some(failure)))),
+    };
+    for setup_step in steps {
+        let command = Step::render(&setup_step);
+        step(short(&command));
+        let outcome = match run_or_fail(
+            session,
+            &command,
+            request.settings.command_timeout,
+            FailureClass::Build,
+        )
+        .await?
+        {
+            Ok(outcome) => outcome,
+            Err(stopped) => return Ok(Repaired::Ends(Attempt::Done(Some(stopped)))),
+        };
+        if outcome.exit_code != 0 {
+            return Ok(Repaired::Ends(Attempt::Done(Some(failure))));
+        }
+        work.note_repair_output(record, &outcome.output);
+        record.setup_commands.push(command);
+    }
+    Ok(Repaired::Again)
+}
