@@ -5,13 +5,13 @@
 //! `case/section/subsection`, like the junit reporter names them. Only test cases are counted
 //! for the totals, as Catch2 counts them.
 
-use std::collections::BTreeMap;
-
 use kiln_schema::TestStatus;
 
-use crate::lines::LineParser;
-use crate::util::{Collector, Re, count, strip_ansi, worst};
-use crate::xml::{DocumentLines, XmlEvent, attr, walk};
+use crate::cxx::{
+    CaseTree, ConsoleCases, ConsoleTotals, Framework, Marks, Reports, finish_totals, fold,
+};
+use crate::util::{Collector, Re, count};
+use crate::xml::{XmlEvent, attr, walk};
 use crate::{parsed::ParsedLog, parsed::Summary};
 
 const ROOTS: &[&str] = &["Catch", "Catch2TestRun"];
@@ -30,8 +30,10 @@ static TOTALS_PART: Re = Re::new(r"^\s*(\d+) ([a-z ]+?)\s*$");
 static ALL_PASSED: Re = Re::new(r"^All tests passed \(\d+ assertions? in (\d+) test cases?\)");
 
 /// Console state while reading one header or one block of results.
+#[derive(Default)]
 enum Console {
     /// Between blocks.
+    #[default]
     Idle,
     /// Inside a header: the case name, then its sections.
     Header(Vec<String>),
@@ -39,157 +41,58 @@ enum Console {
     Block(Vec<String>, Option<TestStatus>),
 }
 
-/// Reads Catch2 output line by line; XML reports in it are collected and read whole.
+/// Reads Catch2 output (through [`CxxParser`](crate::cxx::CxxParser)): the console line by
+/// line, XML reports in it whole.
+#[derive(Default)]
 pub(crate) struct Catch2 {
-    out: Collector,
     console: Console,
-    /// Worst status of every test case seen in the console, counted once each at the end.
-    console_cases: BTreeMap<String, TestStatus>,
-    /// Console totals: (summary, test cases that failed as expected).
-    console_totals: Option<(Summary, u64)>,
-    documents: DocumentLines,
+    /// Every test case seen in the console, counted once each at the end.
+    console_cases: ConsoleCases,
+    console_totals: Option<ConsoleTotals>,
     xml_summary: Option<Summary>,
 }
 
-impl Default for Catch2 {
-    fn default() -> Self {
-        Self {
-            out: Collector::default(),
-            console: Console::Idle,
-            console_cases: BTreeMap::new(),
-            console_totals: None,
-            documents: DocumentLines::new(ROOTS),
-            xml_summary: None,
-        }
-    }
-}
-
 impl Catch2 {
-    fn end_block(&mut self) {
+    fn end_block(&mut self, out: &mut Collector) {
         let Console::Block(path, status) = std::mem::replace(&mut self.console, Console::Idle)
         else {
             return;
         };
-        // A block without a failed assertion only appears under `-s`, for a passing run.
-        let status = status.unwrap_or(TestStatus::Pass);
         let Some(case) = path.first() else {
             return;
         };
         let case = crate::normalize::normalize_test_id(case);
-        if path.len() > 1 {
-            self.out.record_uncounted(&path.join("/"), status);
-        }
+        let sections = (path.len() > 1).then(|| path.join("/"));
         self.console_cases
-            .entry(case)
-            .and_modify(|old| *old = worst(*old, status))
-            .or_insert(status);
+            .end_block(out, case, sections.as_deref(), status);
     }
 
-    fn console_line(&mut self, line: &str) {
-        if RULE.is_match(line) {
-            match std::mem::replace(&mut self.console, Console::Idle) {
-                Console::Header(path) => self.console = Console::Block(path, None),
-                other => {
-                    self.console = other;
-                    self.end_block();
-                    self.console = Console::Header(Vec::new());
-                }
-            }
-            return;
-        }
-        if DOUBLE_RULE.is_match(line) {
-            self.end_block();
-            return;
-        }
-        match &mut self.console {
-            Console::Header(path) => {
-                let name = line.trim();
-                if !name.is_empty() {
-                    path.push(name.to_owned());
-                }
-            }
-            Console::Block(_, status) => {
-                let found = if let Some(caps) = ASSERTION.captures(line) {
-                    match &caps[1] {
-                        "FAILED" => Some(TestStatus::Fail),
-                        "PASSED" => Some(TestStatus::Pass),
-                        _ => Some(TestStatus::Skip),
-                    }
-                } else if line.starts_with("due to unexpected exception")
-                    || line.starts_with("due to a fatal error condition")
-                {
-                    // The test did not fail a check: it threw or crashed.
-                    Some(TestStatus::Error)
-                } else {
-                    None
-                };
-                if let Some(found) = found {
-                    *status = Some(status.map_or(found, |old| worst(old, found)));
-                }
-            }
-            Console::Idle => {
-                if let Some(caps) = CASE_TOTALS.captures(line) {
-                    self.console_totals = Some(console_totals(&caps[2]));
-                } else if let Some(caps) = ALL_PASSED.captures(line) {
-                    let summary = Summary {
-                        passed: count(&caps[1]),
-                        ..Summary::default()
-                    };
-                    self.console_totals = Some((summary, 0));
-                }
-            }
-        }
-    }
-
-    fn xml_document(&mut self, text: &str) {
-        let mut case: Option<(String, Option<TestStatus>, bool)> = None;
-        // Open sections: (name, has a child section, failed, threw).
-        let mut sections: Vec<(String, bool, bool, bool)> = Vec::new();
-        let mut root_totals: Option<Summary> = None;
-        let out = &mut self.out;
+    fn xml_document(&mut self, out: &mut Collector, text: &str) {
+        let mut tree = CaseTree::default();
         let problems = walk(text, ROOTS, &mut |event| match event {
             XmlEvent::Start { name, attrs, empty } => match name {
                 "TestCase" => {
-                    case = Some((attr(attrs, "name").unwrap_or("").to_owned(), None, false));
-                    sections.clear();
+                    tree.open_case(attr(attrs, "name").unwrap_or("").to_owned(), None);
                 }
                 "Section" if !empty => {
-                    if let Some(parent) = sections.last_mut() {
-                        parent.1 = true;
-                    }
-                    let name = attr(attrs, "name").unwrap_or("").to_owned();
-                    sections.push((name, false, false, false));
+                    tree.open_branch(attr(attrs, "name").unwrap_or("").to_owned());
                 }
-                "Exception" | "FatalErrorCondition" => {
-                    if let Some(case) = case.as_mut() {
-                        case.2 = true;
-                    }
-                    if let Some(section) = sections.last_mut() {
-                        section.3 = true;
-                    }
-                }
-                "OverallResults" => {
-                    let failures = attr(attrs, "failures").map_or(0, count);
-                    if let Some(section) = sections.last_mut()
-                        && failures > 0
-                    {
-                        section.2 = true;
-                    }
+                "Exception" | "FatalErrorCondition" => tree.threw(Marks::Innermost),
+                "OverallResults" if attr(attrs, "failures").map_or(0, count) > 0 => {
+                    tree.failed(Marks::Innermost);
                 }
                 "OverallResult" => {
-                    if let Some(case) = case.as_mut() {
-                        let skipped = attr(attrs, "skips").map_or(0, count) > 0;
-                        case.1 = Some(match attr(attrs, "success") {
-                            Some("true") if skipped => TestStatus::Skip,
-                            Some("true") => TestStatus::Pass,
-                            _ => TestStatus::Fail,
-                        });
-                    }
+                    let skipped = attr(attrs, "skips").map_or(0, count) > 0;
+                    tree.set_status(match attr(attrs, "success") {
+                        Some("true") if skipped => TestStatus::Skip,
+                        Some("true") => TestStatus::Pass,
+                        _ => TestStatus::Fail,
+                    });
                 }
                 "OverallResultsCases" => {
                     let get = |key: &str| attr(attrs, key).map_or(0, count);
                     // The root's totals come last and cover every group.
-                    root_totals = Some(Summary {
+                    tree.set_totals(Summary {
                         passed: get("successes").saturating_add(get("expectedFailures")),
                         failed: get("failures"),
                         skipped: get("skips"),
@@ -199,55 +102,12 @@ impl Catch2 {
                 _ => {}
             },
             XmlEvent::End { name } => match name {
-                "Section" => {
-                    if let (Some((case_name, ..)), Some(section)) = (&case, sections.last()) {
-                        let (_, has_child, failed, threw) = *section;
-                        if !has_child {
-                            let mut id = case_name.clone();
-                            for (section, ..) in &sections {
-                                id.push('/');
-                                id.push_str(section);
-                            }
-                            let status = if threw {
-                                TestStatus::Error
-                            } else if failed {
-                                TestStatus::Fail
-                            } else {
-                                TestStatus::Pass
-                            };
-                            out.record_uncounted(&id, status);
-                        }
-                    }
-                    sections.pop();
-                }
-                "TestCase" => {
-                    if let Some((name, status, threw)) = case.take() {
-                        record_case(out, &name, status, threw);
-                    }
-                }
+                "Section" => tree.close_branch(out),
+                "TestCase" => tree.close_case(out),
                 _ => {}
             },
         });
-        if let Some((name, _, _)) = case.take() {
-            // The report broke off inside this test case.
-            out.record(&name, TestStatus::Error);
-        }
-        out.problems.extend(problems);
-        if let Some(totals) = root_totals {
-            let summary = self.xml_summary.get_or_insert_with(Summary::default);
-            crate::util::add_summary(summary, &totals);
-        }
-    }
-}
-
-/// Records an XML test case; Catch2 counts a test case that threw among the failed ones.
-fn record_case(out: &mut Collector, name: &str, status: Option<TestStatus>, threw: bool) {
-    match (status, threw) {
-        (Some(TestStatus::Fail) | None, true) => {
-            out.record_counted_as(name, TestStatus::Error, TestStatus::Fail);
-        }
-        (Some(status), _) => out.record(name, status),
-        (None, false) => out.record(name, TestStatus::Pass),
+        tree.end_report(out, problems, &mut self.xml_summary);
     }
 }
 
@@ -273,56 +133,80 @@ fn console_totals(parts: &str) -> (Summary, u64) {
     (summary, expected_failures)
 }
 
-impl LineParser for Catch2 {
-    fn line(&mut self, raw_line: &str) {
-        if let Some(document) = self.documents.line(raw_line) {
-            self.xml_document(&document);
+impl Framework for Catch2 {
+    const REPORTS: Reports = Reports::Xml(ROOTS);
+
+    fn console_line(&mut self, out: &mut Collector, line: &str) {
+        if RULE.is_match(line) {
+            match std::mem::replace(&mut self.console, Console::Idle) {
+                Console::Header(path) => self.console = Console::Block(path, None),
+                other => {
+                    self.console = other;
+                    self.end_block(out);
+                    self.console = Console::Header(Vec::new());
+                }
+            }
             return;
         }
-        let line = strip_ansi(raw_line);
-        self.console_line(line.trim_end());
+        if DOUBLE_RULE.is_match(line) {
+            self.end_block(out);
+            return;
+        }
+        match &mut self.console {
+            Console::Header(path) => {
+                let name = line.trim();
+                if !name.is_empty() {
+                    path.push(name.to_owned());
+                }
+            }
+            Console::Block(_, status) => {
+                let found = if let Some(caps) = ASSERTION.captures(line) {
+                    match &caps[1] {
+                        "FAILED" => Some(TestStatus::Fail),
+                        "PASSED" => Some(TestStatus::Pass),
+                        _ => Some(TestStatus::Skip),
+                    }
+                } else if line.starts_with("due to unexpected exception")
+                    || line.starts_with("due to a fatal error condition")
+                {
+                    // The test did not fail a check: it threw or crashed.
+                    Some(TestStatus::Error)
+                } else {
+                    None
+                };
+                if let Some(found) = found {
+                    fold(status, found);
+                }
+            }
+            Console::Idle => {
+                if let Some(caps) = CASE_TOTALS.captures(line) {
+                    let (summary, failed_as_expected) = console_totals(&caps[2]);
+                    self.console_totals = Some(ConsoleTotals {
+                        summary,
+                        failed_as_expected,
+                    });
+                } else if let Some(caps) = ALL_PASSED.captures(line) {
+                    let summary = Summary {
+                        passed: count(&caps[1]),
+                        ..Summary::default()
+                    };
+                    self.console_totals = Some(ConsoleTotals {
+                        summary,
+                        failed_as_expected: 0,
+                    });
+                }
+            }
+        }
     }
 
-    fn finish(mut self: Box<Self>) -> ParsedLog {
-        if let Some(document) = self.documents.finish() {
-            self.xml_document(&document);
-        }
-        self.end_block();
-        let mut out = self.out;
-        // The console names only failing test cases unless run with `-s`, so only failures can
-        // be compared with its totals.
-        let mut console_failed = 0u64;
-        for (case, status) in self.console_cases {
-            if matches!(status, TestStatus::Fail | TestStatus::Error) {
-                console_failed += 1;
-            }
-            out.record_uncounted(&case, status);
-        }
-        let mut summary = self.xml_summary;
-        if let Some((totals, expected_failures)) = self.console_totals {
-            let printed = totals.failed.saturating_add(expected_failures);
-            if printed != console_failed {
-                out.problems.push(format!(
-                    "summary says {printed} failed but {console_failed} parsed"
-                ));
-            }
-            if expected_failures > 0 {
-                out.problems.push(format!(
-                    "{expected_failures} test cases failed as expected; the console does not say \
-                     which, so they read as failed"
-                ));
-            }
-            let sum = summary.get_or_insert_with(Summary::default);
-            crate::util::add_summary(sum, &totals);
-        }
-        match (self.xml_summary, self.console_totals) {
-            (Some(xml), None) => out.finish(Some(xml)),
-            _ => {
-                let mut parsed = out.finish(None);
-                parsed.summary = summary;
-                parsed
-            }
-        }
+    fn report(&mut self, out: &mut Collector, text: &str) {
+        self.xml_document(out, text);
+    }
+
+    fn finish(mut self, mut out: Collector) -> ParsedLog {
+        self.end_block(&mut out);
+        let console_failed = self.console_cases.record(&mut out);
+        finish_totals(out, console_failed, self.xml_summary, self.console_totals)
     }
 }
 

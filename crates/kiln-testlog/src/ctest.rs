@@ -7,8 +7,8 @@
 
 use kiln_schema::TestStatus;
 
-use crate::lines::LineParser;
-use crate::util::{Collector, Re, count, strip_ansi};
+use crate::cxx::{Framework, Reports};
+use crate::util::{Collector, Re, count};
 use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// `1/7 Test #1: name .....   Passed    0.01 sec`; long names leave fewer (or no) dots.
@@ -41,23 +41,22 @@ fn status_of(verdict: &str) -> Option<(TestStatus, TestStatus)> {
     })
 }
 
-/// Reads CTest output line by line.
+/// Reads CTest output line by line (through [`CxxParser`](crate::cxx::CxxParser)).
 #[derive(Default)]
 pub(crate) struct Ctest {
-    out: Collector,
     /// `(failed, out of)` of every totals line.
     totals: Option<(u64, u64)>,
     /// Tests listed under `The following tests did not run:` as (skipped by code, disabled).
     not_run: (u64, u64),
 }
 
-impl LineParser for Ctest {
-    fn line(&mut self, raw_line: &str) {
-        let line = strip_ansi(raw_line);
-        let line = line.trim_end();
+impl Framework for Ctest {
+    const REPORTS: Reports = Reports::None;
+
+    fn console_line(&mut self, out: &mut Collector, line: &str) {
         if let Some(caps) = RESULT.captures(line) {
             if let Some((status, counted_as)) = status_of(&caps[2]) {
-                self.out.record_counted_as(&caps[1], status, counted_as);
+                out.record_counted_as(&caps[1], status, counted_as);
             }
         } else if let Some(caps) = TOTALS.captures(line) {
             let (failed, total) = self.totals.get_or_insert((0, 0));
@@ -72,7 +71,7 @@ impl LineParser for Ctest {
         }
     }
 
-    fn finish(self: Box<Self>) -> ParsedLog {
+    fn finish(self, out: Collector) -> ParsedLog {
         // CTest leaves disabled tests out of the total and counts tests skipped by their return
         // code among the passed ones in the percentage; both are in the not-run list.
         let summary = self.totals.map(|(failed, total)| {
@@ -84,7 +83,7 @@ impl LineParser for Ctest {
                 errors: 0,
             }
         });
-        self.out.finish(summary)
+        out.finish(summary)
     }
 }
 

@@ -3,13 +3,14 @@
 //!
 //! Ids are `Suite.Test` as `--gtest_filter` takes them (`Nums/ParamTest.IsEven/1`), in both forms.
 //! JSON reports are found by their first line `{` and last line `}` (how googletest writes them);
-//! only the lines of such a document are held in memory, the text around them streams.
+//! only the lines of such a document are held in memory, the text around them streams. The
+//! lines are read through [`crate::cxx::CxxParser`], which the other C++ parsers share.
 
 use kiln_schema::TestStatus;
 use serde_json::Value;
 
-use crate::lines::LineParser;
-use crate::util::{Collector, Re, add_summary, count, strip_ansi};
+use crate::cxx::{Framework, Reports};
+use crate::util::{Collector, Re, add_summary, count};
 use crate::{parsed::ParsedLog, parsed::Summary};
 
 /// A ctest `-V` prefix: `12: [ RUN      ] ...`.
@@ -27,25 +28,20 @@ static DISABLED_TOTAL: Re = Re::new(r"^\s*YOU HAVE (\d+) DISABLED TESTS?\s*$");
 /// `[==========] Running 5 tests from 2 test suites.` starts a test binary.
 static BINARY_START: Re = Re::new(r"^\[==========\] Running \d+ tests?");
 
-/// Reads googletest output line by line.
+/// Reads googletest output: its console lines, and its JSON reports through [`CxxParser`](crate::cxx::CxxParser).
 #[derive(Default)]
 pub(crate) struct Gtest {
-    out: Collector,
     /// The test that started (`[ RUN      ]`) and has no result yet.
     running: Option<String>,
     summary: Option<Summary>,
-    /// Lines of the JSON report being read.
-    json: Option<String>,
 }
 
 impl Gtest {
-    fn crashed(&mut self) {
+    fn crashed(&mut self, out: &mut Collector) {
         if let Some(test) = self.running.take() {
             // The binary stopped (crash, abort, timeout) while this test ran.
-            self.out
-                .problems
-                .push(format!("test {test} never finished"));
-            self.out.record(&test, TestStatus::Error);
+            out.problems.push(format!("test {test} never finished"));
+            out.record(&test, TestStatus::Error);
         }
     }
 
@@ -53,7 +49,7 @@ impl Gtest {
         self.summary.get_or_insert_with(Summary::default)
     }
 
-    fn text_line(&mut self, line: &str) {
+    fn text_line(&mut self, out: &mut Collector, line: &str) {
         if let Some(caps) = RESULT.captures(line) {
             let status = match &caps[1] {
                 "OK" => TestStatus::Pass,
@@ -61,12 +57,12 @@ impl Gtest {
                 _ => TestStatus::Skip,
             };
             self.running = None;
-            self.out.record(&caps[2], status);
+            out.record(&caps[2], status);
         } else if let Some(caps) = RUN.captures(line) {
-            self.crashed();
+            self.crashed(out);
             self.running = Some(caps[1].to_owned());
         } else if let Some(caps) = DISABLED.captures(line) {
-            self.out.record(&caps[1], TestStatus::Skip);
+            out.record(&caps[1], TestStatus::Skip);
         } else if let Some(caps) = PASSED_TOTAL.captures(line) {
             let n = count(&caps[1]);
             let totals = self.totals();
@@ -86,17 +82,16 @@ impl Gtest {
             let totals = self.totals();
             totals.skipped = totals.skipped.saturating_add(n);
         } else if BINARY_START.is_match(line) {
-            self.crashed();
+            self.crashed(out);
         }
     }
 
     /// Reads one `--gtest_output=json` document.
-    fn json_document(&mut self, text: &str) {
+    fn json_document(&mut self, out: &mut Collector, text: &str) {
         let Ok(report) = serde_json::from_str::<Value>(text) else {
             // Braces that a test printed are not a report; a report that breaks off is.
             if text.contains("\"testsuites\"") {
-                self.out
-                    .problems
+                out.problems
                     .push("gtest json report is not well formed (truncated?)".to_owned());
             }
             return;
@@ -127,7 +122,7 @@ impl Gtest {
             };
             let suite = field("classname");
             let name = field("name");
-            self.out.record(&format!("{suite}.{name}"), status);
+            out.record(&format!("{suite}.{name}"), status);
         }
         let number = |key: &str| report.get(key).and_then(Value::as_u64).unwrap_or(0);
         let (failed, errors, disabled) = (number("failures"), number("errors"), number("disabled"));
@@ -147,36 +142,24 @@ impl Gtest {
     }
 }
 
-impl LineParser for Gtest {
-    fn line(&mut self, raw_line: &str) {
-        // Lines of a JSON document also go through the text reader: a test that prints a lone
-        // `{` must not hide the results after it, and no line of a report looks like a result.
-        if let Some(json) = self.json.as_mut() {
-            json.push_str(raw_line);
-            json.push('\n');
-            if raw_line.trim_end() == "}" {
-                let text = std::mem::take(json);
-                self.json = None;
-                self.json_document(&text);
-            }
-        } else if raw_line.trim_end() == "{" {
-            self.json = Some(String::from("{\n"));
-        }
-        let line = strip_ansi(raw_line);
-        let line = line.trim_end();
+impl Framework for Gtest {
+    const REPORTS: Reports = Reports::JsonBraces;
+
+    fn console_line(&mut self, out: &mut Collector, line: &str) {
         let line = match CTEST_PREFIX.captures(line) {
             Some(caps) => &line[caps.get(0).map_or(0, |m| m.end())..],
             None => line,
         };
-        self.text_line(line);
+        self.text_line(out, line);
     }
 
-    fn finish(mut self: Box<Self>) -> ParsedLog {
-        if let Some(text) = self.json.take() {
-            self.json_document(&text);
-        }
-        self.crashed();
-        self.out.finish(self.summary)
+    fn report(&mut self, out: &mut Collector, text: &str) {
+        self.json_document(out, text);
+    }
+
+    fn finish(mut self, mut out: Collector) -> ParsedLog {
+        self.crashed(&mut out);
+        out.finish(self.summary)
     }
 }
 

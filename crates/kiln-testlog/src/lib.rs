@@ -194,6 +194,7 @@ pub mod agree;
 mod cargo;
 mod catch2;
 mod ctest;
+mod cxx;
 mod doctest;
 mod go;
 mod gtest;
@@ -312,10 +313,10 @@ fn engine(parser: &str) -> Result<Engine, UnknownParser> {
         "mocha-spec" => Engine::Lines(|| Box::new(node::MochaSpec::default())),
         "node-test" => Engine::Lines(|| Box::new(node::NodeTest::default())),
         "tap" => Engine::Lines(|| Box::new(tap::Tap::new(false))),
-        "ctest" => Engine::Lines(|| Box::new(ctest::Ctest::default())),
-        "gtest" => Engine::Lines(|| Box::new(gtest::Gtest::default())),
-        "catch2" => Engine::Lines(|| Box::new(catch2::Catch2::default())),
-        "doctest" => Engine::Lines(|| Box::new(doctest::Doctest::default())),
+        "ctest" => Engine::Lines(|| Box::new(cxx::CxxParser::<ctest::Ctest>::default())),
+        "gtest" => Engine::Lines(|| Box::new(cxx::CxxParser::<gtest::Gtest>::default())),
+        "catch2" => Engine::Lines(|| Box::new(cxx::CxxParser::<catch2::Catch2>::default())),
+        "doctest" => Engine::Lines(|| Box::new(cxx::CxxParser::<doctest::Doctest>::default())),
         "status-lines" => Engine::Lines(|| Box::new(status_lines::StatusLines::default())),
         _ => {
             return Err(UnknownParser {

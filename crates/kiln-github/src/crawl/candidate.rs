@@ -38,13 +38,33 @@ struct Ready {
     head: String,
 }
 
-/// Rows of one page of `repo`'s search results, in result order.
+/// Rows of one page of `repo`'s search results, in result order: the checks the search answer
+/// allows, then the linked issues, then the git work, the cheapest first so that most pull
+/// requests cost no further request.
 pub(super) async fn page_rows(
     shared: &Shared,
     repo: &str,
     language: &str,
     nodes: Vec<PullRequest>,
 ) -> Result<Vec<Candidate>, CrawlError> {
+    let (mut rows, pending) = screen(shared, repo, language, nodes);
+    let ready = link_issues(shared, repo, pending, &mut rows).await?;
+    if !ready.is_empty() {
+        rows.extend(diff_all(shared, repo, language, ready).await?);
+    }
+    Ok(within_budget(shared, rows))
+}
+
+/// What the search answer alone decides: the rows of the pull requests it drops (not merged,
+/// no linked issue, too large, no test change, only tests), and those that pass, waiting for
+/// their issues. Answers that are not pull requests, have no usable id or were crawled before
+/// give nothing.
+fn screen(
+    shared: &Shared,
+    repo: &str,
+    language: &str,
+    nodes: Vec<PullRequest>,
+) -> (Vec<Candidate>, Vec<Pending>) {
     let settings = &shared.request.settings;
     let mut rows: Vec<Candidate> = Vec::new();
     let mut pending = Vec::new();
@@ -126,6 +146,19 @@ pub(super) async fn page_rows(
         });
     }
 
+    (rows, pending)
+}
+
+/// Links each waiting pull request to its issues (those its closing references name, and
+/// those a keyword names, fetched in one query), and writes the problem statement and the
+/// hints (comments from before the fix began); a pull request whose keyword issues all turn
+/// out missing gets a dropped row in `rows`.
+async fn link_issues(
+    shared: &Shared,
+    repo: &str,
+    pending: Vec<Pending>,
+    rows: &mut Vec<Candidate>,
+) -> Result<Vec<Ready>, CrawlError> {
     let wanted: BTreeSet<u64> = pending.iter().flat_map(|p| p.keyword.clone()).collect();
     let fetched = if wanted.is_empty() {
         BTreeMap::new()
@@ -190,20 +223,29 @@ pub(super) async fn page_rows(
         });
     }
 
-    if !ready.is_empty() {
-        let mirrors = shared.request.mirrors.clone();
-        let url = crate::clone_url(&shared.request.settings.clone_url, repo);
-        let repo_name = repo.to_string();
-        let language = language.to_string();
-        let diffed = tokio::task::spawn_blocking(move || {
-            with_diffs(&mirrors, &repo_name, &url, &language, ready)
-        })
-        .await
-        .map_err(|e| CrawlError::Config(format!("the diff task failed: {e}")))??;
-        rows.extend(diffed);
-    }
+    Ok(ready)
+}
 
-    // Rows go out in result order; once the candidate limit is reached nothing more does.
+/// The diffs of the ready pull requests, computed and checked on the mirror in a blocking task
+/// (git work must not hold an async worker).
+async fn diff_all(
+    shared: &Shared,
+    repo: &str,
+    language: &str,
+    ready: Vec<Ready>,
+) -> Result<Vec<Candidate>, CrawlError> {
+    let mirrors = shared.request.mirrors.clone();
+    let url = crate::clone_url(&shared.request.settings.clone_url, repo);
+    let repo_name = repo.to_string();
+    let language = language.to_string();
+    tokio::task::spawn_blocking(move || with_diffs(&mirrors, &repo_name, &url, &language, ready))
+        .await
+        .map_err(|e| CrawlError::Config(format!("the diff task failed: {e}")))?
+}
+
+/// `rows` in result order, up to the crawl's candidate limit: once the limit is reached
+/// nothing more goes out.
+fn within_budget(shared: &Shared, mut rows: Vec<Candidate>) -> Vec<Candidate> {
     rows.sort_by_key(|r| r.pull_number);
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
@@ -220,7 +262,7 @@ pub(super) async fn page_rows(
         }
         out.push(row);
     }
-    Ok(out)
+    out
 }
 
 /// `owner__name-N`.

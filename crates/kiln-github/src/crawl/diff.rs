@@ -188,6 +188,7 @@ fn temp_index_path() -> std::path::PathBuf {
 mod tests {
     use super::*;
 
+    #[track_caller]
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .arg("-C")

@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::crawl::{client, demo_setup, edge_settings, edge_setup, request, run, settings};
 
 /// Where `scripts/node-deps.sh` installed the packages.
+#[track_caller]
 fn node_modules() -> PathBuf {
     let dir = std::env::var_os("KILN_NODE_MODULES")
         .map_or_else(|| PathBuf::from("/var/cache/kiln-ci/node"), PathBuf::from);
@@ -184,11 +185,16 @@ struct Recorded {
     headers: BTreeMap<String, String>,
 }
 
+#[track_caller]
 fn scenario(name: &str) -> Vec<Recorded> {
     let path = node_modules().join(format!(
         "node_modules/@octokit/fixtures/scenarios/api.github.com/{name}/normalized-fixture.json"
     ));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // A match, not `unwrap_or_else`: a panic in a closure would not point at the caller.
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => panic!("{}: {e}", path.display()),
+    };
     let entries: Vec<Value> = serde_json::from_str(&text).unwrap();
     entries
         .into_iter()

@@ -113,6 +113,15 @@ struct Spec {
     base_ref: &'static str,
 }
 
+/// A pull request written to the edge repository: what GitHub says of it, the head and base
+/// commits it names, and its first commit's date.
+struct Written {
+    spec: Spec,
+    head: String,
+    base_oid: String,
+    first_commit: DateTime<Utc>,
+}
+
 /// Writes the edge repositories under `dir` and returns what the fake serves and what the crawl
 /// must give.
 ///
@@ -127,6 +136,32 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
     })?;
     git(&edge_dir, &["init", "-q", "-b", "main"], None)?;
     let repo = Repo { dir: &edge_dir };
+    let (first, base) = write_history(&repo)?;
+    let mut pulls = vec![write_fix(&repo, &base)?];
+    pulls.extend(write_search_cases(&repo, &base)?);
+    pulls.extend(write_unlisted_and_unlinked_cases(&repo, &base)?);
+    pulls.extend(write_git_cases(&repo, &first, &base)?);
+    repo.checkout(&["main"])?;
+
+    let mut edge = FakeRepo::new(EDGE_REPO, 8_000_001);
+    edge.languages = vec![("Python".into(), 52_000), ("Shell".into(), 1_000)];
+    edge.pushed_at = at("2024-09-20T10:00:00Z");
+    let early_comments = 104;
+    edge.issues = edge_issues(early_comments);
+    edge.pulls = fake_pulls(&repo, &base, pulls)?;
+    Ok(EdgeCase {
+        clone_url_template: format!("{}/{{owner}}/{{name}}", repos_dir.display()),
+        repos_dir,
+        repos: vec![edge, other_repo()],
+        expected: expectations(),
+        base_commit: base,
+        early_comments,
+    })
+}
+
+/// The history every pull request branches from: the first commit, and the base commit (a
+/// README change on top) of the candidates. Returns both.
+fn write_history(repo: &Repo<'_>) -> Result<(String, String), TestkitError> {
     repo.write("README.md", b"Edge cases\n")?;
     repo.write("src/edge/__init__.py", b"")?;
     repo.write("src/edge/core.py", CORE.as_bytes())?;
@@ -136,14 +171,12 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
     let first = repo.commit("Start the edge project", "2024-08-01T10:00:00Z")?;
     repo.write("README.md", b"Edge cases, with a better README\n")?;
     let base = repo.commit("Reword the README", "2024-08-05T10:00:00Z")?;
+    Ok((first, base))
+}
 
-    let mut pulls = Vec::new();
-    let mut add = |spec: Spec, head: String, base_oid: String, first_commit: DateTime<Utc>| {
-        pulls.push((spec, head, base_oid, first_commit));
-    };
-
-    // #2: the fix of issue #1, with a renamed test file and a binary test fixture.
-    repo.checkout(&["-b", "pr-2", &base])?;
+/// #2: the fix of issue #1, with a renamed test file and a binary test fixture.
+fn write_fix(repo: &Repo<'_>, base: &str) -> Result<Written, TestkitError> {
+    repo.checkout(&["-b", "pr-2", base])?;
     repo.write("src/edge/core.py", CORE.replace("41", "42").as_bytes())?;
     repo.remove("tests/test_old_name.py")?;
     repo.write(
@@ -159,8 +192,8 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
         "Return the right answer\n\nFixes #1.",
         "2024-09-02T09:00:00Z",
     )?;
-    add(
-        Spec {
+    Ok(Written {
+        spec: Spec {
             number: 2,
             title: "Return the right answer",
             body: "Fixes #1.\n\nAlso renames the doubling tests.",
@@ -169,32 +202,45 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             base_ref: "main",
         },
         head,
-        base.clone(),
-        at("2024-09-02T09:00:00Z"),
-    );
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-02T09:00:00Z"),
+    })
+}
 
-    // A code change with a test, reused by the pull requests whose files pass the rules.
-    let code_and_test = |branch: &str, n: u64, date: &str| -> Result<String, TestkitError> {
-        repo.checkout(&["-b", branch, &base])?;
-        repo.write(
-            &format!("src/edge/extra_{n}.py"),
-            format!("VALUE = {n}\n").as_bytes(),
-        )?;
-        repo.write(
-            &format!("tests/test_extra_{n}.py"),
-            format!(
-                "from edge.extra_{n} import VALUE\n\n\ndef test_value():\n    assert VALUE == {n}\n"
-            )
-            .as_bytes(),
-        )?;
-        repo.commit(&format!("Add extra {n}"), date)
-    };
+/// A code change with a test on branch `branch` from `base`, the change of the pull requests
+/// whose files pass the rules; returns its commit.
+fn code_and_test(
+    repo: &Repo<'_>,
+    base: &str,
+    branch: &str,
+    n: u64,
+    date: &str,
+) -> Result<String, TestkitError> {
+    repo.checkout(&["-b", branch, base])?;
+    repo.write(
+        &format!("src/edge/extra_{n}.py"),
+        format!("VALUE = {n}\n").as_bytes(),
+    )?;
+    repo.write(
+        &format!("tests/test_extra_{n}.py"),
+        format!(
+            "from edge.extra_{n} import VALUE\n\n\ndef test_value():\n    assert VALUE == {n}\n"
+        )
+        .as_bytes(),
+    )?;
+    repo.commit(&format!("Add extra {n}"), date)
+}
 
+/// #4 to #8: what the search answer decides, the links and the file rules: a candidate
+/// linked only by a keyword, and pull requests with no issue, only tests, no test, and too
+/// many files.
+fn write_search_cases(repo: &Repo<'_>, base: &str) -> Result<Vec<Written>, TestkitError> {
+    let mut pulls = Vec::new();
     // #4: linked only by a keyword in its body (into a release branch, so GitHub's closing
     // references stay empty).
-    let head = code_and_test("pr-4", 4, "2024-09-04T09:00:00Z")?;
-    add(
-        Spec {
+    pulls.push(Written {
+        head: code_and_test(repo, base, "pr-4", 4, "2024-09-04T09:00:00Z")?,
+        spec: Spec {
             number: 4,
             title: "Add extra 4",
             body: "This resolves #3.",
@@ -202,14 +248,13 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![],
             base_ref: "release-1.x",
         },
-        head,
-        base.clone(),
-        at("2024-09-04T09:00:00Z"),
-    );
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-04T09:00:00Z"),
+    });
     // #5: no issue at all.
-    let head = code_and_test("pr-5", 5, "2024-09-05T09:00:00Z")?;
-    add(
-        Spec {
+    pulls.push(Written {
+        head: code_and_test(repo, base, "pr-5", 5, "2024-09-05T09:00:00Z")?,
+        spec: Spec {
             number: 5,
             title: "Add extra 5",
             body: "Small improvement.",
@@ -217,20 +262,19 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![],
             base_ref: "main",
         },
-        head,
-        base.clone(),
-        at("2024-09-05T09:00:00Z"),
-    );
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-05T09:00:00Z"),
+    });
     // #6: tests only.
-    repo.checkout(&["-b", "pr-6", &base])?;
+    repo.checkout(&["-b", "pr-6", base])?;
     repo.write(
         "tests/test_core.py",
         format!("{TEST_CORE}\n\ndef test_answer_type():\n    assert isinstance(answer(), int)\n")
             .as_bytes(),
     )?;
-    let head = repo.commit("Test the answer's type", "2024-09-06T09:00:00Z")?;
-    add(
-        Spec {
+    pulls.push(Written {
+        head: repo.commit("Test the answer's type", "2024-09-06T09:00:00Z")?,
+        spec: Spec {
             number: 6,
             title: "Test the answer's type",
             body: "Closes #3",
@@ -238,16 +282,15 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![(EDGE_REPO, 3)],
             base_ref: "main",
         },
-        head,
-        base.clone(),
-        at("2024-09-06T09:00:00Z"),
-    );
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-06T09:00:00Z"),
+    });
     // #7: documentation only.
-    repo.checkout(&["-b", "pr-7", &base])?;
+    repo.checkout(&["-b", "pr-7", base])?;
     repo.write("docs/guide.md", b"# Guide\n\nCall answer().\n")?;
-    let head = repo.commit("Document answer()", "2024-09-07T09:00:00Z")?;
-    add(
-        Spec {
+    pulls.push(Written {
+        head: repo.commit("Document answer()", "2024-09-07T09:00:00Z")?,
+        spec: Spec {
             number: 7,
             title: "Document answer()",
             body: "Closes #3",
@@ -255,12 +298,16 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![(EDGE_REPO, 3)],
             base_ref: "main",
         },
-        head,
-        base.clone(),
-        at("2024-09-07T09:00:00Z"),
-    );
-    // #8: 60 files, over `max_files`.
-    repo.checkout(&["-b", "pr-8", &base])?;
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-07T09:00:00Z"),
+    });
+    pulls.push(write_too_large(repo, base)?);
+    Ok(pulls)
+}
+
+/// #8: 60 files, over `max_files`.
+fn write_too_large(repo: &Repo<'_>, base: &str) -> Result<Written, TestkitError> {
+    repo.checkout(&["-b", "pr-8", base])?;
     for i in 0..55 {
         repo.write(
             &format!("src/edge/generated/m{i:02}.py"),
@@ -273,9 +320,9 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             b"def test_ok():\n    pass\n",
         )?;
     }
-    let head = repo.commit("Generate modules", "2024-09-08T09:00:00Z")?;
-    add(
-        Spec {
+    Ok(Written {
+        head: repo.commit("Generate modules", "2024-09-08T09:00:00Z")?,
+        spec: Spec {
             number: 8,
             title: "Generate modules",
             body: "Fixes #3",
@@ -283,96 +330,106 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![(EDGE_REPO, 3)],
             base_ref: "main",
         },
-        head,
-        base.clone(),
-        at("2024-09-08T09:00:00Z"),
-    );
-    // #9: a base commit the repository does not have (force-pushed away).
-    let head = code_and_test("pr-9", 9, "2024-09-09T09:00:00Z")?;
-    add(
-        Spec {
-            number: 9,
-            title: "Add extra 9",
-            body: "Fixes #3",
-            merged: Some("2024-09-10T10:00:00Z"),
-            closes: vec![(EDGE_REPO, 3)],
-            base_ref: "main",
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-08T09:00:00Z"),
+    })
+}
+
+/// #9 to #13: a base commit the repository lacks, pull requests the crawl of the window must
+/// not list (closed unmerged, merged after it), and links that name no issue of the
+/// repository.
+fn write_unlisted_and_unlinked_cases(
+    repo: &Repo<'_>,
+    base: &str,
+) -> Result<Vec<Written>, TestkitError> {
+    Ok(vec![
+        // #9: a base commit the repository does not have (force-pushed away).
+        Written {
+            head: code_and_test(repo, base, "pr-9", 9, "2024-09-09T09:00:00Z")?,
+            spec: Spec {
+                number: 9,
+                title: "Add extra 9",
+                body: "Fixes #3",
+                merged: Some("2024-09-10T10:00:00Z"),
+                closes: vec![(EDGE_REPO, 3)],
+                base_ref: "main",
+            },
+            base_oid: "1111111111111111111111111111111111111111".into(),
+            first_commit: at("2024-09-09T09:00:00Z"),
         },
-        head,
-        "1111111111111111111111111111111111111111".into(),
-        at("2024-09-09T09:00:00Z"),
-    );
-    // #10: closed without merging.
-    let head = code_and_test("pr-10", 10, "2024-09-10T09:00:00Z")?;
-    add(
-        Spec {
-            number: 10,
-            title: "Add extra 10",
-            body: "Fixes #3",
-            merged: None,
-            closes: vec![],
-            base_ref: "main",
+        // #10: closed without merging.
+        Written {
+            head: code_and_test(repo, base, "pr-10", 10, "2024-09-10T09:00:00Z")?,
+            spec: Spec {
+                number: 10,
+                title: "Add extra 10",
+                body: "Fixes #3",
+                merged: None,
+                closes: vec![],
+                base_ref: "main",
+            },
+            base_oid: base.to_string(),
+            first_commit: at("2024-09-10T09:00:00Z"),
         },
-        head,
-        base.clone(),
-        at("2024-09-10T09:00:00Z"),
-    );
-    // #11: merged after the window.
-    let head = code_and_test("pr-11", 11, "2024-10-10T09:00:00Z")?;
-    add(
-        Spec {
-            number: 11,
-            title: "Add extra 11",
-            body: "Fixes #3",
-            merged: Some("2024-10-15T10:00:00Z"),
-            closes: vec![(EDGE_REPO, 3)],
-            base_ref: "main",
+        // #11: merged after the window.
+        Written {
+            head: code_and_test(repo, base, "pr-11", 11, "2024-10-10T09:00:00Z")?,
+            spec: Spec {
+                number: 11,
+                title: "Add extra 11",
+                body: "Fixes #3",
+                merged: Some("2024-10-15T10:00:00Z"),
+                closes: vec![(EDGE_REPO, 3)],
+                base_ref: "main",
+            },
+            base_oid: base.to_string(),
+            first_commit: at("2024-10-10T09:00:00Z"),
         },
-        head,
-        base.clone(),
-        at("2024-10-10T09:00:00Z"),
-    );
-    // #12: closes an issue of another repository only.
-    let head = code_and_test("pr-12", 12, "2024-09-12T09:00:00Z")?;
-    add(
-        Spec {
-            number: 12,
-            title: "Add extra 12",
-            body: "Fixes kiln-crawl/other#1",
-            merged: Some("2024-09-13T10:00:00Z"),
-            closes: vec![(OTHER_REPO, 1)],
-            base_ref: "main",
+        // #12: closes an issue of another repository only.
+        Written {
+            head: code_and_test(repo, base, "pr-12", 12, "2024-09-12T09:00:00Z")?,
+            spec: Spec {
+                number: 12,
+                title: "Add extra 12",
+                body: "Fixes kiln-crawl/other#1",
+                merged: Some("2024-09-13T10:00:00Z"),
+                closes: vec![(OTHER_REPO, 1)],
+                base_ref: "main",
+            },
+            base_oid: base.to_string(),
+            first_commit: at("2024-09-12T09:00:00Z"),
         },
-        head,
-        base.clone(),
-        at("2024-09-12T09:00:00Z"),
-    );
-    // #13: its keyword names a pull request, not an issue.
-    let head = code_and_test("pr-13", 13, "2024-09-13T09:00:00Z")?;
-    add(
-        Spec {
-            number: 13,
-            title: "Add extra 13",
-            body: "Fixes #2 properly.",
-            merged: Some("2024-09-14T10:00:00Z"),
-            closes: vec![],
-            base_ref: "main",
+        // #13: its keyword names a pull request, not an issue.
+        Written {
+            head: code_and_test(repo, base, "pr-13", 13, "2024-09-13T09:00:00Z")?,
+            spec: Spec {
+                number: 13,
+                title: "Add extra 13",
+                body: "Fixes #2 properly.",
+                merged: Some("2024-09-14T10:00:00Z"),
+                closes: vec![],
+                base_ref: "main",
+            },
+            base_oid: base.to_string(),
+            first_commit: at("2024-09-13T09:00:00Z"),
         },
-        head,
-        base.clone(),
-        at("2024-09-13T09:00:00Z"),
-    );
+    ])
+}
+
+/// #14 and #15: what only the git work finds: a change that does not apply to the base, and
+/// a head commit the repository does not have.
+fn write_git_cases(repo: &Repo<'_>, first: &str, base: &str) -> Result<Vec<Written>, TestkitError> {
     // #14: branched before the README change; its own README change conflicts with the base.
-    repo.checkout(&["-b", "pr-14", &first])?;
+    repo.checkout(&["-b", "pr-14", first])?;
     repo.write("README.md", b"Edge cases (renamed)\n")?;
     repo.write("src/edge/extra_14.py", b"VALUE = 14\n")?;
     repo.write(
         "tests/test_extra_14.py",
         b"from edge.extra_14 import VALUE\n\n\ndef test_value():\n    assert VALUE == 14\n",
     )?;
-    let head = repo.commit("Add extra 14", "2024-09-14T09:00:00Z")?;
-    add(
-        Spec {
+    let conflict = Written {
+        head: repo.commit("Add extra 14", "2024-09-14T09:00:00Z")?,
+        spec: Spec {
             number: 14,
             title: "Add extra 14",
             body: "Fixes #3",
@@ -380,13 +437,12 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![(EDGE_REPO, 3)],
             base_ref: "main",
         },
-        head,
-        base.clone(),
-        at("2024-09-14T09:00:00Z"),
-    );
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-14T09:00:00Z"),
+    };
     // #15: a head commit the repository does not have.
-    add(
-        Spec {
+    let missing_head = Written {
+        spec: Spec {
             number: 15,
             title: "Add extra 15",
             body: "Fixes #3",
@@ -394,16 +450,16 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             closes: vec![(EDGE_REPO, 3)],
             base_ref: "main",
         },
-        "2222222222222222222222222222222222222222".into(),
-        base.clone(),
-        at("2024-09-15T09:00:00Z"),
-    );
-    repo.checkout(&["main"])?;
+        head: "2222222222222222222222222222222222222222".into(),
+        base_oid: base.to_string(),
+        first_commit: at("2024-09-15T09:00:00Z"),
+    };
+    Ok(vec![conflict, missing_head])
+}
 
-    let mut edge = FakeRepo::new(EDGE_REPO, 8_000_001);
-    edge.languages = vec![("Python".into(), 52_000), ("Shell".into(), 1_000)];
-    edge.pushed_at = at("2024-09-20T10:00:00Z");
-    let early_comments = 104;
+/// The edge repository's issues: #1, which the fix closes, with `early_comments` comments
+/// (more than one page) before the fix began and one after, and #3, which the others name.
+fn edge_issues(early_comments: usize) -> Vec<FakeIssue> {
     let mut comments: Vec<FakeComment> = (0..early_comments)
         .map(|i| FakeComment {
             author: format!("user{i}"),
@@ -417,7 +473,7 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
         body: "Fixed in #2 (written after the fix started).".into(),
         created_at: at("2024-09-02T12:00:00Z"),
     });
-    edge.issues = vec![
+    vec![
         FakeIssue {
             number: 1,
             title: "answer() returns 41".into(),
@@ -432,15 +488,34 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             created_at: at("2024-08-19T11:00:00Z"),
             comments: vec![],
         },
-    ];
-    for (spec, head, base_oid, first_commit) in pulls {
+    ]
+}
+
+/// The fake's pull requests for the written ones, in order: their changed files from the
+/// repository (a pull request whose base or head the repository lacks lists those of a
+/// reachable one, as GitHub still lists its files), and a `refs/pull/N/head` for each head
+/// the repository has, as GitHub keeps it.
+fn fake_pulls(
+    repo: &Repo<'_>,
+    base: &str,
+    pulls: Vec<Written>,
+) -> Result<Vec<FakePull>, TestkitError> {
+    let edge_dir = repo.dir;
+    let mut out = Vec::new();
+    for Written {
+        spec,
+        head,
+        base_oid,
+        first_commit,
+    } in pulls
+    {
         let files = if head.starts_with("2222") {
-            changed_files(&edge_dir, &base, &pulls_head_fallback(&edge_dir)?)?
+            changed_files(edge_dir, base, &pulls_head_fallback(edge_dir)?)?
         } else {
             changed_files(
-                &edge_dir,
+                edge_dir,
                 if base_oid.starts_with("1111") {
-                    &base
+                    base
                 } else {
                     &base_oid
                 },
@@ -451,7 +526,7 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             repo.pull_ref(spec.number, &head)?;
         }
         let merged = spec.merged.map(at);
-        edge.pulls.push(FakePull {
+        out.push(FakePull {
             number: spec.number,
             title: spec.title.into(),
             body: spec.body.into(),
@@ -470,6 +545,11 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
                 .collect(),
         });
     }
+    Ok(out)
+}
+
+/// The second repository, with the one issue #12 closes.
+fn other_repo() -> FakeRepo {
     let mut other = FakeRepo::new(OTHER_REPO, 8_000_002);
     other.issues = vec![FakeIssue {
         number: 1,
@@ -478,8 +558,12 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
         created_at: at("2024-08-01T00:00:00Z"),
         comments: vec![],
     }];
+    other
+}
 
-    let expected = vec![
+/// What the crawl of September 2024 must give for each pull request that gives a row.
+fn expectations() -> Vec<EdgeExpectation> {
+    vec![
         EdgeExpectation {
             number: 2,
             drop_reason: None,
@@ -535,15 +619,7 @@ pub fn write_edge_repos(dir: &Path) -> Result<EdgeCase, TestkitError> {
             drop_reason: Some("head-unreachable"),
             links: vec![],
         },
-    ];
-    Ok(EdgeCase {
-        clone_url_template: format!("{}/{{owner}}/{{name}}", repos_dir.display()),
-        repos_dir,
-        repos: vec![edge, other],
-        expected,
-        base_commit: base,
-        early_comments,
-    })
+    ]
 }
 
 /// A pull request whose head GitHub has but the repository does not still lists files; any

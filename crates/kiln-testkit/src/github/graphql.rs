@@ -16,7 +16,8 @@ use graphql_parser::query::{
 use serde_json::{Map, Value, json};
 
 use super::encoding::{base64_decode, base64_encode, cursor, decode_cursor};
-use super::model::{FakeComment, FakeFile, FakeIssue, FakePull, FakeRepo, github_time, parse_time};
+use super::model::{FakeComment, FakeFile, FakeIssue, FakePull, FakeRepo, github_time};
+use super::search::SearchTerms;
 
 /// Largest number of results a search pages through, as on GitHub.
 const SEARCH_CAP: usize = 1000;
@@ -349,14 +350,35 @@ impl<'m> Run<'m, '_> {
         }
     }
 
+    /// What `field` of `node` resolves to, with its arguments `args`: each kind of object
+    /// has its own resolver, and a field no resolver knows is GitHub's `undefinedField`.
     fn resolve(
         &self,
         node: &Node<'m>,
         field: &str,
         args: &Map<String, Value>,
     ) -> Result<Resolved<'m>, FieldError> {
-        let scalar = |v: Value| Ok(Resolved::Scalar(v));
-        let object = |n: Node<'m>| Ok(Resolved::Object(n));
+        match node {
+            Node::Query | Node::RateLimit => self.resolve_root(node, field, args),
+            Node::Repository(_) | Node::Language(_) | Node::LanguageEdge(..) | Node::Ref(_) => {
+                resolve_repository(node, field, args)
+            }
+            Node::PullRequest(..)
+            | Node::PullRequestCommit(_)
+            | Node::Commit(..)
+            | Node::File(_) => self.resolve_pull_request(node, field, args),
+            Node::Issue(..) | Node::Comment(_) | Node::Actor(_) => resolve_issue(node, field, args),
+            Node::Connection { .. } | Node::PageInfo { .. } => resolve_connection(node, field),
+        }
+    }
+
+    /// The fields of the query root and of `rateLimit`.
+    fn resolve_root(
+        &self,
+        node: &Node<'m>,
+        field: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Resolved<'m>, FieldError> {
         match (node, field) {
             (Node::Query, "rateLimit") => object(Node::RateLimit),
             (Node::Query, "search") => self.search(args),
@@ -393,60 +415,18 @@ impl<'m> Run<'m, '_> {
             (Node::RateLimit, "used") => scalar(json!(self.rate.limit - self.rate.remaining)),
             (Node::RateLimit, "resetAt") => scalar(json!(github_time(&self.rate.reset_at))),
             (Node::RateLimit, "nodeCount") => scalar(json!(0)),
+            _ => Err(FieldError::Undefined),
+        }
+    }
 
-            (Node::Repository(r), "nameWithOwner") => scalar(json!(r.full_name)),
-            (Node::Repository(r), "name") => scalar(json!(r.name())),
-            (Node::Repository(r), "owner") => object(Node::Actor(r.owner())),
-            (Node::Repository(r), "url") => {
-                scalar(json!(format!("https://github.com/{}", r.full_name)))
-            }
-            (Node::Repository(r), "id") => scalar(json!(node_id("Repository", &r.full_name))),
-            (Node::Repository(r), "stargazerCount") => scalar(json!(r.stars)),
-            (Node::Repository(r), "forkCount") => scalar(json!(r.forks)),
-            (Node::Repository(r), "isArchived") => scalar(json!(r.archived)),
-            (Node::Repository(r), "isFork") => scalar(json!(r.fork)),
-            (Node::Repository(r), "createdAt") => scalar(json!(github_time(&r.created_at))),
-            (Node::Repository(r), "pushedAt") => scalar(json!(github_time(&r.pushed_at))),
-            (Node::Repository(r), "defaultBranchRef") => object(Node::Ref(&r.default_branch)),
-            (Node::Repository(r), "primaryLanguage") => Ok(match &r.language {
-                Some(l) => Resolved::Object(Node::Language(l)),
-                None => Resolved::Scalar(Value::Null),
-            }),
-            (Node::Repository(r), "languages") => {
-                let edges: Vec<Node<'m>> = r
-                    .languages
-                    .iter()
-                    .map(|(name, size)| Node::LanguageEdge(name, *size))
-                    .collect();
-                let total_size: u64 = r.languages.iter().map(|(_, s)| s).sum();
-                let mut connection = page("LanguageConnection", edges, args)?;
-                if let Node::Connection {
-                    extra, edges_of, ..
-                } = &mut connection
-                {
-                    extra.insert("totalSize".into(), json!(total_size));
-                    *edges_of = Some("LanguageEdge");
-                }
-                object(connection)
-            }
-            (Node::Repository(r), "issueOrPullRequest" | "issue" | "pullRequest") => {
-                let number = args.get("number").and_then(Value::as_u64).unwrap_or(0);
-                let issue = r.issue(number).filter(|_| field != "pullRequest");
-                let pull = r.pull(number).filter(|_| field != "issue");
-                match (issue, pull) {
-                    (Some(i), _) => object(Node::Issue(r, i)),
-                    (None, Some(p)) => object(Node::PullRequest(r, p)),
-                    (None, None) => Err(FieldError::NotFound(format!(
-                        "Could not resolve to an {} with the number of {number}.",
-                        match field {
-                            "issue" => "Issue",
-                            "pullRequest" => "PullRequest",
-                            _ => "IssueOrPullRequest",
-                        }
-                    ))),
-                }
-            }
-
+    /// The fields of a pull request, its first commit, its merge commit and its files.
+    fn resolve_pull_request(
+        &self,
+        node: &Node<'m>,
+        field: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Resolved<'m>, FieldError> {
+        match (node, field) {
             (Node::PullRequest(_, p), "number") => scalar(json!(p.number)),
             (Node::PullRequest(r, p), "id") => scalar(json!(node_id(
                 "PullRequest",
@@ -507,7 +487,6 @@ impl<'m> Run<'m, '_> {
                     .collect();
                 object(page("IssueConnection", issues, args)?)
             }
-
             (Node::PullRequestCommit(p), "commit") => object(Node::Commit(
                 &p.first_commit.0,
                 Some((p.first_commit.1, p.first_commit.2)),
@@ -519,95 +498,10 @@ impl<'m> Run<'m, '_> {
             (Node::Commit(_, Some((_, committed))), "committedDate") => {
                 scalar(json!(github_time(committed)))
             }
-
             (Node::File(f), "path") => scalar(json!(f.path)),
             (Node::File(f), "additions") => scalar(json!(f.additions)),
             (Node::File(f), "deletions") => scalar(json!(f.deletions)),
             (Node::File(f), "changeType") => scalar(json!(f.change_type)),
-
-            (Node::Issue(r, i), "id") => scalar(json!(node_id(
-                "Issue",
-                &format!("{}#{}", r.full_name, i.number)
-            ))),
-            (Node::Issue(_, i), "number") => scalar(json!(i.number)),
-            (Node::Issue(_, i), "title") => scalar(json!(i.title)),
-            (Node::Issue(_, i), "body") => scalar(json!(i.body)),
-            (Node::Issue(_, i), "createdAt") => scalar(json!(github_time(&i.created_at))),
-            (Node::Issue(_, _), "state") => scalar(json!("CLOSED")),
-            (Node::Issue(r, i), "url") => scalar(json!(format!(
-                "https://github.com/{}/issues/{}",
-                r.full_name, i.number
-            ))),
-            (Node::Issue(r, _), "repository") => object(Node::Repository(r)),
-            (Node::Issue(_, i), "comments") => object(page(
-                "IssueCommentConnection",
-                i.comments.iter().map(Node::Comment).collect(),
-                args,
-            )?),
-
-            (Node::Comment(c), "body") => scalar(json!(c.body)),
-            (Node::Comment(c), "createdAt") => scalar(json!(github_time(&c.created_at))),
-            (Node::Comment(c), "author") => object(Node::Actor(&c.author)),
-            (Node::Actor(login), "login") => scalar(json!(login)),
-            (Node::Language(name), "name") => scalar(json!(name)),
-            (Node::LanguageEdge(_, size), "size") => scalar(json!(size)),
-            (Node::LanguageEdge(name, _), "node") => object(Node::Language(name)),
-            (Node::Ref(name), "name") => scalar(json!(name)),
-
-            (
-                Node::Connection {
-                    nodes,
-                    edges_of: None,
-                    ..
-                },
-                "nodes",
-            ) => Ok(Resolved::List(nodes.clone())),
-            (
-                Node::Connection {
-                    nodes,
-                    edges_of: Some(_),
-                    ..
-                },
-                "edges",
-            ) => Ok(Resolved::List(nodes.clone())),
-            (
-                Node::Connection {
-                    nodes,
-                    edges_of: Some(_),
-                    ..
-                },
-                "nodes",
-            ) => Ok(Resolved::List(
-                nodes
-                    .iter()
-                    .map(|edge| match edge {
-                        Node::LanguageEdge(name, _) => Node::Language(name),
-                        other => other.clone(),
-                    })
-                    .collect(),
-            )),
-            (Node::Connection { total, .. }, "totalCount") => scalar(json!(total)),
-            (
-                Node::Connection {
-                    nodes,
-                    has_next,
-                    start,
-                    ..
-                },
-                "pageInfo",
-            ) => object(Node::PageInfo {
-                has_next: *has_next,
-                has_previous: *start > 0,
-                start_cursor: (!nodes.is_empty()).then(|| cursor(*start + 1)),
-                end_cursor: (!nodes.is_empty()).then(|| cursor(*start + nodes.len())),
-            }),
-            (Node::Connection { extra, .. }, name) if extra.contains_key(name) => {
-                scalar(extra[name].clone())
-            }
-            (Node::PageInfo { has_next, .. }, "hasNextPage") => scalar(json!(has_next)),
-            (Node::PageInfo { has_previous, .. }, "hasPreviousPage") => scalar(json!(has_previous)),
-            (Node::PageInfo { start_cursor, .. }, "startCursor") => scalar(json!(start_cursor)),
-            (Node::PageInfo { end_cursor, .. }, "endCursor") => scalar(json!(end_cursor)),
             _ => Err(FieldError::Undefined),
         }
     }
@@ -728,6 +622,179 @@ impl<'m> Run<'m, '_> {
     }
 }
 
+/// The fields of a repository and of its languages and default branch.
+fn resolve_repository<'m>(
+    node: &Node<'m>,
+    field: &str,
+    args: &Map<String, Value>,
+) -> Result<Resolved<'m>, FieldError> {
+    match (node, field) {
+        (Node::Repository(r), "nameWithOwner") => scalar(json!(r.full_name)),
+        (Node::Repository(r), "name") => scalar(json!(r.name())),
+        (Node::Repository(r), "owner") => object(Node::Actor(r.owner())),
+        (Node::Repository(r), "url") => {
+            scalar(json!(format!("https://github.com/{}", r.full_name)))
+        }
+        (Node::Repository(r), "id") => scalar(json!(node_id("Repository", &r.full_name))),
+        (Node::Repository(r), "stargazerCount") => scalar(json!(r.stars)),
+        (Node::Repository(r), "forkCount") => scalar(json!(r.forks)),
+        (Node::Repository(r), "isArchived") => scalar(json!(r.archived)),
+        (Node::Repository(r), "isFork") => scalar(json!(r.fork)),
+        (Node::Repository(r), "createdAt") => scalar(json!(github_time(&r.created_at))),
+        (Node::Repository(r), "pushedAt") => scalar(json!(github_time(&r.pushed_at))),
+        (Node::Repository(r), "defaultBranchRef") => object(Node::Ref(&r.default_branch)),
+        (Node::Repository(r), "primaryLanguage") => Ok(match &r.language {
+            Some(l) => Resolved::Object(Node::Language(l)),
+            None => Resolved::Scalar(Value::Null),
+        }),
+        (Node::Repository(r), "languages") => {
+            let edges: Vec<Node<'m>> = r
+                .languages
+                .iter()
+                .map(|(name, size)| Node::LanguageEdge(name, *size))
+                .collect();
+            let total_size: u64 = r.languages.iter().map(|(_, s)| s).sum();
+            let mut connection = page("LanguageConnection", edges, args)?;
+            if let Node::Connection {
+                extra, edges_of, ..
+            } = &mut connection
+            {
+                extra.insert("totalSize".into(), json!(total_size));
+                *edges_of = Some("LanguageEdge");
+            }
+            object(connection)
+        }
+        (Node::Repository(r), "issueOrPullRequest" | "issue" | "pullRequest") => {
+            let number = args.get("number").and_then(Value::as_u64).unwrap_or(0);
+            let issue = r.issue(number).filter(|_| field != "pullRequest");
+            let pull = r.pull(number).filter(|_| field != "issue");
+            match (issue, pull) {
+                (Some(i), _) => object(Node::Issue(r, i)),
+                (None, Some(p)) => object(Node::PullRequest(r, p)),
+                (None, None) => Err(FieldError::NotFound(format!(
+                    "Could not resolve to an {} with the number of {number}.",
+                    match field {
+                        "issue" => "Issue",
+                        "pullRequest" => "PullRequest",
+                        _ => "IssueOrPullRequest",
+                    }
+                ))),
+            }
+        }
+        (Node::Language(name), "name") => scalar(json!(name)),
+        (Node::LanguageEdge(_, size), "size") => scalar(json!(size)),
+        (Node::LanguageEdge(name, _), "node") => object(Node::Language(name)),
+        (Node::Ref(name), "name") => scalar(json!(name)),
+        _ => Err(FieldError::Undefined),
+    }
+}
+
+/// The fields of an issue, its comments and their authors.
+fn resolve_issue<'m>(
+    node: &Node<'m>,
+    field: &str,
+    args: &Map<String, Value>,
+) -> Result<Resolved<'m>, FieldError> {
+    match (node, field) {
+        (Node::Issue(r, i), "id") => scalar(json!(node_id(
+            "Issue",
+            &format!("{}#{}", r.full_name, i.number)
+        ))),
+        (Node::Issue(_, i), "number") => scalar(json!(i.number)),
+        (Node::Issue(_, i), "title") => scalar(json!(i.title)),
+        (Node::Issue(_, i), "body") => scalar(json!(i.body)),
+        (Node::Issue(_, i), "createdAt") => scalar(json!(github_time(&i.created_at))),
+        (Node::Issue(_, _), "state") => scalar(json!("CLOSED")),
+        (Node::Issue(r, i), "url") => scalar(json!(format!(
+            "https://github.com/{}/issues/{}",
+            r.full_name, i.number
+        ))),
+        (Node::Issue(r, _), "repository") => object(Node::Repository(r)),
+        (Node::Issue(_, i), "comments") => object(page(
+            "IssueCommentConnection",
+            i.comments.iter().map(Node::Comment).collect(),
+            args,
+        )?),
+        (Node::Comment(c), "body") => scalar(json!(c.body)),
+        (Node::Comment(c), "createdAt") => scalar(json!(github_time(&c.created_at))),
+        (Node::Comment(c), "author") => object(Node::Actor(&c.author)),
+        (Node::Actor(login), "login") => scalar(json!(login)),
+        _ => Err(FieldError::Undefined),
+    }
+}
+
+/// The fields of a connection (`nodes`, `edges`, `totalCount`, `pageInfo`, extra counts)
+/// and of its page information.
+fn resolve_connection<'m>(node: &Node<'m>, field: &str) -> Result<Resolved<'m>, FieldError> {
+    match (node, field) {
+        (
+            Node::Connection {
+                nodes,
+                edges_of: None,
+                ..
+            },
+            "nodes",
+        ) => Ok(Resolved::List(nodes.clone())),
+        (
+            Node::Connection {
+                nodes,
+                edges_of: Some(_),
+                ..
+            },
+            "edges",
+        ) => Ok(Resolved::List(nodes.clone())),
+        (
+            Node::Connection {
+                nodes,
+                edges_of: Some(_),
+                ..
+            },
+            "nodes",
+        ) => Ok(Resolved::List(
+            nodes
+                .iter()
+                .map(|edge| match edge {
+                    Node::LanguageEdge(name, _) => Node::Language(name),
+                    other => other.clone(),
+                })
+                .collect(),
+        )),
+        (Node::Connection { total, .. }, "totalCount") => scalar(json!(total)),
+        (
+            Node::Connection {
+                nodes,
+                has_next,
+                start,
+                ..
+            },
+            "pageInfo",
+        ) => object(Node::PageInfo {
+            has_next: *has_next,
+            has_previous: *start > 0,
+            start_cursor: (!nodes.is_empty()).then(|| cursor(*start + 1)),
+            end_cursor: (!nodes.is_empty()).then(|| cursor(*start + nodes.len())),
+        }),
+        (Node::Connection { extra, .. }, name) if extra.contains_key(name) => {
+            scalar(extra[name].clone())
+        }
+        (Node::PageInfo { has_next, .. }, "hasNextPage") => scalar(json!(has_next)),
+        (Node::PageInfo { has_previous, .. }, "hasPreviousPage") => scalar(json!(has_previous)),
+        (Node::PageInfo { start_cursor, .. }, "startCursor") => scalar(json!(start_cursor)),
+        (Node::PageInfo { end_cursor, .. }, "endCursor") => scalar(json!(end_cursor)),
+        _ => Err(FieldError::Undefined),
+    }
+}
+
+/// A scalar field's value.
+fn scalar<'m>(value: Value) -> Result<Resolved<'m>, FieldError> {
+    Ok(Resolved::Scalar(value))
+}
+
+/// An object field's value.
+fn object(node: Node<'_>) -> Result<Resolved<'_>, FieldError> {
+    Ok(Resolved::Object(node))
+}
+
 enum FieldError {
     Undefined,
     NotFound(String),
@@ -785,113 +852,4 @@ fn node_id(kind: &str, key: &str) -> String {
         "{prefix}_{}",
         base64_encode(format!("{kind}:{key}").as_bytes())
     )
-}
-
-/// A range of times, either end open.
-type TimeRange = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
-
-/// The qualifiers of a search the fake understands; anything else is an error, so a client
-/// cannot come to rely on a qualifier the fake would silently ignore.
-#[derive(Debug, Default)]
-struct SearchTerms {
-    repo: Option<String>,
-    is_pr: bool,
-    is_merged: bool,
-    merged: Option<TimeRange>,
-    sort: Option<String>,
-    language: Option<String>,
-    stars: Option<(u64, u64)>,
-    forks_at_least: Option<u64>,
-    archived: Option<bool>,
-    fork: Option<bool>,
-    pushed_since: Option<DateTime<Utc>>,
-}
-
-impl SearchTerms {
-    fn parse(text: &str) -> Result<Self, String> {
-        let mut terms = Self::default();
-        for word in split_words(text) {
-            let (key, value) = word
-                .split_once(':')
-                .ok_or_else(|| format!("the fake GitHub does not search text (`{word}`)"))?;
-            let value = value.trim_matches('"');
-            match key {
-                "repo" => terms.repo = Some(value.to_string()),
-                "is" if value == "pr" => terms.is_pr = true,
-                "is" if value == "merged" => terms.is_merged = true,
-                "type" if value == "pr" => terms.is_pr = true,
-                "merged" => terms.merged = Some(range(value, parse_time)?),
-                "sort" => terms.sort = Some(value.to_string()),
-                "language" => terms.language = Some(value.to_string()),
-                "stars" => {
-                    let (lo, hi) = range(value, |v| v.parse::<u64>().ok())?;
-                    terms.stars = Some((lo.unwrap_or(0), hi.unwrap_or(u64::MAX)));
-                }
-                "forks" => terms.forks_at_least = range(value, |v| v.parse::<u64>().ok())?.0,
-                "archived" => terms.archived = Some(value == "true"),
-                "fork" => terms.fork = Some(value == "true"),
-                "pushed" => terms.pushed_since = range(value, parse_time)?.0,
-                _ => {
-                    return Err(format!(
-                        "the fake GitHub does not know the qualifier `{key}:`"
-                    ));
-                }
-            }
-        }
-        Ok(terms)
-    }
-}
-
-fn split_words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut current = String::new();
-    let mut quoted = false;
-    for c in text.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                current.push(c);
-            }
-            c if c.is_whitespace() && !quoted => {
-                if !current.is_empty() {
-                    words.push(std::mem::take(&mut current));
-                }
-            }
-            c => current.push(c),
-        }
-    }
-    if !current.is_empty() {
-        words.push(current);
-    }
-    words
-}
-
-/// `A..B`, `>=A`, `>A`, `<=B`, `<B` or `A` (both ends inclusive, as GitHub reads them; `>`
-/// and `<` are treated as inclusive too, which is all the fake needs).
-fn range<T: Copy>(
-    value: &str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<(Option<T>, Option<T>), String> {
-    let bad = || format!("cannot read the range `{value}`");
-    if let Some((a, b)) = value.split_once("..") {
-        let a = if a == "*" {
-            None
-        } else {
-            Some(parse(a).ok_or_else(bad)?)
-        };
-        let b = if b == "*" {
-            None
-        } else {
-            Some(parse(b).ok_or_else(bad)?)
-        };
-        return Ok((a, b));
-    }
-    if let Some(rest) = value.strip_prefix(">=").or_else(|| value.strip_prefix('>')) {
-        return Ok((Some(parse(rest).ok_or_else(bad)?), None));
-    }
-    if let Some(rest) = value.strip_prefix("<=").or_else(|| value.strip_prefix('<')) {
-        return Ok((None, Some(parse(rest).ok_or_else(bad)?)));
-    }
-    let v = parse(value).ok_or_else(bad)?;
-    Ok((Some(v), Some(v)))
 }

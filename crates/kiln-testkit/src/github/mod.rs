@@ -19,6 +19,7 @@ pub mod fixtures;
 pub mod graphql;
 pub mod model;
 pub mod rest;
+mod search;
 pub mod synthetic;
 
 use std::collections::BTreeMap;

@@ -96,6 +96,7 @@ struct HostPlan {
     parser: &'static str,
 }
 
+#[track_caller]
 fn host_plan(instance_id: &str) -> HostPlan {
     match instance_id {
         "kiln-eco__runlength-11" => HostPlan {
@@ -159,6 +160,7 @@ fn on_path(tool: &str) -> bool {
 
 /// `sh -c cmd` in `work`, with a scratch target dir and caches so nothing leaks between runs;
 /// returns the combined output.
+#[track_caller]
 fn shell(work: &Path, scratch: &Path, cmd: &str) -> (bool, String) {
     let output = run(Command::new("sh")
         .current_dir(work)
@@ -190,6 +192,7 @@ fn surefire_reports(work: &Path) -> String {
 }
 
 /// The statuses of a test run, and the tests that failed for want of a network.
+#[track_caller]
 fn statuses(
     plan: &HostPlan,
     work: &Path,
@@ -240,6 +243,7 @@ fn lists(
     (f2p, p2p, p2f)
 }
 
+#[track_caller]
 fn apply(work: &Path, scratch: &Path, name: &str, patch: &str) {
     let file = scratch.join(name);
     std::fs::write(&file, patch).unwrap();

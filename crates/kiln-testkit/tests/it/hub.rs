@@ -15,6 +15,7 @@ fn workspace() -> &'static Path {
 }
 
 /// The python of the checks' virtualenv (made on first use).
+#[track_caller]
 pub fn python() -> String {
     let output = run(Command::new("bash")
         .arg(workspace().join("scripts/python-env.sh"))

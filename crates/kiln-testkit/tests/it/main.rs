@@ -20,11 +20,16 @@ use std::process::{Command, Output};
 use kiln_testkit::{DemoLayout, Expect, write_demo, write_tasks_with_errors};
 use serde_json::Value;
 
+#[track_caller]
 fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    // A match, not `unwrap_or_else`: a panic in a closure would not point at the caller.
+    match cmd.output() {
+        Ok(output) => output,
+        Err(e) => panic!("cannot run {cmd:?}: {e}"),
+    }
 }
 
+#[track_caller]
 fn run_ok(cmd: &mut Command) -> String {
     let output = run(cmd);
     assert!(
@@ -36,6 +41,7 @@ fn run_ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+#[track_caller]
 fn git(dir: &Path, args: &[&str]) -> String {
     run_ok(
         Command::new("git")
@@ -213,6 +219,7 @@ struct Checkout {
     python: PathBuf,
 }
 
+#[track_caller]
 fn checkout(layout: &DemoLayout, scratch: &Path, row: &Value) -> Checkout {
     let id = row["instance_id"].as_str().unwrap();
     let repo = layout.repo_path(row["repo"].as_str().unwrap());
@@ -251,12 +258,14 @@ fn pip_install(c: &Checkout) -> Output {
     run(&mut cmd)
 }
 
+#[track_caller]
 fn apply(c: &Checkout, scratch: &Path, name: &str, patch: &str) {
     let file = scratch.join(name);
     std::fs::write(&file, patch).unwrap();
     git(&c.work, &["apply", file.to_str().unwrap()]);
 }
 
+#[track_caller]
 fn pytest(c: &Checkout) -> BTreeMap<String, String> {
     let output = run(Command::new(&c.python).current_dir(&c.work).args([
         "-m",

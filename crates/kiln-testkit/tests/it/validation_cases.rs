@@ -10,9 +10,13 @@ use std::process::{Command, Output};
 use kiln_testkit::{DemoLayout, Expect, write_validation_cases};
 use serde_json::Value;
 
+#[track_caller]
 fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    // A match, not `unwrap_or_else`: a panic in a closure would not point at the caller.
+    match cmd.output() {
+        Ok(output) => output,
+        Err(e) => panic!("cannot run {cmd:?}: {e}"),
+    }
 }
 
 fn text(output: &Output) -> String {
@@ -24,6 +28,7 @@ fn text(output: &Output) -> String {
     )
 }
 
+#[track_caller]
 fn run_ok(cmd: &mut Command) -> String {
     let output = run(cmd);
     assert!(output.status.success(), "{cmd:?} failed: {}", text(&output));
@@ -38,6 +43,7 @@ fn git_cmd(dir: &Path) -> Command {
     cmd
 }
 
+#[track_caller]
 fn git(dir: &Path, args: &[&str]) -> String {
     run_ok(git_cmd(dir).args(args))
 }
@@ -141,6 +147,7 @@ struct PytestRun {
 }
 
 impl Checkout<'_> {
+    #[track_caller]
     fn new<'h>(host: &'h Host, layout: &DemoLayout, row: &Value) -> Checkout<'h> {
         let id = row["instance_id"].as_str().unwrap().to_string();
         let repo = layout.repo_path(row["repo"].as_str().unwrap());
@@ -166,18 +173,21 @@ impl Checkout<'_> {
         }
     }
 
+    #[track_caller]
     fn patch_file(&self, key: &str) -> PathBuf {
         let file = self.host.scratch.join(format!("{}-{key}.diff", self.id));
         std::fs::write(&file, self.row[key].as_str().unwrap()).unwrap();
         file
     }
 
+    #[track_caller]
     fn git_apply(&self, key: &str) {
         let file = self.patch_file(key);
         git(&self.work, &["apply", file.to_str().unwrap()]);
     }
 
     /// kiln's pytest command (`kiln-launch`'s `test_command`), plus `extra` arguments.
+    #[track_caller]
     fn pytest(&self, extra: &[&str]) -> PytestRun {
         let output = run(Command::new(&self.host.python)
             .current_dir(&self.work)
@@ -237,6 +247,7 @@ fn lists(
     (f2p, p2p, p2f)
 }
 
+#[track_caller]
 fn expected_lists(layout: &DemoLayout, id: &str) -> (Vec<String>, Vec<String>) {
     match &layout.instance(id).unwrap().expect {
         Expect::Validated {
@@ -247,6 +258,7 @@ fn expected_lists(layout: &DemoLayout, id: &str) -> (Vec<String>, Vec<String>) {
     }
 }
 
+#[track_caller]
 fn rejected_class(layout: &DemoLayout, id: &str) -> &'static str {
     match &layout.instance(id).unwrap().expect {
         Expect::Rejected { failure_class } => failure_class,

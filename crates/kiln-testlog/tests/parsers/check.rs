@@ -15,6 +15,7 @@ pub fn render(parsed: &ParsedLog) -> String {
 
 /// Parses `log` with `parser` and compares the statuses with `expected`, a text of `status id`
 /// lines (order, indentation and blank lines do not matter). Returns the parse for further checks.
+#[track_caller]
 pub fn check(parser: &str, log: &str, expected: &str) -> ParsedLog {
     let parsed = parse(parser, log).unwrap();
     let mut want: Vec<(String, String)> = expected
@@ -45,6 +46,7 @@ pub fn check(parser: &str, log: &str, expected: &str) -> ParsedLog {
 }
 
 /// Asserts that the log agrees with the totals it printed, and that they are `summary`.
+#[track_caller]
 pub fn assert_summary(parsed: &ParsedLog, summary: [u64; 4]) {
     assert!(parsed.is_consistent(), "problems: {:?}", parsed.problems);
     let [passed, failed, skipped, errors] = summary;
@@ -61,6 +63,7 @@ pub fn assert_summary(parsed: &ParsedLog, summary: [u64; 4]) {
 
 /// Runs `script` under `sh` with `log` on its standard input; `shim` comes first (an `awk`
 /// function standing in for another awk).
+#[track_caller]
 pub fn run_script(shim: &str, script: &str, log: &str) -> String {
     let mut child = std::process::Command::new("sh")
         .arg("-c")

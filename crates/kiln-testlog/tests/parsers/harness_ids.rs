@@ -12,6 +12,7 @@ use crate::check::{other_awks, run_script};
 
 /// kiln's verdicts of `log` as the harness lines must carry them: passed, failed (an error
 /// too), and nothing for a skipped test; ids relative to /testbed as validation keeps them.
+#[track_caller]
 fn expected(parser: &str, log: &str) -> Vec<(String, String)> {
     let parsed = kiln_testlog::parse(parser, log)
         .expect("parses")
@@ -30,8 +31,12 @@ fn expected(parser: &str, log: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+#[track_caller]
 fn check_format(parser: &str, logs: &[(String, String)]) {
-    let script = id_script(parser).unwrap_or_else(|| panic!("{parser} has an id script"));
+    // Not `unwrap_or_else`: a panic in a closure would not point at the caller.
+    let Some(script) = id_script(parser) else {
+        panic!("{parser} has an id script");
+    };
     assert_eq!(harness_parsers(parser).last(), Some(&"parse_log_jest_json"));
     let shims = if script.starts_with("awk") {
         other_awks()
