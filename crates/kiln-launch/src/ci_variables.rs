@@ -36,7 +36,7 @@ mod tests {
     #[test]
     fn variables_are_exported_before_the_tests_unless_the_command_sets_them() {
         let mut plan = plan_of(
-            crate::node::plan,
+            crate::ecosystems::node::plan,
             &[(
                 "package.json",
                 r#"{"scripts":{"test":"cross-env TZ=Europe/Paris jest"},"devDependencies":{"jest":"^29"}}"#,

@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn services_join_the_apt_step_the_setup_and_the_test_command() {
         let mut plan = plan_of(
-            crate::python::plan,
+            crate::ecosystems::python::plan,
             &[
                 (
                     "setup.py",

@@ -155,7 +155,7 @@ mod tests {
             ..ContainerSpec::default()
         };
         let plan = plan_of(
-            crate::python::plan,
+            crate::ecosystems::python::plan,
             &[(
                 "setup.py",
                 "from setuptools import setup\nsetup(name='x')\n",
@@ -174,7 +174,7 @@ mod tests {
             skip: None,
         };
         let attempted = Attempted {
-            ecosystem: Ecosystem::Python,
+            ecosystem: Ecosystem(&crate::ecosystems::python::ENTRY),
             plan: &plan,
             spec: &spec,
             known: &known,

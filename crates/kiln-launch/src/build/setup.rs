@@ -12,7 +12,7 @@ use crate::classify::classify_setup;
 use crate::debian::Suite;
 use crate::ecosystems;
 use crate::fallback::{Stopped, fall_back};
-use crate::registry;
+use crate::package_index;
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::LaunchRequest;
 use crate::steps::Step;
@@ -93,7 +93,9 @@ pub(super) async fn run_setup(
         }
         let class = classify_setup(&outcome);
         if class == FailureClass::DependencyResolution
-            && let Some(down) = registry::unanswered(session, attempted.ecosystem).await?
+            && let Some(down) =
+                package_index::unanswered(session, ecosystems::package_index(attempted.ecosystem))
+                    .await?
         {
             break Some(Attempt::RegistryDown(down));
         }
@@ -230,7 +232,7 @@ mod tests {
 
     fn record_and_work() -> (EnvironmentRecord, Work) {
         let plan = plan_of(
-            crate::python::plan,
+            crate::ecosystems::python::plan,
             &[(
                 "setup.py",
                 "from setuptools import setup\nsetup(name='x')\n",

@@ -22,7 +22,7 @@ pub(super) const MAX_REPAIRS: usize = 6;
 pub(super) enum Attempt {
     /// A dependency step failed and the ecosystem's registry did not answer: the item is
     /// deferred (no row).
-    RegistryDown(crate::registry::Unanswered),
+    RegistryDown(crate::package_index::Unanswered),
     /// Built (`None`) or failed.
     Done(Option<Failure>),
     /// A repair asked to start over on another Debian suite's interpreter, with the image of
@@ -156,7 +156,7 @@ mod tests {
 
     fn python_plan() -> Plan {
         plan_of(
-            crate::python::plan,
+            crate::ecosystems::python::plan,
             &[(
                 "setup.py",
                 "from setuptools import setup\nsetup(name='x')\n",

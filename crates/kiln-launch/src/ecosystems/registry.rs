@@ -1,136 +1,28 @@
-//! The registry of ecosystems: each one's planner and repair rules, in the order they are
-//! tried. Adding an ecosystem is a folder (its planner, image and rules) and a line here.
+//! The registry of ecosystems: each one's entry, in the order they are asked. Adding an
+//! ecosystem is a folder (its planner, image, rules and `ENTRY`) and a line here.
 
 use kiln_core::ImageBuild;
 
+use super::entry::{Ecosystem, Entry};
+use super::{go, java, native, node, python, rust};
 use crate::debian::Suite;
 use crate::plan::{Plan, PlanContext};
-use crate::repair::{self, Rule};
+use crate::repair::Rule;
 use crate::steps::FreshInstall;
-use crate::{go, java, native, node, python, rust};
-
-/// An ecosystem kiln has a planner for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Ecosystem {
-    /// Python (pytest; Django's own runner).
-    Python,
-    /// Rust (Cargo).
-    Rust,
-    /// JavaScript and TypeScript (npm, yarn, pnpm).
-    Node,
-    /// Go modules.
-    Go,
-    /// C and C++ (CMake, Meson, autotools, make).
-    Native,
-    /// Java (Maven, Gradle).
-    Java,
-}
-
-impl Ecosystem {
-    /// The name `kiln repairs` shows.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Python => "python",
-            Self::Rust => "rust",
-            Self::Node => "node",
-            Self::Go => "go",
-            Self::Native => "native",
-            Self::Java => "java",
-        }
-    }
-}
-
-/// The image of a Debian suite's interpreter, with a CA bundle.
-type InterpreterImage = fn(Suite, Option<&[u8]>) -> ImageBuild;
-
-/// One line of the registry.
-struct Entry {
-    ecosystem: Ecosystem,
-    /// The plan, when the repository is of this ecosystem.
-    plan: fn(&PlanContext<'_>) -> Option<Plan>,
-    /// The rule tables that apply to its plans, in the order they are tried.
-    rules: &'static [&'static [Rule]],
-    /// The image of another Debian suite's interpreter, for repairs that start over on it, and
-    /// what it holds in words (`Python`, `toolchain`).
-    interpreter: Option<(InterpreterImage, &'static str)>,
-    /// What to clear in a reused environment before its installs run again, if anything.
-    fresh: Option<FreshInstall>,
-    /// Tracked files (by name) its package managers rewrite during setup: lockfiles. A changed
-    /// tracked file is otherwise the launch's failure (`crate::environment`).
-    rewrites: &'static [&'static str],
-}
 
 /// The ecosystems in the order they are asked: Python first (a repository with bindings in
 /// several languages is most often tested from Python), then Rust, Node, Go, C/C++ and Java.
 /// An ecosystem's own setup rules come before or after the system rules as each needs (Node's
 /// native addons are retried without scripts only once a missing header had its chance); the
 /// optional-step rule is always last.
-static REGISTRY: &[Entry] = &[
-    Entry {
-        ecosystem: Ecosystem::Python,
-        plan: python::plan,
-        rules: &[python::repairs::RULES, repair::SYSTEM, repair::LAST],
-        interpreter: Some((python::image, "Python")),
-        fresh: Some(python::FRESH),
-        rewrites: &[],
-    },
-    Entry {
-        ecosystem: Ecosystem::Rust,
-        plan: rust::plan,
-        rules: &[repair::SYSTEM, rust::repairs::RULES, repair::LAST],
-        interpreter: None,
-        fresh: Some(rust::FRESH),
-        rewrites: &["Cargo.lock"],
-    },
-    Entry {
-        ecosystem: Ecosystem::Node,
-        plan: node::plan,
-        rules: &[repair::SYSTEM, node::repairs::RULES, repair::LAST],
-        interpreter: None,
-        fresh: Some(node::FRESH),
-        rewrites: &[
-            "package-lock.json",
-            "npm-shrinkwrap.json",
-            "yarn.lock",
-            "pnpm-lock.yaml",
-        ],
-    },
-    Entry {
-        ecosystem: Ecosystem::Go,
-        plan: go::plan,
-        rules: &[repair::SYSTEM, repair::LAST],
-        interpreter: None,
-        // go.sum pins every module a build reads.
-        fresh: None,
-        // `go mod download` and `go test` may add missing sums and tidy requirements.
-        rewrites: &["go.mod", "go.sum"],
-    },
-    Entry {
-        ecosystem: Ecosystem::Native,
-        plan: native::plan,
-        rules: &[repair::SYSTEM, native::toolchain::RULES, repair::LAST],
-        interpreter: Some((native::image, "toolchain")),
-        fresh: Some(native::FRESH),
-        rewrites: &[],
-    },
-    Entry {
-        ecosystem: Ecosystem::Java,
-        plan: java::plan,
-        rules: &[repair::SYSTEM, repair::LAST],
-        interpreter: None,
-        // Maven and Gradle resolve from the build file alone; the local repository is a cache.
-        fresh: None,
-        rewrites: &[],
-    },
+static REGISTRY: &[&Entry] = &[
+    &python::ENTRY,
+    &rust::ENTRY,
+    &node::ENTRY,
+    &go::ENTRY,
+    &native::ENTRY,
+    &java::ENTRY,
 ];
-
-fn entry(ecosystem: Ecosystem) -> &'static Entry {
-    REGISTRY
-        .iter()
-        .find(|e| e.ecosystem == ecosystem)
-        .unwrap_or(&REGISTRY[0])
-}
 
 /// The first ecosystem whose planner recognises the repository, and its plan, with the
 /// services the repository's CI starts for its tests ([`crate::services`]).
@@ -138,7 +30,7 @@ fn entry(ecosystem: Ecosystem) -> &'static Entry {
 pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
     let (ecosystem, mut plan) = REGISTRY
         .iter()
-        .find_map(|e| (e.plan)(cx).map(|plan| (e.ecosystem, plan)))?;
+        .find_map(|e| (e.plan)(cx).map(|plan| (Ecosystem(e), plan)))?;
     crate::services::apply(&mut plan, &crate::ci::services(cx.root));
     crate::ci_variables::apply(&mut plan, &crate::ci::environment(cx.root));
     Some((ecosystem, plan))
@@ -148,27 +40,35 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
 /// that starts over on another Debian suite changes.
 #[must_use]
 pub fn interpreter_name(ecosystem: Ecosystem) -> &'static str {
-    entry(ecosystem)
+    ecosystem
+        .entry()
         .interpreter
         .map_or("toolchain", |(_, name)| name)
+}
+
+/// The shell expression of the package index `ecosystem`'s installers read, if it has one.
+#[must_use]
+pub fn package_index(ecosystem: Ecosystem) -> Option<&'static str> {
+    ecosystem.entry().package_index
 }
 
 /// The tracked files (by name) `ecosystem`'s package managers may rewrite during setup.
 #[must_use]
 pub fn rewrites(ecosystem: Ecosystem) -> &'static [&'static str] {
-    entry(ecosystem).rewrites
+    ecosystem.entry().rewrites
 }
 
 /// What a reused environment of `ecosystem` clears before its installs run again.
 #[must_use]
 pub fn fresh_install(ecosystem: Ecosystem) -> Option<FreshInstall> {
-    entry(ecosystem).fresh
+    ecosystem.entry().fresh
 }
 
 /// The repair rules of `ecosystem`'s plans, in the order they are tried.
 #[must_use]
 pub fn rules(ecosystem: Ecosystem) -> Vec<&'static Rule> {
-    entry(ecosystem)
+    ecosystem
+        .entry()
         .rules
         .iter()
         .flat_map(|t| t.iter())
@@ -182,7 +82,8 @@ pub fn interpreter_image(
     suite: Suite,
     ca_bundle: Option<&[u8]>,
 ) -> Option<ImageBuild> {
-    entry(ecosystem)
+    ecosystem
+        .entry()
         .interpreter
         .map(|(image, _)| image(suite, ca_bundle))
 }
@@ -195,8 +96,8 @@ pub fn rule_table() -> Vec<(&'static Rule, Vec<Ecosystem>)> {
     for entry in REGISTRY {
         for rule in entry.rules.iter().flat_map(|t| t.iter()) {
             match table.iter_mut().find(|(r, _)| r.name == rule.name) {
-                Some((_, ecosystems)) => ecosystems.push(entry.ecosystem),
-                None => table.push((rule, vec![entry.ecosystem])),
+                Some((_, ecosystems)) => ecosystems.push(Ecosystem(entry)),
+                None => table.push((rule, vec![Ecosystem(entry)])),
             }
         }
     }
@@ -256,7 +157,7 @@ mod tests {
         // Python's script removes the container's virtualenv: the real-engine reuse test runs it.
         assert_eq!(
             after_fresh_install(
-                Ecosystem::Node,
+                Ecosystem(&node::ENTRY),
                 &["package.json"],
                 &[
                     "package-lock.json",
@@ -269,7 +170,7 @@ mod tests {
         );
         assert_eq!(
             after_fresh_install(
-                Ecosystem::Node,
+                Ecosystem(&node::ENTRY),
                 &["package.json", "yarn.lock"],
                 &["node_modules/a/index.js"]
             ),
@@ -277,25 +178,25 @@ mod tests {
         );
         assert_eq!(
             after_fresh_install(
-                Ecosystem::Rust,
+                Ecosystem(&rust::ENTRY),
                 &["Cargo.toml"],
                 &["Cargo.lock", "target/debug/x"]
             ),
             ["Cargo.toml", "target/debug/x"]
         );
         assert_eq!(
-            after_fresh_install(Ecosystem::Rust, &["Cargo.toml", "Cargo.lock"], &[]),
+            after_fresh_install(Ecosystem(&rust::ENTRY), &["Cargo.toml", "Cargo.lock"], &[]),
             ["Cargo.toml", "Cargo.lock"]
         );
         assert_eq!(
             after_fresh_install(
-                Ecosystem::Native,
+                Ecosystem(&native::ENTRY),
                 &["CMakeLists.txt"],
                 &["build-kiln/CMakeCache.txt", "build-kiln/a.o"]
             ),
             ["CMakeLists.txt", "build-kiln/a.o"]
         );
-        assert!(fresh_install(Ecosystem::Go).is_none());
+        assert!(fresh_install(Ecosystem(&go::ENTRY)).is_none());
     }
 
     #[test]
@@ -303,29 +204,35 @@ mod tests {
         let trees: &[(&[(&str, &str)], Ecosystem)] = &[
             (
                 &[("pyproject.toml", "[project]\nname = 'x'\n")],
-                Ecosystem::Python,
+                Ecosystem(&python::ENTRY),
             ),
             (
                 &[("Cargo.toml", "[package]\nname = 'x'\nversion = '0.1.0'\n")],
-                Ecosystem::Rust,
+                Ecosystem(&rust::ENTRY),
             ),
             (
                 &[("package.json", r#"{"scripts":{"test":"jest"}}"#)],
-                Ecosystem::Node,
+                Ecosystem(&node::ENTRY),
             ),
-            (&[("go.mod", "module x\n\ngo 1.19\n")], Ecosystem::Go),
+            (
+                &[("go.mod", "module x\n\ngo 1.19\n")],
+                Ecosystem(&go::ENTRY),
+            ),
             (
                 &[("CMakeLists.txt", "project(x)\nenable_testing()\n")],
-                Ecosystem::Native,
+                Ecosystem(&native::ENTRY),
             ),
-            (&[("pom.xml", "<project></project>\n")], Ecosystem::Java),
+            (
+                &[("pom.xml", "<project></project>\n")],
+                Ecosystem(&java::ENTRY),
+            ),
             // Python bindings of a Rust crate are tested from Python.
             (
                 &[
                     ("Cargo.toml", "[package]\nname = 'x'\n"),
                     ("pyproject.toml", "[project]\nname = 'x'\n"),
                 ],
-                Ecosystem::Python,
+                Ecosystem(&python::ENTRY),
             ),
         ];
         for (files, expected) in trees {
@@ -360,10 +267,14 @@ mod tests {
         let table = rule_table();
         let mut names = std::collections::BTreeSet::new();
         for (rule, _) in &table {
-            assert!(repair::compiles(rule), "{} does not compile", rule.name);
+            assert!(
+                crate::repair::compiles(rule),
+                "{} does not compile",
+                rule.name
+            );
             assert!(names.insert(rule.name), "{} twice", rule.name);
         }
-        for ecosystem in REGISTRY.iter().map(|e| e.ecosystem) {
+        for ecosystem in REGISTRY.iter().map(|e| Ecosystem(e)) {
             let rules = rules(ecosystem);
             assert_eq!(
                 rules.last().map(|r| r.name),
@@ -378,7 +289,7 @@ mod tests {
             .iter()
             .find(|(r, _)| r.name == "python-editable-backend")
             .unwrap();
-        assert_eq!(python_only.1, [Ecosystem::Python]);
+        assert_eq!(python_only.1, [Ecosystem(&python::ENTRY)]);
     }
 
     #[test]
@@ -393,7 +304,7 @@ mod tests {
             failing: Failing::Step(&configure),
             output: "./configure: line 12: pkg-config: command not found",
         };
-        let (rule, _, _) = find(&failed, &context, &rules(Ecosystem::Python), &[]).unwrap();
+        let (rule, _, _) = find(&failed, &context, &rules(Ecosystem(&python::ENTRY)), &[]).unwrap();
         assert_eq!(rule.name, "pkg-config");
 
         let build = Step::shell("npm run build");
@@ -401,7 +312,7 @@ mod tests {
             failing: Failing::Step(&build),
             output: "> webpack\nError: error:0308010C:digital envelope routines::unsupported\n    at new Hash\n\n",
         };
-        let node = rules(Ecosystem::Node);
+        let node = rules(Ecosystem(&node::ENTRY));
         let (rule, _, _) = find(&failed, &context, &node, &[]).unwrap();
         assert_eq!(rule.name, "node-legacy-openssl");
         let (rule, repair, matched) =
@@ -472,9 +383,10 @@ mod tests {
             );
         }
         assert_eq!(
-            interpreter_image(Ecosystem::Python, Suite::Bullseye, Some(b"PEM")).map(|i| i.tag),
+            interpreter_image(Ecosystem(&python::ENTRY), Suite::Bullseye, Some(b"PEM"))
+                .map(|i| i.tag),
             Some(images[10].tag.clone())
         );
-        assert!(interpreter_image(Ecosystem::Rust, Suite::Bullseye, None).is_none());
+        assert!(interpreter_image(Ecosystem(&rust::ENTRY), Suite::Bullseye, None).is_none());
     }
 }

@@ -1,13 +1,12 @@
-//! The registry check: when a setup step fails to resolve its dependencies, whether the
-//! package registry of its ecosystem answers at all from the same container. A registry that
-//! does not answer (an outage, a proxy that went down, an engine without a route out) says
-//! nothing about the repository, so the item gets no row and a later run retries it.
+//! The package index check: when a setup step fails to resolve its dependencies, whether the
+//! package index of its ecosystem (PyPI, npm's registry, crates.io, ...) answers at all from
+//! the same container. An index that does not answer (an outage, a proxy that went down, an
+//! engine without a route out) says nothing about the repository, so the item gets no row and
+//! a later run retries it.
 
 use std::time::Duration;
 
 use kiln_core::{RuntimeError, Session};
-
-use crate::ecosystems::Ecosystem;
 
 /// How long the check may take in all.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -19,22 +18,6 @@ pub struct Unanswered {
     pub url: String,
     /// The request's error, as the container's client reported it.
     pub error: String,
-}
-
-/// The shell expression of the registry address an ecosystem's installer reads, honouring the
-/// container's own settings (`PIP_INDEX_URL`, npm's `registry`, `GOPROXY`); `None` for
-/// ecosystems whose dependencies come from no single registry (C and C++).
-fn registry_url(ecosystem: Ecosystem) -> Option<&'static str> {
-    Some(match ecosystem {
-        Ecosystem::Python => "${PIP_INDEX_URL:-${UV_INDEX_URL:-https://pypi.org/simple/}}",
-        Ecosystem::Node => {
-            "$(npm config get registry 2>/dev/null || echo https://registry.npmjs.org/)"
-        }
-        Ecosystem::Rust => "https://index.crates.io/config.json",
-        Ecosystem::Go => "$(p=${GOPROXY:-https://proxy.golang.org}; echo ${p%%[,|]*})",
-        Ecosystem::Java => "https://repo.maven.apache.org/maven2/",
-        Ecosystem::Native => return None,
-    })
 }
 
 /// The check as a shell script: asks `url` with the first client the container has (curl,
@@ -80,17 +63,17 @@ fn read(output: &str) -> Option<Unanswered> {
     })
 }
 
-/// Asks the registry of `ecosystem` from the session's container; `Some` when it does not
-/// answer. A check that cannot run (a timeout of its own) counts as an answer: only a registry
+/// Asks the package index at `index` (a shell expression, [`crate::ecosystems::package_index`])
+/// from the session's container; `Some` when it does not answer; `None` with no index to ask. A check that cannot run (a timeout of its own) counts as an answer: only a registry
 /// proven silent defers an item.
 ///
 /// # Errors
 /// When the engine fails.
 pub(crate) async fn unanswered(
     session: &mut Session,
-    ecosystem: Ecosystem,
+    index: Option<&str>,
 ) -> Result<Option<Unanswered>, RuntimeError> {
-    let Some(url) = registry_url(ecosystem) else {
+    let Some(url) = index else {
         return Ok(None);
     };
     session.note("# a dependency failed to resolve: does the registry answer at all?");
@@ -124,7 +107,12 @@ mod tests {
                 error: "curl: (6) Could not resolve host: pypi.org".into(),
             })
         );
-        assert_eq!(registry_url(Ecosystem::Native), None);
+        assert_eq!(
+            crate::ecosystems::package_index(crate::ecosystems::Ecosystem(
+                &crate::ecosystems::native::ENTRY
+            )),
+            None
+        );
     }
 
     /// The script runs under the host's shell: with no client that can reach an address

@@ -7,7 +7,7 @@ use crate::ci::CargoFeatures;
 use crate::plan::{CargoScope, RepairContext};
 use crate::repair::{Failed, Phase, Repair, Rule, Target};
 
-use super::commands;
+use super::commands::commands;
 
 /// The scope of the Cargo commands, when the failing step is their compile step.
 fn compiling<'a>(failed: &Failed<'_>, cx: &'a RepairContext) -> Option<&'a CargoScope> {

@@ -14,11 +14,11 @@ use crate::images;
 use crate::plan::cutoff_day;
 
 /// Dockerfile of the Node image (`ARG SUITE` picks Debian's Node 18 or 20).
-pub const DOCKERFILE: &str = include_str!("../../images/node.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("node.Dockerfile");
 
 /// Dockerfile of the Node image for other majors: an official build from the npm registry
 /// (`ARG NODE_VERSION`, `ARG NPM_VERSION`, `ARG REGISTRY`).
-pub const OFFICIAL_DOCKERFILE: &str = include_str!("../../images/node-official.Dockerfile");
+pub const OFFICIAL_DOCKERFILE: &str = include_str!("node-official.Dockerfile");
 
 /// The registry the official Node builds come from.
 pub const NPM_REGISTRY: &str = "https://registry.npmjs.org";

@@ -127,7 +127,8 @@ mod tests {
                 "asgiref\npylibmc; sys_platform != 'win32'\n",
             ),
         ]);
-        let project = crate::python::detect::detect(tmp.path()).expect("a Python project");
+        let project =
+            crate::ecosystems::python::detect::detect(tmp.path()).expect("a Python project");
         let plan = plan(
             &PlanContext {
                 root: tmp.path(),

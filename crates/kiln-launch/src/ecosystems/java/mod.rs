@@ -11,13 +11,14 @@ use std::path::Path;
 
 use kiln_core::ImageBuild;
 
+use super::entry::Entry;
 use crate::debian::Suite;
 use crate::images;
 use crate::plan::{Plan, PlanContext, RepairContext, read};
 use crate::steps::{Step, TestCommand};
 
 /// Dockerfile of the Java image (`ARG SUITE` and `ARG JDK` pick OpenJDK 17 or 21, plus Maven).
-pub const DOCKERFILE: &str = include_str!("../images/java.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("java.Dockerfile");
 
 /// The Java image for OpenJDK `jdk` (17 on bookworm, 21 on trixie; anything newer than 17
 /// gets 21), tagged `kiln/java:<jdk>-<hash>`.
@@ -250,6 +251,18 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         repair: RepairContext::default(),
     })
 }
+
+/// Java's line in the registry (Maven, Gradle).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "java",
+    plan,
+    rules: &[crate::repair::SYSTEM, crate::repair::LAST],
+    interpreter: None,
+    // Maven and Gradle resolve from the build file alone; the local repository is a cache.
+    fresh: None,
+    rewrites: &[],
+    package_index: Some("https://repo.maven.apache.org/maven2/"),
+};
 
 #[cfg(test)]
 mod tests {

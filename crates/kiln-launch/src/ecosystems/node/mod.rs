@@ -11,6 +11,7 @@ use crate::plan::{Plan, PlanContext, RepairContext};
 use crate::shell::quote as shell_quote;
 use crate::steps::{FreshInstall, NodeInstall, NodeManager, Step, TestCommand, remove_untracked};
 
+use super::entry::Entry;
 use detect::{NodeProject, PackageManager, Runner, detect};
 
 pub use version::image;
@@ -332,6 +333,24 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         },
     })
 }
+
+/// The line in the registry of JavaScript and TypeScript (npm, yarn, pnpm).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "node",
+    plan,
+    rules: &[crate::repair::SYSTEM, repairs::RULES, crate::repair::LAST],
+    interpreter: None,
+    fresh: Some(FRESH),
+    rewrites: &[
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+    ],
+    package_index: Some(
+        "$(npm config get registry 2>/dev/null || echo https://registry.npmjs.org/)",
+    ),
+};
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use crate::images;
 use crate::plan::cutoff_day;
 
 /// Dockerfile of the Python image (`ARG SUITE` picks Debian's Python, plus uv).
-pub const DOCKERFILE: &str = include_str!("../../images/python.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("python.Dockerfile");
 
 /// The Python image of `suite` (bullseye: Python 3.9, bookworm: 3.11, trixie: 3.13), tagged
 /// `kiln/python:<version>-<hash>`, with `ca_bundle` (PEM) installed if given.

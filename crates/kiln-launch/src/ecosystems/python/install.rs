@@ -113,7 +113,7 @@ pub fn repair_context(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::detect::tests::project;
+    use crate::ecosystems::python::detect::tests::project;
 
     #[test]
     fn pep621_test_extra_is_installed() {
@@ -230,16 +230,20 @@ setup(name='x', extras_require=EXTRAS_REQUIRE)
         )])
         .unwrap_or_default();
         assert_eq!(p.extra_requirements, ["pytest-timeout", "pytest-asyncio"]);
-        assert!(crate::python::detect::is_plain_requirement(
+        assert!(crate::ecosystems::python::detect::is_plain_requirement(
             "pkg[extra]==1.0"
         ));
-        assert!(crate::python::detect::is_plain_requirement(
+        assert!(crate::ecosystems::python::detect::is_plain_requirement(
             "pkg ; python_version < '3.8'"
         ));
-        assert!(!crate::python::detect::is_plain_requirement("-e ."));
-        assert!(!crate::python::detect::is_plain_requirement(
+        assert!(!crate::ecosystems::python::detect::is_plain_requirement(
+            "-e ."
+        ));
+        assert!(!crate::ecosystems::python::detect::is_plain_requirement(
             "git+https://x/y"
         ));
-        assert!(!crate::python::detect::is_plain_requirement("./local"));
+        assert!(!crate::ecosystems::python::detect::is_plain_requirement(
+            "./local"
+        ));
     }
 }

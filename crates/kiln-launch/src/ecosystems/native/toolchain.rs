@@ -13,7 +13,7 @@ use crate::plan::{RepairContext, cutoff_day, read};
 use crate::repair::{Phase, Repair, Rule, Target};
 
 /// Dockerfile of the C/C++ image (`ARG SUITE` picks Debian's GCC, CMake, Meson, autotools).
-pub const DOCKERFILE: &str = include_str!("../../images/cpp.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("cpp.Dockerfile");
 
 /// Bookworm's release day: code written before it was built with bullseye's GCC 10 or older.
 const BOOKWORM_RELEASED: &str = "2023-06-10";

@@ -4,13 +4,17 @@
 
 use kiln_core::ImageBuild;
 
+use super::entry::Entry;
 use crate::images;
 use crate::plan::{CargoScope, Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
-use crate::steps::{FreshInstall, Step, TestCommand, remove_untracked};
+use crate::steps::{FreshInstall, Step, remove_untracked};
 
+pub mod commands;
 pub mod repairs;
 pub mod workspace;
+
+pub use commands::commands;
 
 /// A new resolution in an environment of Cargo's: the `Cargo.lock` an earlier build wrote goes
 /// (cargo keeps its versions); `target/` stays.
@@ -20,11 +24,11 @@ pub const FRESH: FreshInstall = FreshInstall {
 };
 
 /// Dockerfile of the Rust image (Debian trixie's Rust 1.85).
-pub const DOCKERFILE: &str = include_str!("../../images/rust.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("rust.Dockerfile");
 
 /// kiln's script that moves a generated `Cargo.lock` to crates published before a date; the
 /// Rust image holds it at [`CARGO_CUTOFF_PATH`].
-pub const CARGO_CUTOFF_SCRIPT: &str = include_str!("../../images/cargo-cutoff.py");
+pub const CARGO_CUTOFF_SCRIPT: &str = include_str!("cargo-cutoff.py");
 
 /// Where the Rust image holds [`CARGO_CUTOFF_SCRIPT`].
 pub const CARGO_CUTOFF_PATH: &str = "/usr/local/lib/kiln/cargo-cutoff.py";
@@ -205,34 +209,6 @@ fn test_features(project: &RustProject) -> Vec<String> {
         .collect()
 }
 
-/// The compile step and the test command of a Cargo plan selecting `scope`.
-#[must_use]
-pub fn commands(scope: &CargoScope) -> (Step, TestCommand) {
-    let packages = if scope.packages.is_empty() {
-        "--workspace".to_string()
-    } else {
-        scope
-            .packages
-            .iter()
-            .map(|p| format!("-p {}", shell_quote(p)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let features = if scope.all_features {
-        " --all-features".to_string()
-    } else if scope.features.is_empty() {
-        String::new()
-    } else {
-        format!(" --features {}", shell_quote(&scope.features.join(",")))
-    };
-    (
-        Step::Shell(format!("cargo test {packages} --no-run{features}")),
-        TestCommand::plain(format!(
-            "cargo test {packages} --no-fail-fast{features} 2>&1"
-        )),
-    )
-}
-
 /// The Rust plan, when the root holds a `Cargo.toml`.
 #[must_use]
 pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
@@ -316,6 +292,17 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         },
     })
 }
+
+/// Rust's line in the registry (Cargo).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "rust",
+    plan,
+    rules: &[crate::repair::SYSTEM, repairs::RULES, crate::repair::LAST],
+    interpreter: None,
+    fresh: Some(FRESH),
+    rewrites: &["Cargo.lock"],
+    package_index: Some("https://index.crates.io/config.json"),
+};
 
 #[cfg(test)]
 mod tests {
@@ -474,7 +461,7 @@ mod tests {
         let out = std::process::Command::new("python3")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/images/cargo-cutoff.py"
+                "/src/ecosystems/rust/cargo-cutoff.py"
             ))
             .arg("--self-test")
             .output()

@@ -14,6 +14,7 @@ pub use interpreter::{default_image, image};
 use crate::plan::{Plan, PlanContext};
 use crate::steps::{FreshInstall, Step, TestCommand, VENV, remove_untracked};
 
+use super::entry::Entry;
 use detect::detect;
 use install::{install_commands, repair_context, resolution};
 use interpreter::choose_python;
@@ -205,6 +206,17 @@ pub fn exit_plugin_step() -> String {
         crate::shell::join(EXIT_PLUGIN)
     )
 }
+
+/// Python's line in the registry (pytest; Django's own runner).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "python",
+    plan,
+    rules: &[repairs::RULES, crate::repair::SYSTEM, crate::repair::LAST],
+    interpreter: Some((image, "Python")),
+    fresh: Some(FRESH),
+    rewrites: &[],
+    package_index: Some("${PIP_INDEX_URL:-${UV_INDEX_URL:-https://pypi.org/simple/}}"),
+};
 
 #[cfg(test)]
 mod tests {

@@ -5,13 +5,14 @@ use std::path::Path;
 
 use kiln_core::ImageBuild;
 
+use super::entry::Entry;
 use crate::debian::Suite;
 use crate::images;
 use crate::plan::{Plan, PlanContext, RepairContext, read};
 use crate::steps::{Step, TestCommand};
 
 /// Dockerfile of the Go image (`ARG SUITE` picks Debian's Go 1.19 or 1.24).
-pub const DOCKERFILE: &str = include_str!("../images/go.Dockerfile");
+pub const DOCKERFILE: &str = include_str!("go.Dockerfile");
 
 /// The Go image of `suite` (bookworm: Go 1.19, trixie: Go 1.24), tagged `kiln/go:<version>-<hash>`.
 #[must_use]
@@ -174,6 +175,19 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         repair: RepairContext::default(),
     })
 }
+
+/// Go's line in the registry (modules).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "go",
+    plan,
+    rules: &[crate::repair::SYSTEM, crate::repair::LAST],
+    interpreter: None,
+    // go.sum pins every module a build reads.
+    fresh: None,
+    // `go mod download` and `go test` may add missing sums and tidy requirements.
+    rewrites: &["go.mod", "go.sum"],
+    package_index: Some("$(p=${GOPROXY:-https://proxy.golang.org}; echo ${p%%[,|]*})"),
+};
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@ pub mod build_files;
 pub mod submodules;
 pub mod toolchain;
 
+use super::entry::Entry;
 use build_files::{call_args, find_files, package_for};
 use submodules::Submodule;
 
@@ -641,6 +642,18 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         },
     })
 }
+
+/// The line in the registry of C and C++ (CMake, Meson, autotools, make).
+pub(crate) static ENTRY: Entry = Entry {
+    name: "native",
+    plan,
+    rules: &[crate::repair::SYSTEM, toolchain::RULES, crate::repair::LAST],
+    interpreter: Some((image, "toolchain")),
+    fresh: Some(FRESH),
+    rewrites: &[],
+    // Their dependencies come from Debian's archive and the repository, no single index.
+    package_index: None,
+};
 
 #[cfg(test)]
 mod tests {
