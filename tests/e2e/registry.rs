@@ -103,7 +103,7 @@ fn environments_pushed_to_the_registry_are_pulled_back_to_validate_and_evaluate(
         .map(|e| e.path())
         .find(|p| p.join("data").is_dir())
         .unwrap();
-    let instances = kiln_pipeline::evaluate::read_dataset(&release).unwrap();
+    let instances = kiln_pipeline::ops::evaluate::read_dataset(&release).unwrap();
     assert!(!instances.is_empty());
     let predictions = tmp.path().join("gold.jsonl");
     let lines: Vec<String> = instances

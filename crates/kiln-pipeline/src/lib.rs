@@ -1,22 +1,22 @@
-//! Runs the DAG: opens or resumes a run, executes stages in order, bounds concurrency, and
-//! writes each finished item as soon as it finishes so that a crash loses at most the items in
-//! flight.
+//! The pipeline: the DAG and what operates on its runs and releases.
 //!
-//! Stage crates never see each other: this crate reads a stage's inputs from the run store,
-//! calls the stage crate for each item, and appends the rows it returns.
+//! The DAG (`runner`, `stages`): opens or resumes a run, executes its stages in order, bounds
+//! concurrency, and writes each finished item as soon as it finishes, so that a crash loses at
+//! most the items in flight. Stage crates never see each other: this crate reads a stage's
+//! inputs from the run store, calls the stage crate for each item, and appends the rows it
+//! returns. Beside it, what the DAG and the operations share: `options`, `error`, `shards` (a
+//! split run's plan, which the source stages follow), `status` (what a run holds), `summary`
+//! (each instance's state across the stages) and `release` (a release's manifest).
+//!
+//! The operations (`ops`), each behind a `kiln` command: `gc`, `deploy`, `publish` (`kiln
+//! push`), `rebuild` (`kiln check-images --rebuild`), `report`, `merge`, `images` (`kiln
+//! check-images`), `evaluate`.
 
-pub mod deploy;
 pub mod error;
-pub mod evaluate;
-pub mod gc;
-pub mod images;
 mod labels;
-pub mod merge;
+pub mod ops;
 pub mod options;
-pub mod publish;
-pub mod rebuild;
 pub mod release;
-pub mod report;
 pub mod runner;
 pub mod shards;
 mod stages;
@@ -26,7 +26,7 @@ pub mod summary;
 pub use error::PipelineError;
 pub use kiln_lm::Spent;
 pub use labels::dataset_label;
-pub use merge::{MergeOutcome, merge};
+pub use ops::merge::{MergeOutcome, merge};
 pub use options::{RunOptions, RunSelection, Secrets};
 pub use runner::{Runner, language_model};
 pub use stages::StageOutcome;

@@ -331,14 +331,14 @@ impl Runner {
 }
 
 /// Refuses a new unsharded run while shards of a split run of the same config wait for
-/// `kiln merge` ([`crate::merge::unmerged_shards`]): such a run would launch and validate
+/// `kiln merge` ([`crate::ops::merge::unmerged_shards`]): such a run would launch and validate
 /// every item the shards did, again, on one machine (as after a merge killed before it
 /// published its run). `kiln run --new` asks for that run all the same.
 fn check_merged(pipeline: &Pipeline) -> Result<(), PipelineError> {
     if pipeline.shard.is_some() {
         return Ok(());
     }
-    let unmerged = crate::merge::unmerged_shards(pipeline)?;
+    let unmerged = crate::ops::merge::unmerged_shards(pipeline)?;
     let Some((first, _)) = unmerged.first() else {
         return Ok(());
     };

@@ -1,8 +1,8 @@
 //! `kiln check-images`: the images a release names exist and are the ones its rows recorded.
 
 use kiln_pipeline::PipelineError;
-use kiln_pipeline::images::{ImageVerdict, check_images};
-use kiln_pipeline::rebuild::RebuildVerdict;
+use kiln_pipeline::ops::images::{ImageVerdict, check_images};
+use kiln_pipeline::ops::rebuild::RebuildVerdict;
 
 use super::Context;
 use crate::cli::CheckImagesArgs;
@@ -12,7 +12,7 @@ use crate::failure::Failure;
 
 /// Checks every row's image and prints one line per instance.
 pub async fn run(args: CheckImagesArgs, cx: &Context) -> Result<u8, Failure> {
-    let mut rows = kiln_pipeline::evaluate::read_dataset(&args.release)?;
+    let mut rows = kiln_pipeline::ops::evaluate::read_dataset(&args.release)?;
     if !args.only.is_empty() {
         rows.retain(|r| args.only.iter().any(|id| r.instance_id.as_str() == id));
     }
@@ -27,7 +27,7 @@ pub async fn run(args: CheckImagesArgs, cx: &Context) -> Result<u8, Failure> {
             .map_err(|e| Failure::new(exit::USAGE, format!("failed to read --timeout: {e}")))?;
         let logs = std::env::temp_dir().join(format!("kiln-rebuild-{}", std::process::id()));
         Some(
-            kiln_pipeline::rebuild::rebuild_release(
+            kiln_pipeline::ops::rebuild::rebuild_release(
                 &pipeline,
                 std::sync::Arc::clone(&runtime),
                 &rows,

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_pipeline::deploy::{K8sJob, SlurmJob, k8s_manifests, slurm_script};
+use kiln_pipeline::ops::deploy::{K8sJob, SlurmJob, k8s_manifests, slurm_script};
 
 use super::Context;
 use crate::cli::{DeployArgs, DeployCommon, DeployEngine};

@@ -15,7 +15,7 @@ use crate::failure::Failure;
 /// Evaluates the predictions and writes the report.
 pub async fn run(args: EvaluateArgs, cx: &Context) -> Result<u8, Failure> {
     let (reporter, json) = (Arc::clone(&cx.reporter), cx.json);
-    use kiln_pipeline::evaluate as eval;
+    use kiln_pipeline::ops::evaluate as eval;
     let timeout = kiln_core::config::parse_duration(&args.timeout)
         .map_err(|e| Failure::new(exit::USAGE, format!("--timeout: {e}")))?;
     let instances = eval::read_dataset(&args.dataset)?;

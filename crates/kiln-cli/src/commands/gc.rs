@@ -10,7 +10,7 @@ use crate::failure::Failure;
 pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
     let pipeline = load(&cx.config)?;
     let runtime = connect(&cx.reporter).await?;
-    let plan = kiln_pipeline::gc::plan(
+    let plan = kiln_pipeline::ops::gc::plan(
         &pipeline,
         runtime.as_ref(),
         args.keep_last,
@@ -49,7 +49,7 @@ pub async fn run(args: GcArgs, cx: &Context) -> Result<u8, Failure> {
         }
     }
     if !args.dry_run {
-        kiln_pipeline::gc::remove(runtime.as_ref(), &plan).await?;
+        kiln_pipeline::ops::gc::remove(runtime.as_ref(), &plan).await?;
     }
     if !cx.json {
         // What the layers of the images that go add up to, or, when the engine cannot say,

@@ -35,7 +35,7 @@ pub async fn push_release(
     reporter: &Arc<dyn Reporter>,
     json: bool,
 ) -> Result<(), Failure> {
-    let options = kiln_pipeline::publish::PushOptions {
+    let options = kiln_pipeline::ops::publish::PushOptions {
         repo: repo.to_string(),
         endpoint: kiln_hub::endpoint_from_env(),
         token: kiln_hub::token_from_env(),
@@ -54,7 +54,7 @@ pub async fn push_release(
     } else {
         None
     };
-    let report = kiln_pipeline::publish::push(release, &options, engine, reporter).await?;
+    let report = kiln_pipeline::ops::publish::push(release, &options, engine, reporter).await?;
     if json {
         return print_json(&serde_json::to_value(&report).unwrap_or_default());
     }

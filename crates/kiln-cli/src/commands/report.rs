@@ -14,7 +14,7 @@ pub fn run(args: ReportArgs, cx: &Context) -> Result<u8, Failure> {
     let selection = args.run.map_or(RunSelection::Latest, RunSelection::Id);
     let run = kiln_pipeline::open_run(&pipeline, &selection)?;
     let path = args.output.unwrap_or_else(|| run.dir().join("report.html"));
-    let page = kiln_pipeline::report::render(&pipeline, &run, &path)?;
+    let page = kiln_pipeline::ops::report::render(&pipeline, &run, &path)?;
     kiln_store::write_atomic(&path, page.as_bytes())
         .map_err(|e| Failure::from(PipelineError::from(e)))?;
     if cx.json {

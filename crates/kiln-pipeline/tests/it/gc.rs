@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kiln_core::config::Pipeline;
 use kiln_core::runtime::LABEL_DATASET;
-use kiln_pipeline::gc::DEFAULT_MIN_AGE;
+use kiln_pipeline::ops::gc::DEFAULT_MIN_AGE;
 use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ReleaseInstance};
 use kiln_store::RunStore;
 use kiln_testkit::runtime::ScriptedRuntime;
@@ -89,22 +89,23 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
 
     // Keeping the last run only (the one in progress): the old run's image and the unnamed
     // one go; with --orphans, the image of the vanished dataset too; never another dataset's.
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
-    let tags = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<String> {
+    let tags = |plan: &kiln_pipeline::ops::gc::GcPlan| -> Vec<String> {
         plan.remove.iter().flat_map(|g| g.tags.clone()).collect()
     };
     assert_eq!(tags(&plan), ["env:old-run", "env:unnamed"]);
     assert_eq!(plan.kept, 2);
     assert_eq!(plan.kept_runs, ["20240902-000000"]);
     // Keeping two runs keeps the old run's image as well.
-    let keep_two = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 2, false, DEFAULT_MIN_AGE)
-        .await
-        .unwrap();
+    let keep_two =
+        kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 2, false, DEFAULT_MIN_AGE)
+            .await
+            .unwrap();
     assert_eq!(tags(&keep_two), ["env:unnamed"]);
     let with_orphans =
-        kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+        kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
             .await
             .unwrap();
     assert_eq!(
@@ -112,7 +113,7 @@ async fn gc_removes_exactly_the_images_no_release_or_kept_run_names_and_orphans_
         ["env:orphan", "env:old-run", "env:unnamed"]
     );
 
-    kiln_pipeline::gc::remove(runtime.as_ref(), &with_orphans)
+    kiln_pipeline::ops::gc::remove(runtime.as_ref(), &with_orphans)
         .await
         .unwrap();
     for gone in ["env:old-run", "env:unnamed", "env:orphan"] {
@@ -151,7 +152,7 @@ async fn gc_counts_the_images_of_a_split_runs_shards_as_the_datasets() {
         }])
         .unwrap();
 
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 0, false, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 0, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     let tags: Vec<String> = plan.remove.iter().flat_map(|g| g.tags.clone()).collect();
@@ -224,11 +225,11 @@ async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() 
         }])
         .unwrap();
 
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert!(plan.remove.is_empty(), "{:?}", plan.remove);
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     let listed: Vec<(&str, String)> = plan
@@ -250,7 +251,7 @@ async fn gc_orphans_clear_replaced_base_images_and_failed_builds_nothing_uses() 
     );
     // Each is a layer of its own (1 MiB on the scripted engine) that nothing is made from.
     assert_eq!(plan.freed, Some(2 << 20));
-    kiln_pipeline::gc::remove(runtime.as_ref(), &plan)
+    kiln_pipeline::ops::gc::remove(runtime.as_ref(), &plan)
         .await
         .unwrap();
     assert!(runtime.image("kiln/python:3.11-aaaaaaaa").is_none());
@@ -315,13 +316,13 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
         .append(&[environment_row("env:in-progress")])
         .unwrap();
 
-    let listed = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<(&'static str, String)> {
+    let listed = |plan: &kiln_pipeline::ops::gc::GcPlan| -> Vec<(&'static str, String)> {
         plan.remove
             .iter()
             .map(|g| (g.reason, g.tags.join(",")))
             .collect()
     };
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, false, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert_eq!(
@@ -333,7 +334,7 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
         ]
     );
     let with_orphans =
-        kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+        kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
             .await
             .unwrap();
     assert_eq!(
@@ -343,7 +344,7 @@ async fn a_system_layer_goes_with_the_last_image_made_from_it() {
             ("layer", "kiln/layer:3333".to_string()),
         ]
     );
-    kiln_pipeline::gc::remove(runtime.as_ref(), &with_orphans)
+    kiln_pipeline::ops::gc::remove(runtime.as_ref(), &with_orphans)
         .await
         .unwrap();
     for gone in ["kiln/layer:1111", "kiln/layer:3333", "env:old-run"] {
@@ -462,7 +463,7 @@ async fn gc_orphans_leaves_the_step_image_a_build_in_progress_stands_on() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(steps.len() >= 2, "{}", log.lock().unwrap());
-    let ours = |plan: &kiln_pipeline::gc::GcPlan| -> Vec<(String, &'static str)> {
+    let ours = |plan: &kiln_pipeline::ops::gc::GcPlan| -> Vec<(String, &'static str)> {
         plan.remove
             .iter()
             .filter(|g| steps.contains(&g.id))
@@ -470,7 +471,7 @@ async fn gc_orphans_leaves_the_step_image_a_build_in_progress_stands_on() {
             .collect()
     };
 
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(
@@ -499,24 +500,24 @@ async fn gc_orphans_leaves_the_step_image_a_build_in_progress_stands_on() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Young, it stays for the default age: a build could be about to start a step from it.
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, DEFAULT_MIN_AGE)
         .await
         .unwrap();
     assert_eq!(ours(&plan), []);
-    let plan = kiln_pipeline::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
+    let plan = kiln_pipeline::ops::gc::plan(&pipeline, runtime.as_ref(), 1, true, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(ours(&plan), [(tip.clone(), "leftover")]);
     // Only ours go: other garbage on a shared engine is not this test's to remove.
-    let mine = kiln_pipeline::gc::GcPlan {
+    let mine = kiln_pipeline::ops::gc::GcPlan {
         remove: plan
             .remove
             .into_iter()
             .filter(|g| steps.contains(&g.id))
             .collect(),
-        ..kiln_pipeline::gc::GcPlan::default()
+        ..kiln_pipeline::ops::gc::GcPlan::default()
     };
-    kiln_pipeline::gc::remove(runtime.as_ref(), &mine)
+    kiln_pipeline::ops::gc::remove(runtime.as_ref(), &mine)
         .await
         .unwrap();
     // The engine removes the untagged steps below it with it.

@@ -325,7 +325,7 @@ async fn check_release_images(
         .iter()
         .flat_map(|(_, rows)| rows.iter().cloned())
         .collect();
-    let checks = crate::images::check_images(runtime.as_ref(), &rows, false).await?;
+    let checks = crate::ops::images::check_images(runtime.as_ref(), &rows, false).await?;
     let problems: Vec<String> = checks.iter().filter_map(|c| c.problem()).collect();
     if problems.is_empty() {
         return Ok(());

@@ -184,7 +184,7 @@ fn released(pipeline: &Pipeline) -> Result<BTreeSet<String>, PipelineError> {
         if entry.file_name().to_string_lossy().starts_with('.') || !dir.join("data").is_dir() {
             continue;
         }
-        let rows: Vec<ReleaseInstance> = crate::evaluate::read_dataset(&dir)?;
+        let rows: Vec<ReleaseInstance> = crate::ops::evaluate::read_dataset(&dir)?;
         for row in rows {
             names.insert(row.image);
             names.extend(row.image_digest);
