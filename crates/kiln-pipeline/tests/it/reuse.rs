@@ -44,6 +44,31 @@ fn two_commits(dir: &std::path::Path) -> Pipeline {
     Pipeline::load(&path).unwrap()
 }
 
+/// The reused launch's delta script moves the earlier environment's checkout to the later
+/// commit, as git does in a real container.
+fn moves_the_checkout(runtime: &kiln_testkit::runtime::ScriptedRuntime, dir: &std::path::Path) {
+    let tasks = std::fs::read_to_string(dir.join("tasks.jsonl")).unwrap();
+    let commit = |id: &str| -> String {
+        tasks
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|t| t["instance_id"] == id)
+            .and_then(|t| t["base_commit"].as_str().map(str::to_string))
+            .unwrap()
+    };
+    let repo = dir.join("fixtures").join("repos").join("kiln-demo/calc");
+    let answer = kiln_testkit::runtime::Answer::ok()
+        .moves_checkout(
+            &repo,
+            "/testbed",
+            &commit("kiln-demo__calc-2"),
+            &commit("kiln-demo__calc-9"),
+        )
+        .unwrap();
+    runtime
+        .script(kiln_testkit::runtime::Script::contains("git index-pack --stdin").answer(answer));
+}
+
 /// The calc tests' pytest report, `test_add` passing and `test_other` ending as `other`.
 fn calc_tests(other: &str) -> kiln_testkit::runtime::Answer {
     kiln_testkit::runtime::Answer::pytest(&[
@@ -82,6 +107,7 @@ async fn with_reuse_a_later_commit_of_a_repository_starts_from_the_earlier_envir
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = two_commits(tmp.path());
     let runtime = Arc::new(ScriptedRuntime::new());
+    moves_the_checkout(&runtime, tmp.path());
     runtime.script(Script::contains("-m pytest").answer(calc_tests("FAILED")));
     let (by_id, stage) = launch_rows(&pipeline, &runtime).await;
     let first = &by_id["kiln-demo__calc-2"];
@@ -128,6 +154,7 @@ async fn a_reused_launch_whose_baseline_differs_from_a_cold_one_gives_way_to_it(
     let tmp = tempfile::tempdir().unwrap();
     let pipeline = two_commits(tmp.path());
     let runtime = Arc::new(ScriptedRuntime::new());
+    moves_the_checkout(&runtime, tmp.path());
     // In the environment reused from the earlier commit (its checkout moved by git), a test
     // passes that fails everywhere else.
     runtime.script(

@@ -213,6 +213,52 @@ impl Answer {
         self
     }
 
+    /// The same answer, and the command moves the checkout in `dir` (absolute, in the container)
+    /// from commit `older` to commit `newer` of the git repository at `repo` on the host, as
+    /// `git reset --hard` would: the files that differ are written, the ones `newer` lacks
+    /// deleted (what a reused launch's delta script does in a real container).
+    ///
+    /// # Errors
+    /// When git cannot read the two commits.
+    pub fn moves_checkout(
+        mut self,
+        repo: &std::path::Path,
+        dir: &str,
+        older: &str,
+        newer: &str,
+    ) -> Result<Self, String> {
+        let git = |args: &[&str]| -> Result<Vec<u8>, String> {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(args)
+                .output()
+                .map_err(|e| e.to_string())?;
+            if out.status.success() {
+                Ok(out.stdout)
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
+        };
+        let listing = git(&["diff", "--name-status", "--no-renames", "-z", older, newer])?;
+        let fields: Vec<String> = listing
+            .split(|b| *b == 0)
+            .filter(|f| !f.is_empty())
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
+        for pair in fields.chunks(2) {
+            let [status, path] = pair else { continue };
+            let absolute = format!("{}/{path}", dir.trim_end_matches('/'));
+            if status.starts_with('D') {
+                self = self.deletes(&absolute);
+            } else {
+                let content = git(&["show", &format!("{newer}:{path}")])?;
+                self = self.writes(&absolute, content);
+            }
+        }
+        Ok(self)
+    }
+
     /// The same answer, and the command deletes the absolute `path` (and what is under it).
     #[must_use]
     pub fn deletes(mut self, path: &str) -> Self {
