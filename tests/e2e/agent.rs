@@ -175,7 +175,7 @@ fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_requ
             validation.FAIL_TO_PASS,
             ["tests/test_forecast.py::test_warmest"]
         );
-        assert_eq!(validation.agreement.as_deref(), Some("exact"));
+        assert_eq!(validation.agreement, Some(kiln_schema::Relation::Exact));
     }
 
     // The trajectory: four turns, one rollback, and what the snapshots cost here.

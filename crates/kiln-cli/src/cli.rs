@@ -172,8 +172,8 @@ pub struct CheckImagesArgs {
     #[arg(long)]
     pub rebuild: bool,
     /// Only these instances (repeatable; with --rebuild).
-    #[arg(long = "only", value_name = "INSTANCE_ID")]
-    pub only: Vec<String>,
+    #[arg(long = "only", value_name = "INSTANCE_ID", value_parser = instance_id)]
+    pub only: Vec<kiln_schema::InstanceId>,
     /// Timeout of each test run of --rebuild.
     #[arg(long, default_value = "30m")]
     pub timeout: String,
@@ -249,8 +249,8 @@ pub struct StageArgs {
     /// Stage name, as declared in the config.
     pub name: String,
     /// Only these instance ids (repeatable).
-    #[arg(long = "only", value_name = "INSTANCE_ID")]
-    pub only: Vec<String>,
+    #[arg(long = "only", value_name = "INSTANCE_ID", value_parser = instance_id)]
+    pub only: Vec<kiln_schema::InstanceId>,
     /// Redo items that already have rows: with --only just those, otherwise the whole stage.
     #[arg(long)]
     pub force: bool,
@@ -428,8 +428,8 @@ pub struct EvaluateArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Only these instance ids (repeatable).
-    #[arg(long = "only", value_name = "INSTANCE_ID")]
-    pub only: Vec<String>,
+    #[arg(long = "only", value_name = "INSTANCE_ID", value_parser = instance_id)]
+    pub only: Vec<kiln_schema::InstanceId>,
     /// Instances evaluated at once.
     #[arg(long, default_value_t = 2)]
     pub concurrency: usize,
@@ -479,6 +479,11 @@ fn parse_month(text: &str) -> Result<String, String> {
             "\"{text}\" is not a month; write YYYY-MM, such as 2024-09"
         ))
     }
+}
+
+/// An instance id as `--only` takes it: checked here, where it enters, and typed from there on.
+fn instance_id(text: &str) -> Result<kiln_schema::InstanceId, String> {
+    kiln_schema::InstanceId::new(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -222,7 +222,7 @@ pub fn print_summary(runner: &Runner, json: bool) -> Result<(), Failure> {
                     .map(|a| format!("; published list: {a} (as strings/by meaning)"))
                     .unwrap_or_default()
             ),
-            _ => [s.failure_class.clone(), s.reason.clone()]
+            _ => [s.stop_class().map(str::to_string), s.reason.clone()]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()

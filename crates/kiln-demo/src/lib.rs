@@ -312,7 +312,7 @@ pub fn check_judged(
         return Ok(Some(format!(
             "the launch agent did not build it in {} turns ({}): {}",
             summary.agent_steps,
-            summary.failure_class.as_deref().unwrap_or("-"),
+            summary.stop_class().unwrap_or("-"),
             summary.reason.as_deref().unwrap_or("-")
         )));
     }
@@ -419,7 +419,7 @@ pub fn check(expect: &Expect, summary: &InstanceSummary) -> Result<(), String> {
                 return Err(format!(
                     "expected validated, got {} ({})",
                     summary.state,
-                    summary.failure_class.as_deref().unwrap_or("-")
+                    summary.stop_class().unwrap_or("-")
                 ));
             }
             if &summary.fail_to_pass != fail_to_pass {
@@ -453,13 +453,13 @@ fn expect_class(
     class: &str,
     summary: &InstanceSummary,
 ) -> Result<(), String> {
-    if summary.state == state && summary.failure_class.as_deref() == Some(class) {
+    if summary.state == state && summary.stop_class() == Some(class) {
         Ok(())
     } else {
         Err(format!(
             "expected {state} ({class}), got {} ({})",
             summary.state,
-            summary.failure_class.as_deref().unwrap_or("-")
+            summary.stop_class().unwrap_or("-")
         ))
     }
 }

@@ -19,7 +19,7 @@ pub enum RunSelection {
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Only these instance ids.
-    pub only: Option<BTreeSet<String>>,
+    pub only: Option<BTreeSet<kiln_schema::InstanceId>>,
     /// Redo items that already have rows (with `only`: just those; without: the whole stage).
     pub force: bool,
     /// Override the concurrency of launch and validate.

@@ -285,11 +285,12 @@ impl Runner {
         // succeed; a typo must say so.
         if let (Some(only), Some(source)) = (&options.only, self.pipeline.source_of(&node)) {
             let candidates = cx.candidates()?;
-            let held: BTreeSet<&str> = candidates.iter().map(|c| c.instance_id.as_str()).collect();
+            let held: BTreeSet<&kiln_schema::InstanceId> =
+                candidates.iter().map(|c| &c.instance_id).collect();
             let unknown: Vec<String> = only
                 .iter()
-                .filter(|id| !held.contains(id.as_str()))
-                .cloned()
+                .filter(|id| !held.contains(id))
+                .map(ToString::to_string)
                 .collect();
             if !unknown.is_empty() {
                 return Err(PipelineError::UnknownItems {

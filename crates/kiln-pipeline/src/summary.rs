@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use kiln_core::config::{NodeKind, Pipeline};
 use kiln_schema::{
-    Candidate, CandidateStatus, EnvironmentRecord, EnvironmentStatus, InstanceId, PlatformLabel,
-    ValidationRecord, ValidationStatus, Verdict,
+    BuiltBy, Candidate, CandidateStatus, EnvironmentRecord, EnvironmentStatus, FailureClass,
+    InstanceId, PlatformLabel, ValidationRecord, ValidationStatus, Verdict, rows_by_id,
 };
 use kiln_store::RunStore;
 use serde::Serialize;
@@ -64,9 +64,11 @@ pub struct InstanceSummary {
     pub instance_id: InstanceId,
     /// Where it stopped.
     pub state: InstanceState,
-    /// Why it stopped: the failure class of its launch or validation, the filter's label, or
-    /// `invalid-input`.
-    pub failure_class: Option<String>,
+    /// Why it stopped, when a stage gave a class: its launch's or validation's failure class,
+    /// or `invalid-input` for a task file entry that could not be read.
+    pub failure_class: Option<FailureClass>,
+    /// The filter's label, when the filter left it out.
+    pub filter_label: Option<String>,
     /// Reason in words, when there is one.
     pub reason: Option<String>,
     /// FAIL_TO_PASS of a validated instance.
@@ -87,13 +89,23 @@ pub struct InstanceSummary {
     /// (`exact/exact`, `disjoint/superset`, ...); `None` when nothing was published.
     pub agreement: Option<String>,
     /// What built the environment: `rules`, `repair`, `recipe` or `agent`.
-    pub built_by: Option<String>,
+    pub built_by: Option<BuiltBy>,
     /// The launch agent's turns, tokens and dollars (zero when it did not run).
     pub agent_steps: i64,
     /// Tokens of the agent's requests.
     pub agent_tokens: i64,
     /// Dollars of the agent's requests.
     pub agent_cost_usd: f64,
+}
+
+impl InstanceSummary {
+    /// Why it stopped, in a word: its failure class, or the filter's label.
+    #[must_use]
+    pub fn stop_class(&self) -> Option<&str> {
+        self.failure_class
+            .map(FailureClass::as_str)
+            .or(self.filter_label.as_deref())
+    }
 }
 
 /// Rows of every stage of `kind` in the run (the stages that have started).
@@ -126,26 +138,15 @@ pub fn instance_summaries(
 ) -> Result<Vec<InstanceSummary>, PipelineError> {
     let by_id = |v: Vec<(InstanceId, String)>| v.into_iter().collect::<BTreeMap<_, _>>();
     let candidates = rows::<Candidate>(pipeline, run, NodeKind::Ingest)?;
-    let verdicts: BTreeMap<InstanceId, Verdict> = rows::<Verdict>(pipeline, run, NodeKind::Filter)?
-        .into_iter()
-        .map(|v| (v.instance_id.clone(), v))
-        .collect();
+    let verdicts = rows_by_id(rows::<Verdict>(pipeline, run, NodeKind::Filter)?);
     let platforms = by_id(
         rows::<PlatformLabel>(pipeline, run, NodeKind::Split)?
             .into_iter()
             .map(|p| (p.instance_id, p.platform))
             .collect(),
     );
-    let environments: BTreeMap<InstanceId, EnvironmentRecord> =
-        rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?
-            .into_iter()
-            .map(|e| (e.instance_id.clone(), e))
-            .collect();
-    let validations: BTreeMap<InstanceId, ValidationRecord> =
-        rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?
-            .into_iter()
-            .map(|v| (v.instance_id.clone(), v))
-            .collect();
+    let environments = rows_by_id(rows::<EnvironmentRecord>(pipeline, run, NodeKind::Launch)?);
+    let validations = rows_by_id(rows::<ValidationRecord>(pipeline, run, NodeKind::Validate)?);
     let mut out = Vec::new();
     for candidate in candidates
         .into_iter()
@@ -156,6 +157,7 @@ pub fn instance_summaries(
             instance_id: id.clone(),
             state: InstanceState::Pending,
             failure_class: None,
+            filter_label: None,
             reason: None,
             fail_to_pass: Vec::new(),
             pass_to_pass: Vec::new(),
@@ -172,11 +174,11 @@ pub fn instance_summaries(
         };
         if candidate.status != CandidateStatus::Ok {
             summary.state = InstanceState::InvalidInput;
-            summary.failure_class = Some("invalid-input".into());
+            summary.failure_class = Some(FailureClass::InvalidInput);
             summary.reason = candidate.error.clone();
         } else if let Some(verdict) = verdicts.get(&id).filter(|v| !v.keep) {
             summary.state = InstanceState::Filtered;
-            summary.failure_class = Some(verdict.label.clone());
+            summary.filter_label = Some(verdict.label.clone());
             summary.reason = Some(verdict.reason.clone());
         } else if let Some(platform) = platforms.get(&id).filter(|p| *p != "linux") {
             summary.state = InstanceState::OtherPlatform;
@@ -186,13 +188,13 @@ pub fn instance_summaries(
             summary.launch_seconds = Some(env.total_seconds);
             summary.setup_seconds = Some(env.setup_seconds);
             summary.baseline_test_seconds = Some(env.test_seconds);
-            summary.built_by = env.built_by.map(|b| b.to_string());
+            summary.built_by = env.built_by;
             summary.agent_steps = env.agent_steps;
             summary.agent_tokens = env.agent_tokens;
             summary.agent_cost_usd = env.agent_cost_usd;
             if env.status != EnvironmentStatus::Built {
                 summary.state = InstanceState::LaunchFailed;
-                summary.failure_class = env.failure_class.map(|c| c.to_string());
+                summary.failure_class = env.failure_class;
                 summary.reason = env
                     .failure_command
                     .as_ref()
@@ -207,7 +209,7 @@ pub fn instance_summaries(
                 ValidationStatus::Rejected => InstanceState::Rejected,
                 ValidationStatus::Failed => InstanceState::ValidateFailed,
             };
-            summary.failure_class = validation.failure_class.map(|c| c.to_string());
+            summary.failure_class = validation.failure_class;
             summary.reason.clone_from(&validation.reason);
             summary.fail_to_pass.clone_from(&validation.FAIL_TO_PASS);
             if let (Some(exact), Some(meaning)) =
@@ -259,7 +261,9 @@ pub fn funnel(pipeline: &Pipeline, run: &RunStore) -> Result<Funnel, PipelineErr
         .iter()
         .filter(|c| c.status == CandidateStatus::Dropped)
     {
-        let reason = dropped.drop_reason.clone().unwrap_or_else(|| "-".into());
+        let reason = dropped
+            .drop_reason
+            .map_or_else(|| "-".to_string(), |r| r.to_string());
         *funnel.dropped.entry(reason).or_default() += 1;
     }
     for summary in instance_summaries(pipeline, run)? {
@@ -276,7 +280,7 @@ pub fn funnel(pipeline: &Pipeline, run: &RunStore) -> Result<Funnel, PipelineErr
         funnel.built += u64::from(built);
         funnel.validated += u64::from(state == InstanceState::Validated);
         if state != InstanceState::Validated {
-            let class = summary.failure_class.unwrap_or_else(|| "-".into());
+            let class = summary.stop_class().unwrap_or("-").to_string();
             *funnel
                 .failures
                 .entry(state.to_string())

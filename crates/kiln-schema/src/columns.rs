@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::id::InstanceId;
-use crate::status::{BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, ValidationStatus};
+use crate::status::{
+    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation,
+    ValidationStatus,
+};
 
 /// Version of the on-disk format of every table. Bump it when a column changes meaning or type.
 /// 3: verdicts and platform labels carry the LM judges' votes, answers, tokens and cost.
@@ -193,19 +196,19 @@ impl ColumnKind for InstanceId {
     }
 }
 
-impl ColumnKind for Option<FailureClass> {
-    const TYPE: ColumnType = ColumnType::OptStr;
-    fn write_to(&self, sink: &mut dyn ColumnSink) {
-        sink.string(self.map(FailureClass::as_str));
-    }
+/// Columns of a closed set that may be empty: stored as their names, or null.
+macro_rules! optional_named_column {
+    ($($ty:ty),+) => {
+        $(impl ColumnKind for Option<$ty> {
+            const TYPE: ColumnType = ColumnType::OptStr;
+            fn write_to(&self, sink: &mut dyn ColumnSink) {
+                sink.string(self.map(<$ty>::as_str));
+            }
+        })+
+    };
 }
 
-impl ColumnKind for Option<BuiltBy> {
-    const TYPE: ColumnType = ColumnType::OptStr;
-    fn write_to(&self, sink: &mut dyn ColumnSink) {
-        sink.string(self.map(BuiltBy::as_str));
-    }
-}
+optional_named_column!(FailureClass, BuiltBy, DropReason, Relation);
 
 /// Status columns: stored as their names.
 macro_rules! status_column {
@@ -250,8 +253,18 @@ pub trait Row: Serialize + serde::de::DeserializeOwned + Clone + Send + Sync + '
     fn columns() -> Vec<Column>;
     /// The item key of the row: every table is keyed by `instance_id`.
     fn key(&self) -> &str;
+    /// The row's instance id.
+    fn instance_id(&self) -> &InstanceId;
     /// Writes the row's values to `sink`, one call per column in [`Row::columns`] order.
     fn write_columns(&self, sink: &mut dyn ColumnSink);
+}
+
+/// `rows` by instance id, for joining one table's rows to another's: a later row of an id
+/// replaces an earlier one.
+pub fn rows_by_id<R: Row>(rows: impl IntoIterator<Item = R>) -> BTreeMap<InstanceId, R> {
+    rows.into_iter()
+        .map(|row| (row.instance_id().clone(), row))
+        .collect()
 }
 
 /// Declares a table: the row struct, its serde derive and its [`Row`] implementation.
@@ -297,6 +310,9 @@ macro_rules! table {
             }
             fn key(&self) -> &str {
                 self.instance_id.as_str()
+            }
+            fn instance_id(&self) -> &$crate::InstanceId {
+                &self.instance_id
             }
             fn write_columns(&self, sink: &mut dyn $crate::columns::ColumnSink) {
                 $( $crate::columns::ColumnKind::write_to(&self.$field, sink); )*

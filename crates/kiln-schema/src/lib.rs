@@ -11,11 +11,13 @@ mod status;
 mod tables;
 mod test_list;
 
-pub use columns::{Column, ColumnKind, ColumnSink, ColumnType, Row, SCHEMA_VERSION, json_schema};
+pub use columns::{
+    Column, ColumnKind, ColumnSink, ColumnType, Row, SCHEMA_VERSION, json_schema, rows_by_id,
+};
 pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
 pub use status::{
-    BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, TestStatuses,
-    ValidationStatus,
+    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation, TestStatus,
+    TestStatuses, ValidationStatus,
 };
 pub use tables::*;
 pub use test_list::TestList;

@@ -86,6 +86,46 @@ named! {
 }
 
 named! {
+    /// Why the crawl left a pull request out.
+    pub enum DropReason {
+        /// It was closed without being merged.
+        NotMerged = "not-merged",
+        /// No issue it closes or names could be found.
+        NoLinkedIssue = "no-linked-issue",
+        /// Its diff is past the crawl's size bound.
+        TooLarge = "too-large",
+        /// It changes no test.
+        NoTestChange = "no-test-change",
+        /// It changes only tests (no fix to validate).
+        OnlyTests = "only-tests",
+        /// Its base commit cannot be fetched.
+        BaseUnreachable = "base-unreachable",
+        /// Its head commit cannot be fetched.
+        HeadUnreachable = "head-unreachable",
+        /// Its diff could not be made from the mirror.
+        DiffFailed = "diff-failed",
+        /// Its patches do not apply to its base commit.
+        PatchDoesNotApply = "patch-does-not-apply",
+    }
+}
+
+named! {
+    /// How kiln's list of tests relates to a published one.
+    pub enum Relation {
+        /// The same tests.
+        Exact = "exact",
+        /// kiln's list holds every published test and more.
+        Superset = "superset",
+        /// The published list holds every kiln test and more.
+        Subset = "subset",
+        /// Some in common, some not on either side.
+        Overlap = "overlap",
+        /// Nothing in common.
+        Disjoint = "disjoint",
+    }
+}
+
+named! {
     /// What built an environment.
     pub enum BuiltBy {
         /// The plan the repository's files chose, as planned.

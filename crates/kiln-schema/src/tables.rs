@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use crate::columns::table;
 use crate::id::InstanceId;
 use crate::status::{
-    BuiltBy, CandidateStatus, EnvironmentStatus, FailureClass, TestStatus, ValidationStatus,
+    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation, TestStatus,
+    ValidationStatus,
 };
 use crate::test_list::TestList;
 
@@ -58,7 +59,7 @@ table! {
         /// For `dropped` rows: why (`no-linked-issue`, `no-test-change`, `only-tests`,
         /// `too-large`, `not-merged`, `base-unreachable`, `head-unreachable`,
         /// `patch-does-not-apply`, `diff-failed`).
-        pub drop_reason: Option<String>,
+        pub drop_reason: Option<DropReason>,
         /// Where the row came from: `file:line` of a task file, or the GitHub API.
         pub origin: String,
     }
@@ -268,16 +269,16 @@ table! {
         /// How FAIL_TO_PASS agrees, as strings, with the list the source published
         /// (`given_fail_to_pass`): `exact`, `superset`, `subset`, `overlap` or `disjoint`;
         /// null when the source published none.
-        pub agreement: Option<String>,
+        pub agreement: Option<Relation>,
         /// The same by meaning, across granularities and qualifiers (a bare function name and
         /// a node id, a test file and its cases, a truncated parametrised id).
-        pub agreement_by_meaning: Option<String>,
+        pub agreement_by_meaning: Option<Relation>,
         /// Published FAIL_TO_PASS names that match no kiln test, by meaning.
         pub given_missing: Vec<String>,
         /// FAIL_TO_PASS tests that match no published name, by meaning.
         pub given_extra: Vec<String>,
         /// How PASS_TO_PASS agrees with the published list, by meaning (null when none).
-        pub pass_to_pass_agreement: Option<String>,
+        pub pass_to_pass_agreement: Option<Relation>,
         /// When validated: the SWE-bench harness parser (`PARSER_REGISTRY` of `swebench` 5.x)
         /// that grades every gold run as resolved and every test-patch-only run as not, as kiln
         /// did; null when none does (see `log_parser_reason`).
@@ -505,8 +506,8 @@ mod tests {
             fail_to_pass_classes: BTreeMap::new(),
             flaky: BTreeMap::new(),
             pass_to_fail: vec![],
-            agreement: Some("exact".into()),
-            agreement_by_meaning: Some("exact".into()),
+            agreement: Some(Relation::Exact),
+            agreement_by_meaning: Some(Relation::Exact),
             given_missing: vec![],
             given_extra: vec![],
             pass_to_pass_agreement: None,

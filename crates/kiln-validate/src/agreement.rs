@@ -13,34 +13,7 @@
 
 use std::collections::BTreeSet;
 
-/// How two lists relate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Relation {
-    /// The same tests.
-    Exact,
-    /// kiln's list holds every published test and more.
-    Superset,
-    /// The published list holds every kiln test and more.
-    Subset,
-    /// Some in common, some not on either side.
-    Overlap,
-    /// Nothing in common.
-    Disjoint,
-}
-
-impl Relation {
-    /// The name stored in rows and counted in summaries.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Exact => "exact",
-            Self::Superset => "superset",
-            Self::Subset => "subset",
-            Self::Overlap => "overlap",
-            Self::Disjoint => "disjoint",
-        }
-    }
-}
+pub use kiln_schema::Relation;
 
 /// The agreement of kiln's list with a published one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -274,14 +274,14 @@ pub async fn validate(
     let candidate = &request.candidate;
     if let Some(agreement) = agreement::compare(&candidate.given_fail_to_pass, &record.FAIL_TO_PASS)
     {
-        record.agreement = Some(agreement.exact.as_str().into());
-        record.agreement_by_meaning = Some(agreement.by_meaning.as_str().into());
+        record.agreement = Some(agreement.exact);
+        record.agreement_by_meaning = Some(agreement.by_meaning);
         record.given_missing = agreement.missing;
         record.given_extra = agreement.extra;
     }
     record.pass_to_pass_agreement =
         agreement::compare(&candidate.given_pass_to_pass, &record.PASS_TO_PASS)
-            .map(|a| a.by_meaning.as_str().to_string());
+            .map(|a| a.by_meaning);
     match decision.rejection {
         None => {
             record.status = ValidationStatus::Validated;

@@ -14,7 +14,7 @@ use crate::failure::Failure;
 pub async fn run(args: CheckImagesArgs, cx: &Context) -> Result<u8, Failure> {
     let mut rows = kiln_pipeline::ops::evaluate::read_dataset(&args.release)?;
     if !args.only.is_empty() {
-        rows.retain(|r| args.only.iter().any(|id| r.instance_id.as_str() == id));
+        rows.retain(|r| args.only.contains(&r.instance_id));
     }
     let runtime = connect(&cx.reporter).await?;
     let checks = check_images(runtime.as_ref(), &rows, !args.no_pull)

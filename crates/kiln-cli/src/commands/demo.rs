@@ -129,7 +129,7 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                 ),
                 Some(s) => format!(
                     "{}{}",
-                    s.failure_class.as_deref().unwrap_or("-"),
+                    s.stop_class().unwrap_or("-"),
                     s.reason
                         .as_ref()
                         .map(|r| format!(" ({r})"))
@@ -145,7 +145,7 @@ pub async fn run(args: DemoArgs, cx: &Context) -> Result<u8, Failure> {
                     s.agent_steps,
                     s.agent_tokens,
                     s.agent_cost_usd,
-                    s.built_by.as_deref().unwrap_or("nothing"),
+                    s.built_by.map_or("nothing", kiln_schema::BuiltBy::as_str),
                     runner.run_dir().display()
                 );
             }

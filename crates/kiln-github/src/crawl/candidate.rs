@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use kiln_schema::{Candidate, CandidateStatus, InstanceId};
+use kiln_schema::{Candidate, CandidateStatus, DropReason, InstanceId};
 
 use super::error::CrawlError;
 use super::listing::{Listing, ListingBudget};
@@ -97,7 +97,7 @@ fn screen(
             .unwrap_or_else(|| language.to_string());
         let row = base_row(&id, repo, &pr, &language);
         if !pr.merged || pr.merged_at.is_none() {
-            rows.push(dropped(row, "not-merged"));
+            rows.push(dropped(row, DropReason::NotMerged));
             continue;
         }
         let closing: Vec<Issue> = pr
@@ -112,7 +112,7 @@ fn screen(
             .filter(|n| !closing.iter().any(|i| i.number == *n) && *n != pr.number)
             .collect();
         if closing.is_empty() && keyword.is_empty() {
-            rows.push(dropped(row, "no-linked-issue"));
+            rows.push(dropped(row, DropReason::NoLinkedIssue));
             continue;
         }
         let files = pr.files.total_count.unwrap_or(pr.changed_files);
@@ -121,7 +121,7 @@ fn screen(
             || lines > u64::try_from(settings.max_changed_lines).unwrap_or(u64::MAX)
             || pr.files.page_info.has_next_page
         {
-            rows.push(dropped(row, "too-large"));
+            rows.push(dropped(row, DropReason::TooLarge));
             continue;
         }
         let tests = pr
@@ -131,11 +131,11 @@ fn screen(
             .filter(|f| paths::is_test_path(&f.path, &language))
             .count();
         if tests == 0 {
-            rows.push(dropped(row, "no-test-change"));
+            rows.push(dropped(row, DropReason::NoTestChange));
             continue;
         }
         if tests == pr.files.nodes.len() {
-            rows.push(dropped(row, "only-tests"));
+            rows.push(dropped(row, DropReason::OnlyTests));
             continue;
         }
         pending.push(Pending {
@@ -185,7 +185,7 @@ async fn link_issues(
             }
         }
         if issues.is_empty() {
-            rows.push(dropped(row, "no-linked-issue"));
+            rows.push(dropped(row, DropReason::NoLinkedIssue));
             continue;
         }
         issues.sort_by_key(|(i, _)| i.number);
@@ -291,9 +291,9 @@ fn base_row(id: &InstanceId, repo: &str, pr: &PullRequest, language: &str) -> Ca
     }
 }
 
-fn dropped(mut row: Candidate, reason: &str) -> Candidate {
+fn dropped(mut row: Candidate, reason: DropReason) -> Candidate {
     row.status = CandidateStatus::Dropped;
-    row.drop_reason = Some(reason.to_string());
+    row.drop_reason = Some(reason);
     row.patch.clear();
     row.test_patch.clear();
     row
@@ -426,11 +426,11 @@ fn with_diffs(
             head,
         } = item;
         if base.is_empty() || missing.contains(&base) {
-            rows.push(dropped(row, "base-unreachable"));
+            rows.push(dropped(row, DropReason::BaseUnreachable));
             continue;
         }
         if head.is_empty() || missing.contains(&head) {
-            rows.push(dropped(row, "head-unreachable"));
+            rows.push(dropped(row, DropReason::HeadUnreachable));
             continue;
         }
         let language = row.language.clone().unwrap_or_else(|| language.to_string());
@@ -438,21 +438,21 @@ fn with_diffs(
             Ok(split) => split,
             Err(e) => {
                 tracing::debug!(instance = %row.instance_id, "diff failed: {}", e.message());
-                rows.push(dropped(row, "diff-failed"));
+                rows.push(dropped(row, DropReason::DiffFailed));
                 continue;
             }
         };
         if split.test_patch.is_empty() {
-            rows.push(dropped(row, "no-test-change"));
+            rows.push(dropped(row, DropReason::NoTestChange));
             continue;
         }
         if split.patch.is_empty() {
-            rows.push(dropped(row, "only-tests"));
+            rows.push(dropped(row, DropReason::OnlyTests));
             continue;
         }
         let whole = format!("{}{}", split.patch, split.test_patch);
         if !diff::applies_at(&git, &mirror, &base, &whole) {
-            rows.push(dropped(row, "patch-does-not-apply"));
+            rows.push(dropped(row, DropReason::PatchDoesNotApply));
             continue;
         }
         row.patch = split.patch;

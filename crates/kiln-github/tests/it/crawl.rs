@@ -243,7 +243,12 @@ fn kinds(fake: &FakeGitHub) -> BTreeMap<String, usize> {
 fn outcome(rows: &[Candidate]) -> Vec<(i64, Option<String>)> {
     let mut out: Vec<_> = rows
         .iter()
-        .map(|r| (r.pull_number.unwrap_or(0), r.drop_reason.clone()))
+        .map(|r| {
+            (
+                r.pull_number.unwrap_or(0),
+                r.drop_reason.map(|d| d.to_string()),
+            )
+        })
         .collect();
     out.sort();
     out

@@ -243,7 +243,7 @@ pub struct EvaluateOptions {
     /// Label value marking this evaluation's containers.
     pub run_label: String,
     /// Only these instances, when set.
-    pub only: Option<BTreeSet<String>>,
+    pub only: Option<BTreeSet<kiln_schema::InstanceId>>,
 }
 
 /// Evaluates every instance of `instances` (or `options.only`) against `predictions`.
@@ -263,7 +263,7 @@ pub async fn evaluate_all(
             options
                 .only
                 .as_ref()
-                .is_none_or(|only| only.contains(instance.instance_id.as_str()))
+                .is_none_or(|only| only.contains(&instance.instance_id))
         })
         .collect();
     reporter.report(Event::StageStarted {

@@ -70,8 +70,8 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
             s.launch_seconds.unwrap_or(0.0),
             s.validate_seconds.unwrap_or(0.0),
         );
-        if let Some(builder) = &s.built_by {
-            *builders.entry(builder.clone()).or_default() += 1;
+        if let Some(builder) = s.built_by {
+            *builders.entry(builder.to_string()).or_default() += 1;
         }
         if launch + validate > 0.0 {
             instances.push(json!({
@@ -106,7 +106,7 @@ pub fn report_data(pipeline: &Pipeline, run: &RunStore) -> Result<Value, Pipelin
             json!({
                 "id": s.instance_id,
                 "state": s.state.as_str(),
-                "class": s.failure_class,
+                "class": s.stop_class(),
                 "reason": s.reason.as_deref().map(|r| cut(r, 240)),
                 "launch": s.launch_seconds.map(round),
                 "validate": s.validate_seconds.map(round),

@@ -227,10 +227,7 @@ pub(crate) fn plan<R: Row>(
 /// The items of `items` that `--only` names (all without it).
 fn wanted(cx: &StageContext<'_>, items: Vec<InstanceId>) -> Vec<InstanceId> {
     match &cx.options.only {
-        Some(only) => items
-            .into_iter()
-            .filter(|i| only.contains(i.as_str()))
-            .collect(),
+        Some(only) => items.into_iter().filter(|i| only.contains(i)).collect(),
         None => items,
     }
 }
@@ -308,10 +305,7 @@ where
     Fut: Future<Output = Result<R, kiln_lm::Error>> + Send + 'static,
 {
     let asker = cx.asker(lm)?;
-    let by_id: BTreeMap<InstanceId, Candidate> = candidates
-        .into_iter()
-        .map(|c| (c.instance_id.clone(), c))
-        .collect();
+    let by_id = kiln_schema::rows_by_id(candidates);
     let work = |id: InstanceId| {
         let future = by_id
             .get(&id)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kiln_core::config::{LaunchSettings, NodeKind, NodeSettings};
 use kiln_core::runtime::LABEL_DATASET;
-use kiln_schema::{Candidate, EnvironmentRecord, InstanceId, PlatformLabel};
+use kiln_schema::{EnvironmentRecord, InstanceId, PlatformLabel};
 
 use super::containers;
 use super::context::{StageContext, StageOutcome, finish, kept_candidates};
@@ -31,10 +31,7 @@ pub(crate) async fn launch(
     let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
         return Err(PipelineError::Internal("launch has no source input".into()));
     };
-    let candidates: BTreeMap<InstanceId, Candidate> = candidates
-        .into_iter()
-        .map(|c| (c.instance_id.clone(), c))
-        .collect();
+    let candidates = kiln_schema::rows_by_id(candidates);
     let mut table = cx.table::<EnvironmentRecord>()?;
     // Oldest first, so that with `reuse` an instance finds its ancestors' environments built.
     let mut items: Vec<InstanceId> = candidates.keys().cloned().collect();

@@ -56,10 +56,7 @@ impl Reuse {
             ) else {
                 continue;
             };
-            let tasks: BTreeMap<InstanceId, Candidate> = tasks
-                .into_iter()
-                .map(|c| (c.instance_id.clone(), c))
-                .collect();
+            let tasks = kiln_schema::rows_by_id(tasks);
             known.extend(launched.into_iter().map(|r| {
                 let task = tasks.get(&r.instance_id).cloned();
                 (r, task)

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::config::{NodeKind, ValidateSettings};
-use kiln_schema::{Candidate, EnvironmentRecord, EnvironmentStatus, InstanceId, ValidationRecord};
+use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ValidationRecord, rows_by_id};
 
 use super::containers;
 use super::context::{StageContext, StageOutcome, finish};
@@ -13,18 +13,15 @@ pub(crate) async fn validate(
     cx: &StageContext<'_>,
     settings: &ValidateSettings,
 ) -> Result<StageOutcome, PipelineError> {
-    let candidates: BTreeMap<InstanceId, Candidate> = cx
-        .candidates()?
-        .into_iter()
-        .map(|c| (c.instance_id.clone(), c))
-        .collect();
-    let environments: BTreeMap<InstanceId, EnvironmentRecord> = cx
-        .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.status == EnvironmentStatus::Built && candidates.contains_key(&e.instance_id))
-        .map(|e| (e.instance_id.clone(), e))
-        .collect();
+    let candidates = rows_by_id(cx.candidates()?);
+    let environments = rows_by_id(
+        cx.input_rows::<EnvironmentRecord>(NodeKind::Launch)?
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| {
+                e.status == EnvironmentStatus::Built && candidates.contains_key(&e.instance_id)
+            }),
+    );
     let Some(clone_url_template) = cx.clone_url_template().map(str::to_string) else {
         return Err(PipelineError::Internal(
             "validate has no source input".into(),

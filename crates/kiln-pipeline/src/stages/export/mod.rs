@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kiln_core::Event;
 use kiln_core::config::{ExportSettings, Node, NodeKind, NodeSettings, Pipeline};
 use kiln_schema::{
-    Candidate, EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
-    ValidationStatus, Verdict,
+    EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
+    ValidationStatus, Verdict, rows_by_id,
 };
 use kiln_store::CardMeta;
 use kiln_store::analytics::Published;
@@ -26,17 +26,11 @@ pub(crate) async fn export(
     cx: &StageContext<'_>,
     settings: &ExportSettings,
 ) -> Result<StageOutcome, PipelineError> {
-    let candidates: BTreeMap<InstanceId, Candidate> = cx
-        .candidates()?
-        .into_iter()
-        .map(|c| (c.instance_id.clone(), c))
-        .collect();
-    let environments: BTreeMap<InstanceId, EnvironmentRecord> = cx
-        .input_rows::<EnvironmentRecord>(NodeKind::Launch)?
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| (e.instance_id.clone(), e))
-        .collect();
+    let candidates = rows_by_id(cx.candidates()?);
+    let environments = rows_by_id(
+        cx.input_rows::<EnvironmentRecord>(NodeKind::Launch)?
+            .unwrap_or_default(),
+    );
     let platforms: BTreeMap<InstanceId, String> = cx
         .input_rows::<PlatformLabel>(NodeKind::Split)?
         .unwrap_or_default()
