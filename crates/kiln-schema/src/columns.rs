@@ -311,7 +311,7 @@ macro_rules! table {
             fn key(&self) -> &str {
                 self.instance_id.as_str()
             }
-            fn instance_id(&self) -> &$crate::InstanceId {
+            fn instance_id(&self) -> &$crate::id::InstanceId {
                 &self.instance_id
             }
             fn write_columns(&self, sink: &mut dyn $crate::columns::ColumnSink) {
