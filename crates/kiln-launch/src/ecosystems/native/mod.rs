@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::debian::Suite;
 use crate::plan::{Plan, PlanContext, RepairContext, read};
 use crate::shell::quote as shell_quote;
 use crate::steps::{FreshInstall, Step, TestCommand};
@@ -446,76 +447,79 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let mut setup = vec![Step::git_setup()];
     setup.extend(Step::apt(&project.packages));
-    // A build that recurses into an empty submodule directory stops at `No rule to make target
-    // 'all'`: a Makefile there that does nothing lets it go on with the system copy
-    // (before configuring: automake also wants the directory to exist).
-    for submodule in project
+    setup.extend(stub_makefiles(&project));
+    let commands = build_commands(cx, &project);
+    setup.extend(commands.configure);
+    let build = Step::Shell(commands.build);
+    setup.push(build.clone());
+    let (suite, why) = toolchain::suite_for(
+        cx.cutoff,
+        toolchain::declared_standard(cx.root),
+        project.cmake_minimum.as_deref(),
+    );
+    Some(Plan {
+        name: commands.name.to_string(),
+        language: "cpp",
+        image: image(suite, cx.ca_bundle),
+        version_reason: version_reason(&project, suite, &why),
+        setup,
+        rebuild: vec![build],
+        test: TestCommand::plain(commands.test),
+        test_scope: "all".into(),
+        parser: commands.parser,
+        resolution: resolution(&project, suite),
+        cutoff: None,
+        repair: RepairContext {
+            suite: Some(suite),
+            ..RepairContext::default()
+        },
+    })
+}
+
+/// A build that recurses into an empty submodule directory stops at `No rule to make target
+/// 'all'`: a Makefile there that does nothing lets it go on with the system copy (made before
+/// configuring: automake also wants the directory to exist).
+fn stub_makefiles(project: &NativeProject) -> Vec<Step> {
+    project
         .missing_submodules
         .iter()
         .filter(|m| m.stub_makefile)
-    {
-        let path = shell_quote(&submodule.path);
-        setup.push(Step::Shell(format!(
-            "mkdir -p {path} && [ -e {path}/Makefile ] || printf '.PHONY: all check install clean distclean distdir\\nall check install clean distclean distdir:\\n\\t@:\\n' > {path}/Makefile"
-        )));
-    }
-    let (name, build, test, parser) = match project.system {
-        BuildSystem::Cmake => {
-            let mut configure =
-                format!("cmake -S . -B {BUILD_DIR} -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON");
-            for option in &project.test_options {
-                configure.push_str(&format!(" -D{}=ON", shell_quote(option)));
-            }
-            for (option, value) in &project.ci_options {
-                configure.push_str(&format!(
-                    " -D{}={}",
-                    shell_quote(option),
-                    shell_quote(value)
-                ));
-            }
-            for switch in project
-                .missing_submodules
-                .iter()
-                .flat_map(|m| &m.switches)
-                .filter(|s| s.starts_with("-D"))
-            {
-                configure.push(' ');
-                configure.push_str(&shell_quote(switch));
-            }
-            if project.fetches {
-                // FetchContent uses an installed package first (CMake 3.24+), so the image's
-                // GoogleTest or Catch2 stand in for a download at configure time.
-                configure.push_str(" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS");
-            }
-            setup.push(Step::Shell(configure));
-            // `--timeout`: a test without a TIMEOUT of its own that still runs after the case
-            // timeout is stopped (`***Timeout`, failed) and ctest goes on with the others.
-            let timeout = match cx.case_timeout.as_secs() {
-                0 => String::new(),
-                seconds => format!(" --timeout {seconds}"),
-            };
-            (
-                "cpp-cmake",
-                format!("cmake --build {BUILD_DIR} -j2"),
-                // `--test-dir` is CMake 3.20's; bullseye has 3.18. A subshell keeps the eval
-                // script's later commands in the checkout.
-                format!("(cd {BUILD_DIR} && ctest --output-on-failure{timeout}) 2>&1"),
-                "ctest",
-            )
-        }
+        .map(|submodule| {
+            let path = shell_quote(&submodule.path);
+            Step::Shell(format!(
+                "mkdir -p {path} && [ -e {path}/Makefile ] || printf '.PHONY: all check install clean distclean distdir\\nall check install clean distclean distdir:\\n\\t@:\\n' > {path}/Makefile"
+            ))
+        })
+        .collect()
+}
+
+/// What a build system's plan runs: its name, the configure steps, the build command, the
+/// test command and the parser that reads it.
+struct BuildCommands {
+    name: &'static str,
+    configure: Vec<Step>,
+    build: String,
+    test: String,
+    parser: &'static str,
+}
+
+/// The commands of `project`'s build system.
+fn build_commands(cx: &PlanContext<'_>, project: &NativeProject) -> BuildCommands {
+    match project.system {
+        BuildSystem::Cmake => cmake_commands(cx, project),
         BuildSystem::Meson => {
-            setup.push(Step::Shell(format!(
-                "meson setup {BUILD_DIR} --buildtype=debug"
-            )));
             let report = format!("{BUILD_DIR}/meson-logs/testlog.junit.xml");
-            (
-                "cpp-meson",
-                format!("meson compile -C {BUILD_DIR}"),
-                format!(
+            BuildCommands {
+                name: "cpp-meson",
+                configure: vec![Step::Shell(format!(
+                    "meson setup {BUILD_DIR} --buildtype=debug"
+                ))],
+                build: format!("meson compile -C {BUILD_DIR}"),
+                test: format!(
                     "rm -f {report}; meson test -C {BUILD_DIR} --print-errorlogs 2>&1; rc=$?; cat {report} 2>/dev/null; exit $rc"
                 ),
-                "junit-xml",
-            )
+                parser: "junit-xml",
+            }
         }
         BuildSystem::Autotools => {
             let mut configure = if cx.root.join("configure").is_file() {
@@ -538,34 +542,80 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
                     configure.push_str(&check);
                 }
             }
-            setup.push(Step::Shell(configure));
-            (
-                "cpp-autotools",
-                "make -j2".to_string(),
-                automake_as_tap("make -k check"),
-                "tap",
-            )
+            BuildCommands {
+                name: "cpp-autotools",
+                configure: vec![Step::Shell(configure)],
+                build: "make -j2".to_string(),
+                test: automake_as_tap("make -k check"),
+                parser: "tap",
+            }
         }
         BuildSystem::Make { target } => {
             let run = format!("make {target} 2>&1");
-            (
-                "cpp-make",
-                "make -j2".to_string(),
-                match project.framework {
+            BuildCommands {
+                name: "cpp-make",
+                configure: Vec::new(),
+                build: "make -j2".to_string(),
+                test: match project.framework {
                     Some(_) => run,
                     None => automake_as_tap(&format!("make {target}")),
                 },
-                project.framework.unwrap_or("tap"),
-            )
+                parser: project.framework.unwrap_or("tap"),
+            }
         }
+    }
+}
+
+/// CMake's commands: configured with the tests on, the options the CI sets, the switches to the
+/// system copies of missing submodules, and downloads at configure time taken from installed
+/// packages first.
+fn cmake_commands(cx: &PlanContext<'_>, project: &NativeProject) -> BuildCommands {
+    let mut configure =
+        format!("cmake -S . -B {BUILD_DIR} -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=ON");
+    for option in &project.test_options {
+        configure.push_str(&format!(" -D{}=ON", shell_quote(option)));
+    }
+    for (option, value) in &project.ci_options {
+        configure.push_str(&format!(
+            " -D{}={}",
+            shell_quote(option),
+            shell_quote(value)
+        ));
+    }
+    for switch in project
+        .missing_submodules
+        .iter()
+        .flat_map(|m| &m.switches)
+        .filter(|s| s.starts_with("-D"))
+    {
+        configure.push(' ');
+        configure.push_str(&shell_quote(switch));
+    }
+    if project.fetches {
+        // FetchContent uses an installed package first (CMake 3.24+), so the image's
+        // GoogleTest or Catch2 stand in for a download at configure time.
+        configure.push_str(" -DFETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS");
+    }
+    // `--timeout`: a test without a TIMEOUT of its own that still runs after the case timeout
+    // is stopped (`***Timeout`, failed) and ctest goes on with the others.
+    let timeout = match cx.case_timeout.as_secs() {
+        0 => String::new(),
+        seconds => format!(" --timeout {seconds}"),
     };
-    let build = Step::Shell(build);
-    setup.push(build.clone());
-    let (suite, why) = toolchain::suite_for(
-        cx.cutoff,
-        toolchain::declared_standard(cx.root),
-        project.cmake_minimum.as_deref(),
-    );
+    BuildCommands {
+        name: "cpp-cmake",
+        configure: vec![Step::Shell(configure)],
+        build: format!("cmake --build {BUILD_DIR} -j2"),
+        // `--test-dir` is CMake 3.20's; bullseye has 3.18. A subshell keeps the eval script's
+        // later commands in the checkout.
+        test: format!("(cd {BUILD_DIR} && ctest --output-on-failure{timeout}) 2>&1"),
+        parser: "ctest",
+    }
+}
+
+/// Why this toolchain, in words: the compilers and why, the CMake minimum, the options the CI
+/// sets, what stands in for missing submodules, the test framework of a plain Makefile.
+fn version_reason(project: &NativeProject, suite: Suite, why: &str) -> String {
     let mut reason = format!("{}: {why}", toolchain::compilers(suite));
     if let Some(minimum) = &project.cmake_minimum {
         reason.push_str(&format!("; cmake_minimum_required {minimum}"));
@@ -600,6 +650,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             ),
         }
     }
+    reason
+}
+
+/// How the dependencies were found: the Debian packages of the build files, what no package
+/// maps, what the CI installs, and sources fetched at configure time.
+fn resolution(project: &NativeProject, suite: Suite) -> String {
     let mut resolution = if project.packages.is_empty() {
         "no system packages needed beyond the image".to_string()
     } else {
@@ -624,23 +680,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     if project.fetches {
         resolution.push_str("; the build fetches sources at configure time (not pinned by kiln)");
     }
-    Some(Plan {
-        name: name.to_string(),
-        language: "cpp",
-        image: image(suite, cx.ca_bundle),
-        version_reason: reason,
-        setup,
-        rebuild: vec![build],
-        test: TestCommand::plain(test),
-        test_scope: "all".into(),
-        parser,
-        resolution,
-        cutoff: None,
-        repair: RepairContext {
-            suite: Some(suite),
-            ..RepairContext::default()
-        },
-    })
+    resolution
 }
 
 /// The line in the registry of C and C++ (CMake, Meson, autotools, make).

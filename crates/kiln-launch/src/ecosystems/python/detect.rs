@@ -138,88 +138,20 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         ..PythonProject::default()
     };
     let mut extras: Vec<String> = Vec::new();
-    if let Some(text) = &pyproject
-        && let Ok(doc) = text.parse::<toml::Table>()
-    {
-        {
-            let table = doc.get("project").and_then(toml::Value::as_table);
-            if let Some(optional) = table
-                .and_then(|p| p.get("optional-dependencies"))
-                .and_then(toml::Value::as_table)
-            {
-                extras.extend(optional.keys().cloned());
-            }
-            project.requires_python = table
-                .and_then(|p| p.get("requires-python"))
-                .and_then(toml::Value::as_str)
-                .map(str::to_string);
-            if let Some(requires) = doc
-                .get("build-system")
-                .and_then(|b| b.get("requires"))
-                .and_then(toml::Value::as_array)
-            {
-                project.build_requires = requires
-                    .iter()
-                    .filter_map(toml::Value::as_str)
-                    .map(str::to_string)
-                    .collect();
-            }
-            // A pyproject without a build system table or [project] (only tool config) does
-            // not make the repository installable by itself.
-            if doc.contains_key("build-system") || table.is_some() {
-                project.installable = true;
-                project.manifest = "pyproject";
-            }
-            if let Some(poetry) = doc
-                .get("tool")
-                .and_then(|t| t.get("poetry"))
-                .and_then(|p| p.get("extras"))
-                .and_then(toml::Value::as_table)
-            {
-                extras.extend(poetry.keys().cloned());
-            }
-        }
+    if let Some(text) = &pyproject {
+        read_pyproject(text, &mut project, &mut extras);
     }
     if let Some(text) = &setup_cfg {
-        extras.extend(ini_section_keys(text, "options.extras_require"));
-        if project.requires_python.is_none() {
-            project.requires_python = ini_value(text, "options", "python_requires");
-        }
-        if text.contains("[metadata]") || text.contains("[options]") {
-            project.installable = true;
-            if project.manifest.is_empty() {
-                project.manifest = "setup-cfg";
-            }
-        }
+        read_setup_cfg(text, &mut project, &mut extras);
     }
     if let Some(text) = &setup_py {
-        extras.extend(setup_py::extras(text));
-        if project.requires_python.is_none() {
-            project.requires_python = setup_py_python_requires(text);
-        }
-        project.installable = true;
-        if project.manifest.is_empty() {
-            project.manifest = "setup-py";
-        }
+        read_setup_py(text, &mut project, &mut extras);
     }
     let tox = read("tox.ini");
-    // tox's `extras` name the extras its test environment installs: the project's own word
-    // for which extras the tests need, taken over the name-based guess.
-    let mut tox_extras = Vec::new();
-    if let Some(text) = &tox {
-        let (specs, files) = tox_deps(text);
-        project.extra_requirements.extend(specs);
-        project.requirement_files.extend(files);
-        if let Some(section) = ini_section(text, "testenv") {
-            tox_extras = ini_list(&section, "extras")
-                .iter()
-                .flat_map(|line| line.split(','))
-                .map(str::trim)
-                .filter(|e| !e.is_empty() && !e.contains(['{', ':', ' ']))
-                .map(str::to_string)
-                .collect();
-        }
-    }
+    let tox_extras = tox
+        .as_deref()
+        .map(|text| read_tox(text, &mut project))
+        .unwrap_or_default();
     if let Some(text) = read("noxfile.py") {
         let (specs, files) = nox_installs(&text);
         project.extra_requirements.extend(specs);
@@ -237,24 +169,127 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
         project.extra_requirements.extend(pytest_plugins(&section));
         project.python_files = ini_list(&section, "python_files");
     }
-    let mut dependency_texts: Vec<String> = [&pyproject, &setup_cfg, &setup_py, &tox]
+    let manifests: Vec<String> = [&pyproject, &setup_cfg, &setup_py, &tox]
         .into_iter()
         .flatten()
         .cloned()
         .collect();
+    project.system_packages = system_packages(root, &project, manifests);
+    dedupe(root, &mut project);
+    project.test_extras = test_extras(tox_extras, &extras);
+    if project.manifest.is_empty() {
+        project.manifest = "requirements";
+    }
+    Some(project)
+}
+
+/// What `pyproject.toml` says: its extras (PEP 621 and Poetry), `requires-python`, the build
+/// requirements, and whether it makes the repository installable.
+fn read_pyproject(text: &str, project: &mut PythonProject, extras: &mut Vec<String>) {
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return;
+    };
+    let table = doc.get("project").and_then(toml::Value::as_table);
+    if let Some(optional) = table
+        .and_then(|p| p.get("optional-dependencies"))
+        .and_then(toml::Value::as_table)
+    {
+        extras.extend(optional.keys().cloned());
+    }
+    project.requires_python = table
+        .and_then(|p| p.get("requires-python"))
+        .and_then(toml::Value::as_str)
+        .map(str::to_string);
+    if let Some(requires) = doc
+        .get("build-system")
+        .and_then(|b| b.get("requires"))
+        .and_then(toml::Value::as_array)
+    {
+        project.build_requires = requires
+            .iter()
+            .filter_map(toml::Value::as_str)
+            .map(str::to_string)
+            .collect();
+    }
+    // A pyproject without a build system table or [project] (only tool config) does not make
+    // the repository installable by itself.
+    if doc.contains_key("build-system") || table.is_some() {
+        project.installable = true;
+        project.manifest = "pyproject";
+    }
+    if let Some(poetry) = doc
+        .get("tool")
+        .and_then(|t| t.get("poetry"))
+        .and_then(|p| p.get("extras"))
+        .and_then(toml::Value::as_table)
+    {
+        extras.extend(poetry.keys().cloned());
+    }
+}
+
+/// What `setup.cfg` says: its extras, `python_requires`, and whether it makes the repository
+/// installable.
+fn read_setup_cfg(text: &str, project: &mut PythonProject, extras: &mut Vec<String>) {
+    extras.extend(ini_section_keys(text, "options.extras_require"));
+    if project.requires_python.is_none() {
+        project.requires_python = ini_value(text, "options", "python_requires");
+    }
+    if text.contains("[metadata]") || text.contains("[options]") {
+        project.installable = true;
+        if project.manifest.is_empty() {
+            project.manifest = "setup-cfg";
+        }
+    }
+}
+
+/// What `setup.py` says: its extras and `python_requires`; it makes the repository installable.
+fn read_setup_py(text: &str, project: &mut PythonProject, extras: &mut Vec<String>) {
+    extras.extend(setup_py::extras(text));
+    if project.requires_python.is_none() {
+        project.requires_python = setup_py_python_requires(text);
+    }
+    project.installable = true;
+    if project.manifest.is_empty() {
+        project.manifest = "setup-py";
+    }
+}
+
+/// What `tox.ini` adds: its test environment's dependencies and requirement files, and the
+/// extras it installs (returned): the project's own word for which extras the tests need,
+/// taken over the name-based guess.
+fn read_tox(text: &str, project: &mut PythonProject) -> Vec<String> {
+    let (specs, files) = tox_deps(text);
+    project.extra_requirements.extend(specs);
+    project.requirement_files.extend(files);
+    let Some(section) = ini_section(text, "testenv") else {
+        return Vec::new();
+    };
+    ini_list(&section, "extras")
+        .iter()
+        .flat_map(|line| line.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.contains(['{', ':', ' ']))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The Debian packages the dependencies' native builds need, from the headers and libraries
+/// that the manifests, the requirement files and the extra requirements name.
+fn system_packages(root: &Path, project: &PythonProject, manifests: Vec<String>) -> Vec<String> {
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).ok();
+    let mut texts = manifests;
     let files = project.requirement_files.iter().map(String::as_str);
-    dependency_texts.extend(
+    texts.extend(
         files
             .chain(DJANGO_REQUIREMENTS.iter().copied())
             .filter_map(read),
     );
-    dependency_texts.extend(project.extra_requirements.iter().cloned());
-    project.system_packages = header_packages(
-        &dependency_texts
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    texts.extend(project.extra_requirements.iter().cloned());
+    header_packages(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Each requirement file (that exists) and each extra requirement once.
+fn dedupe(root: &Path, project: &mut PythonProject) {
     let mut seen = std::collections::BTreeSet::new();
     project
         .requirement_files
@@ -263,24 +298,24 @@ pub fn detect(root: &Path) -> Option<PythonProject> {
     project
         .extra_requirements
         .retain(|r| seen.insert(requirement_name(r)));
+}
+
+/// The extras the tests need: those tox installs that the project declares, else the first
+/// declared one with a test-like name.
+fn test_extras(tox_extras: Vec<String>, extras: &[String]) -> Vec<String> {
     let declared: Vec<String> = tox_extras
         .into_iter()
         .filter(|e| extras.contains(e))
         .collect();
-    project.test_extras = if declared.is_empty() {
-        TEST_EXTRAS
-            .iter()
-            .filter(|name| extras.iter().any(|e| e == *name))
-            .take(1)
-            .map(|s| (*s).to_string())
-            .collect()
-    } else {
-        declared
-    };
-    if project.manifest.is_empty() {
-        project.manifest = "requirements";
+    if !declared.is_empty() {
+        return declared;
     }
-    Some(project)
+    TEST_EXTRAS
+        .iter()
+        .filter(|name| extras.iter().any(|e| e == *name))
+        .take(1)
+        .map(|s| (*s).to_string())
+        .collect()
 }
 
 /// Keys of one `[section]` of an INI file (setup.cfg).
