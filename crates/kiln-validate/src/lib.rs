@@ -15,7 +15,7 @@ pub mod run;
 /// How validation applies a patch (the chain is kiln-core's: the host applies it too).
 pub use kiln_core::apply as patch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,7 +65,10 @@ pub enum ValidateError {
     Engine(#[from] RuntimeError),
 }
 
-/// Validates one instance.
+/// Validates one instance: the gold patch judged by its effect, then each side built once (its
+/// patches applied and its rebuild commands run in a container committed as the side's image)
+/// and its tests run `repeats` times, each in a fresh container from that image, the sides
+/// interleaved; the runs decide.
 ///
 /// # Errors
 /// [`ValidateError::Engine`] when the engine cannot be reached or fails; every failure of the
@@ -76,12 +79,70 @@ pub async fn validate(
     reporter: &dyn Reporter,
 ) -> Result<ValidationRecord, ValidateError> {
     let started = Instant::now();
+    let mut record = new_record(request);
+    let ended = |mut record: ValidationRecord, class: FailureClass, reason: String| {
+        record.status = if matches!(
+            class,
+            FailureClass::GoldEditsTests | FailureClass::GoldWithoutCode
+        ) {
+            ValidationStatus::Rejected
+        } else {
+            ValidationStatus::Failed
+        };
+        record.failure_class = Some(class);
+        record.reason = Some(reason);
+        record.total_seconds = started.elapsed().as_secs_f64();
+        record
+    };
     let env = &request.environment;
-    let network = request.settings.tests.for_repo(&env.repo);
-    let repeats = usize::try_from(request.settings.repeats)
-        .unwrap_or(1)
-        .max(1);
-    let mut record = ValidationRecord {
+    let Some(tag) = env.image.clone() else {
+        return Ok(ended(
+            record,
+            FailureClass::Infra,
+            "the environment has no image".into(),
+        ));
+    };
+    // The image launch committed, by its id: a tag another dataset of the same name (or a
+    // later launch) moved cannot change what runs here.
+    let image = env.image_digest.clone().unwrap_or_else(|| tag.clone());
+    // A gold patch that edits the tests judging it proves nothing, whatever the runs say. It is
+    // judged by what it changes, applied on the host to the base commit.
+    let effect = match examine(request).await? {
+        Ok(effect) => effect,
+        Err((class, reason)) => return Ok(ended(record, class, reason)),
+    };
+    if !run::have_or_pull(runtime.as_ref(), &image, &tag).await? {
+        let reason = gone(env, &image, &tag);
+        return Ok(ended(record, FailureClass::Infra, reason));
+    }
+    let sides = Sides {
+        request,
+        reporter,
+        runtime: &runtime,
+        effect: &effect,
+        image: &image,
+        tag: &tag,
+    };
+    let mut built = Vec::new();
+    let outcome = sides.run(&mut record, &mut built).await;
+    // The sides' images go whatever happened; a kill before leaves them to the dataset's
+    // cleanup of scratch images.
+    for build in &built {
+        runtime.remove_image(&build.tag).await?;
+    }
+    let runs = match outcome? {
+        Ok(runs) => runs,
+        Err((class, reason)) => return Ok(ended(record, class, reason)),
+    };
+    decide_and_record(&mut record, runs, request);
+    record.total_seconds = started.elapsed().as_secs_f64();
+    Ok(record)
+}
+
+/// The row before any run: failed, with nothing decided.
+fn new_record(request: &ValidateRequest) -> ValidationRecord {
+    let env = &request.environment;
+    ValidationRecord {
         instance_id: env.instance_id.clone(),
         status: ValidationStatus::Failed,
         failure_class: None,
@@ -100,166 +161,304 @@ pub async fn validate(
         log_parser_reason: None,
         harness_unread: Vec::new(),
         needs_network: Vec::new(),
-        repeats: i64::try_from(repeats).unwrap_or(1),
-        network: network.as_str().into(),
+        repeats: i64::try_from(repeats(request)).unwrap_or(1),
+        network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),
         test_seconds: 0.0,
         total_seconds: 0.0,
         log_dir: request.log_dir_label.clone(),
-    };
-    let Some(tag) = env.image.clone() else {
-        record.failure_class = Some(FailureClass::Infra);
-        record.reason = Some("the environment has no image".into());
-        return Ok(record);
-    };
-    // The image launch committed, by its id: a tag another dataset of the same name (or a
-    // later launch) moved cannot change what runs here.
-    let image = env.image_digest.clone().unwrap_or_else(|| tag.clone());
-    // A gold patch that edits the tests judging it proves nothing, whatever the runs say. It is
-    // judged by what it changes, applied on the host to the base commit.
-    let effect = {
-        let (source, candidate, language) = (
-            request.source.clone(),
-            request.candidate.clone(),
-            env.language.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            gold::examine(
-                &source,
-                &candidate.repo,
-                &candidate.base_commit,
-                &candidate.test_patch,
-                &candidate.patch,
-                &language,
-            )
-        })
-        .await
-        .map_err(|e| ValidateError::Engine(RuntimeError::engine("examine the gold patch", e)))?
-    };
-    let effect = match effect {
-        Ok(effect) => effect,
-        Err((class, reason)) => {
-            record.status = if matches!(
-                class,
-                FailureClass::GoldEditsTests | FailureClass::GoldWithoutCode
-            ) {
-                ValidationStatus::Rejected
-            } else {
-                ValidationStatus::Failed
-            };
-            record.failure_class = Some(class);
-            record.reason = Some(reason);
-            record.total_seconds = started.elapsed().as_secs_f64();
-            return Ok(record);
-        }
-    };
-
-    if !run::have_or_pull(runtime.as_ref(), &image, &tag).await? {
-        record.failure_class = Some(FailureClass::Infra);
-        record.reason = Some(format!(
-            "the environment image {} is gone from the engine (and from its registry, if it names \
-             one){}; launch the instance again (kiln stage <launch> --only {} --force)",
-            tag,
-            if image == tag {
-                String::new()
-            } else {
-                format!(" (launch committed it as {image})")
-            },
-            env.instance_id
-        ));
-        return Ok(record);
     }
-    let mut runs = Vec::new();
-    let mut harness_maps = Vec::new();
-    let mut offline = std::collections::BTreeSet::new();
-    // Interleave the sides so that a slow drift of the machine affects both equally.
-    for repeat in 1..=repeats {
-        let base = (repeat == 1 && request.settings.base_run).then_some(Side::Base);
-        for side in base.into_iter().chain([Side::Before, Side::After]) {
-            reporter.report(Event::ItemStep {
-                stage: request.stage.clone(),
-                item: env.instance_id.to_string(),
-                step: format!("{} run {repeat}/{repeats}", side.as_str()),
-            });
-            let patches = patches_of(side, &request.candidate);
-            let spec = RunSpec {
-                image: &image,
-                patches,
-                rebuild: &env.rebuild_commands,
-                test_command: &env.test_command,
-                parser: &env.parser,
-                parser_script: env.parser_script.as_deref(),
-                docker: &request.docker,
-                network,
-                timeout: request.settings.test_timeout,
-                log: request
-                    .log_dir
-                    .join(format!("{}-{repeat}.log", side.as_str())),
-                labels: &request.labels,
-                removals: Some(&request.removals),
-                harness_view: true,
-                expected: Some({
-                    let side = gold::side(&effect, &patches_of(side, &request.candidate));
-                    kiln_core::checkout::Expected {
-                        tree: &side.tree,
-                        patched: &side.patched,
-                        language: &env.language,
-                    }
-                }),
-            };
-            let output = match run_tests(Arc::clone(&runtime), &spec).await {
-                Ok(output) => output,
-                // The engine's failure is no result: the stage stops and a re-run retries.
-                Err(RunFailure::Engine(e)) => return Err(ValidateError::Engine(e)),
-                // New tests often use API the gold patch adds, so the test patch alone does
-                // not compile: its tests are then absent before the fix (n2p), as in
-                // Multi-SWE-bench. Only the `before` side may fail to build.
-                Err(RunFailure::Item(FailureClass::Build, reason)) if side == Side::Before => {
-                    let result = RunResult {
-                        side,
-                        repeat,
-                        exit_code: 0,
-                        statuses: kiln_schema::TestStatuses::new(),
-                        parse_problems: Vec::new(),
-                    };
-                    record.runs.insert(
-                        result.label(),
-                        BTreeMap::from([("build".to_string(), format!("failed: {reason}"))]),
-                    );
-                    record
-                        .run_statuses
-                        .insert(result.label(), result.statuses.clone());
-                    runs.push(result);
+}
+
+/// Runs per side.
+fn repeats(request: &ValidateRequest) -> usize {
+    usize::try_from(request.settings.repeats)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Applies the patches on the host and judges the gold patch ([`gold::examine`]), off the async
+/// workers.
+async fn examine(
+    request: &ValidateRequest,
+) -> Result<Result<gold::Effect, (FailureClass, String)>, ValidateError> {
+    let (source, candidate, language) = (
+        request.source.clone(),
+        request.candidate.clone(),
+        request.environment.language.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        gold::examine(
+            &source,
+            &candidate.repo,
+            &candidate.base_commit,
+            &candidate.test_patch,
+            &candidate.patch,
+            &language,
+        )
+    })
+    .await
+    .map_err(|e| ValidateError::Engine(RuntimeError::engine("examine the gold patch", e)))
+}
+
+/// Why an environment image that is gone cannot be validated, and what to do.
+fn gone(env: &EnvironmentRecord, image: &str, tag: &str) -> String {
+    format!(
+        "the environment image {} is gone from the engine (and from its registry, if it names \
+         one){}; launch the instance again (kiln stage <launch> --only {} --force)",
+        tag,
+        if image == tag {
+            String::new()
+        } else {
+            format!(" (launch committed it as {image})")
+        },
+        env.instance_id
+    )
+}
+
+/// How the SWE-bench harness's parsers read one run: its side, its exit code and each parser's
+/// statuses.
+type HarnessView = (
+    Side,
+    i64,
+    Vec<(&'static str, kiln_testlog::swebench::HarnessStatuses)>,
+);
+
+/// What the runs of an instance gathered.
+#[derive(Default)]
+struct Runs {
+    results: Vec<RunResult>,
+    harness: Vec<HarnessView>,
+    /// Tests that failed for want of a network in some run.
+    offline: BTreeSet<String>,
+}
+
+/// One side's build: its image, or why it did not build (the `before` side only: its new
+/// tests are then absent before the fix).
+struct Built {
+    side: Side,
+    /// The build, when it built.
+    build: Option<run::SideBuild>,
+    /// Why it did not build.
+    failed: Option<String>,
+    /// The tag its image was committed to.
+    tag: String,
+}
+
+/// What the runs of one instance share.
+struct Sides<'a> {
+    request: &'a ValidateRequest,
+    reporter: &'a dyn Reporter,
+    runtime: &'a Arc<dyn ContainerRuntime>,
+    effect: &'a gold::Effect,
+    /// The environment image (by id).
+    image: &'a str,
+    /// Its tag, which the sides' tags are made from.
+    tag: &'a str,
+}
+
+impl Sides<'_> {
+    /// The sides in order: `base` (with `base_run`), `before`, `after`.
+    fn sides(&self) -> Vec<Side> {
+        let base = self.request.settings.base_run.then_some(Side::Base);
+        base.into_iter()
+            .chain([Side::Before, Side::After])
+            .collect()
+    }
+
+    /// Builds every side once, then runs their tests `repeats` times, the sides interleaved so
+    /// that a slow drift of the machine affects both equally; `Ok(Err(..))` is the row's
+    /// failure. The sides built are pushed to `built`, for the caller to remove.
+    async fn run(
+        &self,
+        record: &mut ValidationRecord,
+        built: &mut Vec<Built>,
+    ) -> Result<Result<Runs, (FailureClass, String)>, ValidateError> {
+        for side in self.sides() {
+            match self.build(side).await? {
+                Ok(done) => built.push(done),
+                Err(failure) => return Ok(Err(failure)),
+            }
+        }
+        let repeats = repeats(self.request);
+        let mut runs = Runs::default();
+        for repeat in 1..=repeats {
+            for side in built.iter() {
+                // The base run is a single one: what the repository does before any patch.
+                if side.side == Side::Base && repeat > 1 {
                     continue;
                 }
-                Err(RunFailure::Item(class, reason)) => {
-                    record.failure_class = Some(class);
-                    record.reason = Some(format!("{} run {repeat}: {reason}", side.as_str()));
-                    record.total_seconds = started.elapsed().as_secs_f64();
-                    return Ok(record);
+                if let Err(failure) = self.test(side, repeat, record, &mut runs).await? {
+                    return Ok(Err(failure));
                 }
-            };
+            }
+        }
+        Ok(Ok(runs))
+    }
+
+    /// The spec of a run of `side` (its log named by `label`).
+    fn spec(&self, side: Side, label: &str) -> RunSpec<'_> {
+        let request = self.request;
+        let env = &request.environment;
+        let patches = patches_of(side, &request.candidate);
+        let expected = gold::side(self.effect, &patches);
+        RunSpec {
+            image: self.image,
+            patches,
+            rebuild: &env.rebuild_commands,
+            test_command: &env.test_command,
+            parser: &env.parser,
+            parser_script: env.parser_script.as_deref(),
+            docker: &request.docker,
+            network: request.settings.tests.for_repo(&env.repo),
+            timeout: request.settings.test_timeout,
+            log: request.log_dir.join(format!("{label}.log")),
+            labels: &request.labels,
+            removals: Some(&request.removals),
+            harness_view: true,
+            expected: Some(kiln_core::checkout::Expected {
+                tree: &expected.tree,
+                patched: &expected.patched,
+                language: &env.language,
+            }),
+        }
+    }
+
+    fn step(&self, text: String) {
+        self.reporter.report(Event::ItemStep {
+            stage: self.request.stage.clone(),
+            item: self.request.environment.instance_id.to_string(),
+            step: text,
+        });
+    }
+
+    /// Builds `side` once: its patches and rebuild commands in a fresh container, committed as
+    /// the side's image. New tests often use API the gold patch adds, so the test patch alone
+    /// does not compile: the `before` side may fail to build (its tests are then absent, n2p,
+    /// as in Multi-SWE-bench); any other failure is the row's.
+    async fn build(
+        &self,
+        side: Side,
+    ) -> Result<Result<Built, (FailureClass, String)>, ValidateError> {
+        self.step(format!("{} build", side.as_str()));
+        let tag = side_tag(self.tag, side);
+        let mut labels = self.request.labels.clone();
+        labels.insert(
+            kiln_core::runtime::LABEL_SCRATCH.to_string(),
+            "1".to_string(),
+        );
+        let spec = self.spec(side, &format!("{}-build", side.as_str()));
+        match run::build_side(Arc::clone(self.runtime), &spec, &tag, &labels).await {
+            Ok(build) => Ok(Ok(Built {
+                side,
+                build: Some(build),
+                failed: None,
+                tag,
+            })),
+            Err(RunFailure::Engine(e)) => Err(ValidateError::Engine(e)),
+            Err(RunFailure::Item(FailureClass::Build, reason)) if side == Side::Before => {
+                Ok(Ok(Built {
+                    side,
+                    build: None,
+                    failed: Some(reason),
+                    tag,
+                }))
+            }
+            Err(RunFailure::Item(class, reason)) => {
+                Ok(Err((class, format!("{} run 1: {reason}", side.as_str()))))
+            }
+        }
+    }
+
+    /// Runs `side`'s tests once (its `repeat`th run) and adds the run to the row and `runs`.
+    async fn test(
+        &self,
+        built: &Built,
+        repeat: usize,
+        record: &mut ValidationRecord,
+        runs: &mut Runs,
+    ) -> Result<Result<(), (FailureClass, String)>, ValidateError> {
+        let side = built.side;
+        let repeats = repeats(self.request);
+        self.step(format!("{} run {repeat}/{repeats}", side.as_str()));
+        let Some(build) = &built.build else {
             let result = RunResult {
                 side,
                 repeat,
-                exit_code: output.exit_code,
-                statuses: output.statuses.clone(),
-                parse_problems: output.parse_problems.clone(),
+                exit_code: 0,
+                statuses: kiln_schema::TestStatuses::new(),
+                parse_problems: Vec::new(),
             };
-            record.test_seconds += output.test_seconds;
-            offline.extend(output.offline.iter().cloned());
-            record.runs.insert(result.label(), run_summary(&output));
-            record.run_statuses.insert(result.label(), output.statuses);
-            harness_maps.push((side, output.exit_code, output.harness));
-            runs.push(result);
-        }
+            let reason = built.failed.as_deref().unwrap_or_default();
+            record.runs.insert(
+                result.label(),
+                BTreeMap::from([("build".to_string(), format!("failed: {reason}"))]),
+            );
+            record
+                .run_statuses
+                .insert(result.label(), result.statuses.clone());
+            runs.results.push(result);
+            return Ok(Ok(()));
+        };
+        let spec = self.spec(side, &format!("{}-{repeat}", side.as_str()));
+        let output = match run::test_run(Arc::clone(self.runtime), &spec, build).await {
+            Ok(output) => output,
+            // The engine's failure is no result: the stage stops and a re-run retries.
+            Err(RunFailure::Engine(e)) => return Err(ValidateError::Engine(e)),
+            Err(RunFailure::Item(class, reason)) => {
+                return Ok(Err((
+                    class,
+                    format!("{} run {repeat}: {reason}", side.as_str()),
+                )));
+            }
+        };
+        let result = RunResult {
+            side,
+            repeat,
+            exit_code: output.exit_code,
+            statuses: output.statuses.clone(),
+            parse_problems: output.parse_problems.clone(),
+        };
+        record.test_seconds += output.test_seconds;
+        runs.offline.extend(output.offline.iter().cloned());
+        record.runs.insert(result.label(), run_summary(&output));
+        record.run_statuses.insert(result.label(), output.statuses);
+        runs.harness.push((side, output.exit_code, output.harness));
+        runs.results.push(result);
+        Ok(Ok(()))
     }
+}
 
-    let decision = decide(&runs);
+/// The tag of a side's image: the environment's tag with the side after it.
+fn side_tag(tag: &str, side: Side) -> String {
+    let name_end = tag.rfind('/').map_or(0, |slash| slash + 1);
+    let suffix = format!("validate-{}", side.as_str());
+    match tag[name_end..].rfind(':') {
+        Some(colon) => {
+            let at = name_end + colon + 1;
+            let (repo, version) = (&tag[..at], &tag[at..]);
+            // A Docker tag holds at most 128 characters.
+            let keep = version.len().min(127 - suffix.len());
+            let cut = (0..=keep)
+                .rev()
+                .find(|i| version.is_char_boundary(*i))
+                .unwrap_or(0);
+            format!("{repo}{}.{suffix}", &version[..cut])
+        }
+        None => format!("{tag}:{suffix}"),
+    }
+}
+
+/// Decides the instance from its runs and writes the decision into the row: FAIL_TO_PASS,
+/// PASS_TO_PASS, flaky tests, the tests that needed a network, the agreement with the
+/// published lists, and the SWE-bench harness parser that reads the runs as kiln did.
+fn decide_and_record(record: &mut ValidationRecord, runs: Runs, request: &ValidateRequest) {
+    let decision = decide(&runs.results);
     // A test that failed for want of a network in some run and is in neither list says
     // nothing about the patch; the row names it.
-    record.needs_network = offline
+    record.needs_network = runs
+        .offline
         .into_iter()
         .filter(|t| {
             decision.fail_to_pass.binary_search(t).is_err()
@@ -285,7 +484,8 @@ pub async fn validate(
     match decision.rejection {
         None => {
             record.status = ValidationStatus::Validated;
-            let harness_runs: Vec<harness::HarnessRun<'_>> = harness_maps
+            let harness_runs: Vec<harness::HarnessRun<'_>> = runs
+                .harness
                 .iter()
                 .map(|(side, exit_code, maps)| harness::HarnessRun {
                     side: *side,
@@ -294,7 +494,7 @@ pub async fn validate(
                 })
                 .collect();
             match harness::choose_log_parser(
-                &env.parser,
+                &request.environment.parser,
                 &harness_runs,
                 &record.FAIL_TO_PASS,
                 &record.PASS_TO_PASS,
@@ -320,8 +520,6 @@ pub async fn validate(
             record.reason = Some(reason);
         }
     }
-    record.total_seconds = started.elapsed().as_secs_f64();
-    Ok(record)
 }
 
 /// The patches a side's runs apply, by name.

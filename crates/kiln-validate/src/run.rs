@@ -106,7 +106,10 @@ fn id_script(spec: &RunSpec<'_>) -> Option<String> {
 }
 
 /// Runs the tests once in a fresh container, which is removed whatever happens (in the
-/// background when the spec says where removals go).
+/// background when the spec says where removals go): patches, rebuild commands, the check of
+/// what the checkout holds, the test command, in one container. Evaluation runs each predicted
+/// patch so; validation builds each side once ([`build_side`]) and runs its tests in fresh
+/// containers from that build ([`test_run`]).
 ///
 /// Every step is a command of its own: each patch ([`patch::apply_script`]), each rebuild
 /// command, the test command. What decides the run is taken from the engine, out of band:
@@ -121,10 +124,93 @@ pub async fn run_tests(
     runtime: Arc<dyn ContainerRuntime>,
     spec: &RunSpec<'_>,
 ) -> Result<RunOutput, RunFailure> {
+    let container = container_spec(spec, spec.image);
+    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    let result = async {
+        let patch_methods = prepare(&mut session, spec).await?;
+        let outcome = run_test_command(&mut session, spec).await?;
+        Ok::<_, RunFailure>((outcome, patch_methods))
+    }
+    .await;
+    close(session, spec).await?;
+    let (outcome, patch_methods) = result?;
+    read_run(runtime, &container, spec, &outcome, patch_methods).await
+}
+
+/// One side's build: its patches applied and its rebuild commands run once, the checkout
+/// checked, the container committed to `tag` (labelled scratch, for the caller to remove).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideBuild {
+    /// The committed image's id (or `tag` when the engine gives none).
+    pub image: String,
+    /// `name:method` for each applied patch.
+    pub patch_methods: Vec<String>,
+}
+
+/// Applies a side's patches and runs its rebuild commands once, in a fresh container from
+/// `spec.image`, checks what the checkout holds, and commits the container to `tag` with
+/// `labels`: every test run of the side then starts from that commit ([`test_run`]) instead of
+/// compiling the same source again.
+///
+/// # Errors
+/// See [`RunFailure`].
+pub async fn build_side(
+    runtime: Arc<dyn ContainerRuntime>,
+    spec: &RunSpec<'_>,
+    tag: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<SideBuild, RunFailure> {
+    let container = container_spec(spec, spec.image);
+    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    let result = async {
+        let patch_methods = prepare(&mut session, spec).await?;
+        let image = session.commit(tag, labels).await?;
+        Ok::<_, RunFailure>(SideBuild {
+            image: if image.is_empty() {
+                tag.to_string()
+            } else {
+                image
+            },
+            patch_methods,
+        })
+    }
+    .await;
+    close(session, spec).await?;
+    result
+}
+
+/// Runs the test command once, alone, in a fresh container from a side's build, and reads its
+/// output as [`run_tests`] does.
+///
+/// # Errors
+/// See [`RunFailure`].
+pub async fn test_run(
+    runtime: Arc<dyn ContainerRuntime>,
+    spec: &RunSpec<'_>,
+    build: &SideBuild,
+) -> Result<RunOutput, RunFailure> {
+    let container = container_spec(spec, &build.image);
+    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    let result = run_test_command(&mut session, spec).await;
+    close(session, spec).await?;
+    let outcome = result?;
+    read_run(
+        runtime,
+        &container,
+        spec,
+        &outcome,
+        build.patch_methods.clone(),
+    )
+    .await
+}
+
+/// The container a run's steps run in, from `image`: the spec's limits, labels and network,
+/// alive long enough for its patches, rebuild commands and tests.
+fn container_spec(spec: &RunSpec<'_>, image: &str) -> ContainerSpec {
     let patches = patch::non_empty(&spec.patches);
     let steps = u32::try_from(spec.rebuild.len() + 2).unwrap_or(u32::MAX);
-    let container = ContainerSpec {
-        image: spec.image.to_string(),
+    ContainerSpec {
+        image: image.to_string(),
         env: Vec::new(),
         labels: spec.labels.clone(),
         limits: spec.docker.limits(),
@@ -133,14 +219,28 @@ pub async fn run_tests(
         max_lifetime: spec.timeout.saturating_mul(steps)
             + PATCH_TIMEOUT.saturating_mul(u32::try_from(patches.len()).unwrap_or(u32::MAX))
             + Duration::from_secs(600),
-    };
-    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
-    let result = run_in(&mut session, spec, &patches).await;
+    }
+}
+
+/// Removes the run's container: in the background when the spec says where removals go.
+async fn close(session: Session, spec: &RunSpec<'_>) -> Result<(), RunFailure> {
     match spec.removals {
         Some(removals) => session.close_later(removals),
         None => session.close().await?,
     }
-    let (outcome, patch_methods) = result?;
+    Ok(())
+}
+
+/// Reads a test command's output as the row says: its parser, or its parser script in a fresh
+/// container (whose statuses must agree with the exit code and with kiln's own parser), and as
+/// the SWE-bench harness would read it.
+async fn read_run(
+    runtime: Arc<dyn ContainerRuntime>,
+    container: &ContainerSpec,
+    spec: &RunSpec<'_>,
+    outcome: &kiln_core::ExecOutcome,
+    patch_methods: Vec<String>,
+) -> Result<RunOutput, RunFailure> {
     let (parsed, script_output) = match spec.parser_script {
         None => (
             kiln_testlog::parse(spec.parser, &outcome.output)
@@ -150,7 +250,7 @@ pub async fn run_tests(
         Some(script) => {
             let ran = kiln_core::parser_script::run(
                 Arc::clone(&runtime),
-                &container,
+                container,
                 script,
                 &outcome.output,
                 &spec.log.with_extension("parser.log"),
@@ -183,7 +283,7 @@ pub async fn run_tests(
         (None, Some(script)) => {
             let log = spec.log.with_extension("ids.log");
             let ran =
-                kiln_core::parser_script::run(runtime, &container, &script, &outcome.output, &log)
+                kiln_core::parser_script::run(runtime, container, &script, &outcome.output, &log)
                     .await?;
             // A script that fails (no node in the image) prints no id: no harness parser then
             // agrees, and the row says which test it misses.
@@ -247,15 +347,13 @@ async fn step(
     }
 }
 
-/// Applies the patches, runs the rebuild commands and the test command; gives the test
-/// command's outcome and how each patch applied.
-async fn run_in(
-    session: &mut Session,
-    spec: &RunSpec<'_>,
-    patches: &[(&str, &str)],
-) -> Result<(kiln_core::ExecOutcome, Vec<String>), RunFailure> {
+/// Applies the run's patches, runs its rebuild commands, and checks what the checkout then
+/// holds (against the tree the host's apply left, when the spec has one); gives how each
+/// patch applied.
+async fn prepare(session: &mut Session, spec: &RunSpec<'_>) -> Result<Vec<String>, RunFailure> {
+    let patches = patch::non_empty(&spec.patches);
     let mut patch_methods = Vec::new();
-    for (name, text) in patches {
+    for (name, text) in &patches {
         // Copied in just before its own command, which removes it: a patch is never on disk
         // while another runs.
         session
@@ -335,6 +433,14 @@ async fn run_in(
             return Err(RunFailure::Item(class, refusal.reason().to_string()));
         }
     }
+    Ok(patch_methods)
+}
+
+/// Runs the test command; a run that did not finish within the timeout is the item's failure.
+async fn run_test_command(
+    session: &mut Session,
+    spec: &RunSpec<'_>,
+) -> Result<kiln_core::ExecOutcome, RunFailure> {
     let outcome = step(
         session,
         spec.test_command,
@@ -353,7 +459,7 @@ async fn run_in(
             ),
         ));
     }
-    Ok((outcome, patch_methods))
+    Ok(outcome)
 }
 
 /// Whether the engine has `image` (an id or a name). When it lacks it and `name` is on a

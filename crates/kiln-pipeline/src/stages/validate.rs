@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_core::config::{NodeKind, ValidateSettings};
+use kiln_core::runtime::LABEL_DATASET;
 use kiln_schema::{EnvironmentRecord, EnvironmentStatus, InstanceId, ValidationRecord, rows_by_id};
 
 use super::containers;
@@ -70,6 +71,11 @@ pub(crate) async fn validate(
         validation_outcome,
     )
     .await?;
+    // A run killed between a side's build and its removal left the side's image: scratch, of
+    // this dataset, nobody's now.
+    cx.runtime()?
+        .remove_leftover_images(LABEL_DATASET, &crate::labels::dataset_label(cx.pipeline))
+        .await?;
     let items: BTreeSet<InstanceId> = items.into_iter().collect();
     let mut stats = agreement_stats(&table.rows()?);
     if let Some(wall) = table.manifest().stats.get(super::context::WALL_SECONDS) {

@@ -208,15 +208,47 @@ async fn validate_on(
     let not_removed = request.removals.wait().await;
     assert!(not_removed.is_empty(), "removals failed: {not_removed:?}");
     assert_live_containers_removed(runtime).await;
-    for container in runtime.containers() {
-        assert_eq!(container.spec.image, IMAGE);
+    assert_runs_start_from_the_sides_builds(runtime);
+    result
+}
+
+/// What every validation must do with its containers: each side built once in a container of
+/// its own from the environment image, committed, and every test run in a fresh container from
+/// its side's commit; all without network, labelled with the run; no side image left.
+#[track_caller]
+fn assert_runs_start_from_the_sides_builds(runtime: &ScriptedRuntime) {
+    let containers = runtime.containers();
+    let builds: Vec<&kiln_testkit::runtime::Container> = containers
+        .iter()
+        .filter(|c| c.spec.image == IMAGE)
+        .collect();
+    for build in &builds {
+        assert!(
+            !build.commands().iter().any(|c| c.contains(TEST_COMMAND)),
+            "a build runs no test: {:?}",
+            build.commands()
+        );
+    }
+    for container in &containers {
+        if container.spec.image != IMAGE {
+            assert!(
+                container.spec.image.starts_with("sha256:"),
+                "a test run starts from a side's commit, by id: {}",
+                container.spec.image
+            );
+        }
         assert_eq!(container.spec.network, NetworkMode::None);
         assert_eq!(
             container.labels.get(LABEL_RUN).map(String::as_str),
             Some("scripted/run-1")
         );
     }
-    result
+    let left: Vec<String> = runtime
+        .image_tags()
+        .into_iter()
+        .filter(|t| t.contains(".validate-"))
+        .collect();
+    assert!(left.is_empty(), "side images left: {left:?}");
 }
 
 /// Waits briefly for removals that a dropped session hands to a spawned task, then asserts
@@ -290,31 +322,40 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
         record.run_statuses["after:3"].get(NEW),
         Some(&TestStatus::Pass)
     );
+    // Each side built once (its patches, no test), then three runs a side, each only the test
+    // command in a fresh container from its side's build, with the stage's timeout.
     let containers = runtime.containers();
-    assert_eq!(containers.len(), 6);
-    let sides: Vec<usize> = containers.iter().map(|c| c.execs.len()).collect();
-    assert_eq!(sides.iter().filter(|n| **n == 2).count(), 3, "{sides:?}");
-    assert_eq!(sides.iter().filter(|n| **n == 3).count(), 3, "{sides:?}");
-    for container in &containers {
-        let commands = container.commands();
-        // Each patch by a command of its own, then the tests, with the stage's timeout.
+    assert_eq!(containers.len(), 2 + 6);
+    let (builds, tests): (Vec<_>, Vec<_>) = containers.iter().partition(|c| c.spec.image == IMAGE);
+    assert_eq!(builds.len(), 2);
+    for build in &builds {
+        let commands = build.commands();
+        // Each patch by a command of its own.
         assert!(commands[0].contains(&applies("test")), "{commands:#?}");
-        if commands.len() == 3 {
+        if commands.len() == 2 {
             assert!(commands[1].contains(&applies("gold")), "{commands:#?}");
         }
-        assert_eq!(commands.last(), Some(&TEST_COMMAND));
         assert_eq!(
-            container.execs.last().map(|e| e.timeout),
+            build.file("/tmp/kiln/test.patch").as_deref(),
+            Some(TEST_PATCH.as_bytes())
+        );
+        assert_eq!(build.commits.len(), 1, "each build is committed once");
+    }
+    for test in &tests {
+        assert_eq!(test.commands(), [TEST_COMMAND]);
+        assert_eq!(
+            test.execs.last().map(|e| e.timeout),
             Some(Duration::from_secs(900))
         );
+        // The build's patched checkout is what the tests see.
         assert_eq!(
-            container.file("/tmp/kiln/test.patch").as_deref(),
-            Some(TEST_PATCH.as_bytes())
+            test.file("/testbed/tests/test_demo.py").as_deref(),
+            Some(TESTED.as_bytes())
         );
     }
     // A patch is copied in just before its own command: the gold patch only after the test
     // patch's command ran.
-    let after = containers.iter().find(|c| c.execs.len() == 3).unwrap();
+    let after = builds.iter().find(|c| c.execs.len() == 2).unwrap();
     let calls: Vec<Call> = runtime
         .calls()
         .into_iter()
@@ -330,11 +371,25 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
             _ => "exec",
         })
         .collect();
-    assert_eq!(kinds, ["copy", "exec", "copy", "exec", "exec"]);
+    assert_eq!(kinds, ["copy", "exec", "copy", "exec"]);
     assert_eq!(
         after.file("/tmp/kiln/gold.patch").as_deref(),
         Some(GOLD_PATCH.as_bytes())
     );
+}
+
+/// A compiled project's rebuild runs once per side, not once per run: the runs need fresh
+/// containers, not fresh compiles.
+#[tokio::test]
+async fn the_rebuild_runs_once_a_side_whatever_the_repeats() {
+    let runtime = runtime();
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &["make -j2"], settings(3)).await);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    let commands = runtime.commands();
+    assert_eq!(commands.iter().filter(|c| *c == "make -j2").count(), 2);
+    assert_eq!(commands.iter().filter(|c| *c == TEST_COMMAND).count(), 6);
 }
 
 #[tokio::test]
@@ -623,11 +678,18 @@ async fn runs_use_the_image_launch_committed_even_after_its_tag_moved() {
     };
     let record = validate_with(&committed).await;
     assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    // Every side's build starts from the image launch committed (and its runs from that).
     let containers = runtime.containers();
     assert!(!containers.is_empty());
-    for container in &containers {
-        assert_eq!(container.spec.image, committed);
+    let builds: Vec<_> = containers
+        .iter()
+        .filter(|c| !c.commits.is_empty())
+        .collect();
+    assert_eq!(builds.len(), 2);
+    for build in builds {
+        assert_eq!(build.spec.image, committed);
     }
+    assert!(!containers.iter().any(|c| c.spec.image == IMAGE));
     // An image that is gone is the item's infra row, naming both, and starts nothing.
     let record = validate_with("sha256:gone").await;
     assert_eq!(record.status.as_str(), "failed");
