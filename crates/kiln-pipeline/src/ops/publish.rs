@@ -486,7 +486,9 @@ async fn commit(
 
 #[cfg(test)]
 mod tests {
-    use super::shard_split;
+    use kiln_hub::{Content, Upload};
+
+    use super::{left_behind, shard_split};
 
     #[test]
     fn shard_paths_name_their_split() {
@@ -499,5 +501,34 @@ mod tests {
             Some("lite_v2")
         );
         assert_eq!(shard_split("README.md"), None);
+    }
+
+    #[test]
+    fn files_of_this_release_the_push_no_longer_sends_are_deleted() {
+        let uploads: Vec<Upload> = [
+            "releases/2026-11/data/test-00000-of-00001.parquet",
+            "README.md",
+        ]
+        .map(|path| Upload {
+            path_in_repo: path.into(),
+            content: Content::Bytes(Vec::new()),
+        })
+        .into();
+        let on_hub: Vec<String> = [
+            "releases/2026-11/data/test-00000-of-00001.parquet",
+            "releases/2026-11/data/test-00001-of-00002.parquet",
+            "releases/2026-11/data/lite-00000-of-00001.parquet",
+            "releases/2026-10/data/test-00000-of-00001.parquet",
+            "releases/2026-110/data/test-00000-of-00001.parquet",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(
+            left_behind(on_hub, &uploads, "releases/2026-11"),
+            [
+                "releases/2026-11/data/test-00001-of-00002.parquet",
+                "releases/2026-11/data/lite-00000-of-00001.parquet",
+            ]
+        );
     }
 }
