@@ -240,95 +240,20 @@ pub async fn plan(
     orphans: bool,
     min_age: Duration,
 ) -> Result<GcPlan, PipelineError> {
-    let mut pipelines = vec![pipeline.clone()];
-    pipelines.extend(crate::shards::shard_pipelines(pipeline));
-    let labels: BTreeSet<String> = pipelines.iter().map(crate::labels::dataset_label).collect();
-    let mut referenced = released(pipeline)?;
-    let mut kept_runs = Vec::new();
-    for each in &pipelines {
-        let (by_runs, kept) = kept_by_runs(each, keep_last)?;
-        referenced.extend(by_runs);
-        kept_runs.extend(kept.into_iter().map(|id| match &each.shard {
-            Some(shard) => format!("{id} (shard {})", shard.id),
-            None => id,
-        }));
-    }
-    let is_referenced = |image: &ImageInfo| {
-        referenced.contains(&image.id) || image.tags.iter().any(|t| referenced.contains(t))
-    };
-    let mut plan = GcPlan {
-        kept_runs,
-        ..GcPlan::default()
-    };
+    let references = References::of(pipeline, keep_last)?;
     let images_seen = runtime.list_images(LABEL_DATASET, "").await?;
-    for image in images_seen.iter().cloned() {
-        let dataset = image.labels.get(LABEL_DATASET).cloned().unwrap_or_default();
-        let reason = if labels.contains(&dataset) {
-            if is_referenced(&image) {
-                plan.kept += 1;
-                continue;
-            }
-            "unreferenced"
-        } else if orphans && !dataset.is_empty() && !Path::new(&dataset).exists() {
-            "orphan"
-        } else {
-            continue;
-        };
-        plan.remove.push(Garbage {
-            id: image.id,
-            tags: image.tags,
-            size: image.size,
-            reason,
-            dataset,
-        });
-    }
+    let (mut remove, kept) = labelled_garbage(&images_seen, &references, orphans);
     // Every image, the intermediate ones of builds included, when the engine can list them.
     let all = runtime.list_all_images().await?;
     let own = runtime.list_images(LABEL_MANAGED, "").await?;
     if orphans {
         let everything: &[ImageInfo] = all.as_deref().unwrap_or(&[]);
-        let parents: BTreeSet<&str> = images_seen
-            .iter()
-            .chain(&own)
-            .chain(everything)
-            .map(|i| i.parent.as_str())
-            .filter(|p| !p.is_empty())
-            .collect();
-        let mut newest: BTreeMap<&str, &ImageInfo> = BTreeMap::new();
-        for image in &own {
-            for family in image.tags.iter().filter_map(|t| base_family(t)) {
-                let entry = newest.entry(family).or_insert(image);
-                if image.created > entry.created {
-                    *entry = image;
-                }
-            }
-        }
-        for image in &own {
-            if image.labels.contains_key(LABEL_DATASET)
-                || parents.contains(image.id.as_str())
-                || is_referenced(image)
-            {
-                continue;
-            }
-            let reason = if image.tags.is_empty() {
-                "leftover"
-            } else if image
-                .tags
-                .iter()
-                .all(|t| base_family(t).is_some_and(|family| newest[family].id != image.id))
-            {
-                "superseded"
-            } else {
-                continue;
-            };
-            plan.remove.push(Garbage {
-                id: image.id.clone(),
-                tags: image.tags.clone(),
-                size: image.size,
-                reason,
-                dataset: String::new(),
-            });
-        }
+        remove.extend(unused_kiln_images(
+            &own,
+            &images_seen,
+            everything,
+            &references,
+        ));
     }
     let listed: Vec<&ImageInfo> = images_seen
         .iter()
@@ -341,25 +266,210 @@ pub async fn plan(
         min_age,
         chrono::Utc::now().timestamp(),
     );
-    let by_id: BTreeMap<&str, &ImageInfo> = listed.iter().map(|i| (i.id.as_str(), *i)).collect();
-    let stays = |garbage: &Garbage| {
-        by_id
+    let standing = Standing::new(listed, in_use);
+    let candidates = remove.len();
+    remove.retain(|g| !standing.stays(g));
+    let mut in_use = candidates - remove.len();
+    let (layers, layers_in_use) = layer_garbage(&own, &remove, orphans, &references, &standing);
+    in_use += layers_in_use;
+    remove.sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
+    // After the images made from them: the engine removes an image only with its children.
+    remove.extend(layers);
+    let freed = all.as_ref().map(|all| {
+        let removed: BTreeSet<&str> = remove.iter().map(|g| g.id.as_str()).collect();
+        freed_bytes(all, &removed)
+    });
+    Ok(GcPlan {
+        remove,
+        kept,
+        kept_runs: references.kept_runs,
+        in_use,
+        freed,
+    })
+}
+
+/// What keeps an image: the names and digests the dataset's releases, and the kept runs of the
+/// dataset and of its shards, give.
+struct References {
+    /// The dataset labels of the dataset and of its shards: their images are the dataset's.
+    labels: BTreeSet<String>,
+    /// Image names, ids and digests named.
+    named: BTreeSet<String>,
+    /// Runs whose environments are kept (a shard's named with its shard).
+    kept_runs: Vec<String>,
+}
+
+impl References {
+    /// What the releases and the kept runs of `pipeline` (its shards' included) name.
+    fn of(pipeline: &Pipeline, keep_last: usize) -> Result<Self, PipelineError> {
+        let mut pipelines = vec![pipeline.clone()];
+        pipelines.extend(crate::shards::shard_pipelines(pipeline));
+        let labels: BTreeSet<String> = pipelines.iter().map(crate::labels::dataset_label).collect();
+        let mut named = released(pipeline)?;
+        let mut kept_runs = Vec::new();
+        for each in &pipelines {
+            let (by_runs, kept) = kept_by_runs(each, keep_last)?;
+            named.extend(by_runs);
+            kept_runs.extend(kept.into_iter().map(|id| match &each.shard {
+                Some(shard) => format!("{id} (shard {})", shard.id),
+                None => id,
+            }));
+        }
+        Ok(Self {
+            labels,
+            named,
+            kept_runs,
+        })
+    }
+
+    /// Whether `image` is named, by id or by one of its names.
+    fn names(&self, image: &ImageInfo) -> bool {
+        self.named.contains(&image.id) || image.tags.iter().any(|t| self.named.contains(t))
+    }
+}
+
+/// The images with a dataset label that go: the dataset's own that nothing names
+/// (`unreferenced`) and, with `orphans`, those of datasets whose directory is gone (`orphan`);
+/// with the number of the dataset's own that stay.
+fn labelled_garbage(
+    images: &[ImageInfo],
+    references: &References,
+    orphans: bool,
+) -> (Vec<Garbage>, usize) {
+    let mut remove = Vec::new();
+    let mut kept = 0;
+    for image in images.iter().cloned() {
+        let dataset = image.labels.get(LABEL_DATASET).cloned().unwrap_or_default();
+        let reason = if references.labels.contains(&dataset) {
+            if references.names(&image) {
+                kept += 1;
+                continue;
+            }
+            "unreferenced"
+        } else if orphans && !dataset.is_empty() && !Path::new(&dataset).exists() {
+            "orphan"
+        } else {
+            continue;
+        };
+        remove.push(Garbage {
+            id: image.id,
+            tags: image.tags,
+            size: image.size,
+            reason,
+            dataset,
+        });
+    }
+    (remove, kept)
+}
+
+/// Kiln's own images (`own`) of no dataset that nothing can use: untagged ones (`leftover`)
+/// and base images a newer build of their name and version replaced (`superseded`), when no
+/// image listed is made from them and nothing names them.
+fn unused_kiln_images(
+    own: &[ImageInfo],
+    images_seen: &[ImageInfo],
+    everything: &[ImageInfo],
+    references: &References,
+) -> Vec<Garbage> {
+    let parents: BTreeSet<&str> = images_seen
+        .iter()
+        .chain(own)
+        .chain(everything)
+        .map(|i| i.parent.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut newest: BTreeMap<&str, &ImageInfo> = BTreeMap::new();
+    for image in own {
+        for family in image.tags.iter().filter_map(|t| base_family(t)) {
+            let entry = newest.entry(family).or_insert(image);
+            if image.created > entry.created {
+                *entry = image;
+            }
+        }
+    }
+    let mut remove = Vec::new();
+    for image in own {
+        if image.labels.contains_key(LABEL_DATASET)
+            || parents.contains(image.id.as_str())
+            || references.names(image)
+        {
+            continue;
+        }
+        let reason = if image.tags.is_empty() {
+            "leftover"
+        } else if image
+            .tags
+            .iter()
+            .all(|t| base_family(t).is_some_and(|family| newest[family].id != image.id))
+        {
+            "superseded"
+        } else {
+            continue;
+        };
+        remove.push(Garbage {
+            id: image.id.clone(),
+            tags: image.tags.clone(),
+            size: image.size,
+            reason,
+            dataset: String::new(),
+        });
+    }
+    remove
+}
+
+/// The images the engine listed, and what may stand on them now.
+struct Standing<'a> {
+    /// Every image listed: the dataset's, kiln's own, and all when the engine lists them.
+    listed: Vec<&'a ImageInfo>,
+    /// The same, by id.
+    by_id: BTreeMap<&'a str, &'a ImageInfo>,
+    /// What containers and builds in progress may stand on.
+    in_use: InUse,
+}
+
+impl<'a> Standing<'a> {
+    /// What stands on the images `listed`, by `in_use`.
+    fn new(listed: Vec<&'a ImageInfo>, in_use: InUse) -> Self {
+        let by_id = listed.iter().map(|i| (i.id.as_str(), *i)).collect();
+        Self {
+            listed,
+            by_id,
+            in_use,
+        }
+    }
+
+    /// Whether `garbage` stays because something may stand on it (the dataset's own
+    /// unreferenced images regardless of their age).
+    fn stays(&self, garbage: &Garbage) -> bool {
+        self.by_id
             .get(garbage.id.as_str())
-            .is_some_and(|image| in_use.holds(image, garbage.reason == "unreferenced"))
-    };
-    let candidates = plan.remove.len();
-    plan.remove.retain(|g| !stays(g));
-    plan.in_use = candidates - plan.remove.len();
-    // A system layer goes with the last image made from it; with `orphans`, one nothing is
-    // made from goes too (without, it may be a layer a launch in progress has just made).
-    let going: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
+            .is_some_and(|image| self.in_use.holds(image, garbage.reason == "unreferenced"))
+    }
+}
+
+/// The system layers of cold launches that go (`layer`): a layer goes with the last image made
+/// from it (none stays, `going` being what goes); with `orphans`, one nothing is made from goes
+/// too (without, it may be a layer a launch in progress has just made). Returns them, and how
+/// many would go but something may stand on.
+fn layer_garbage(
+    own: &[ImageInfo],
+    going: &[Garbage],
+    orphans: bool,
+    references: &References,
+    standing: &Standing<'_>,
+) -> (Vec<Garbage>, usize) {
+    let going: BTreeSet<&str> = going.iter().map(|g| g.id.as_str()).collect();
     let mut layers = Vec::new();
     let mut layers_in_use = 0;
     for layer in own.iter().filter(|i| is_layer(i)) {
-        let mut children = listed.iter().filter(|i| i.parent == layer.id).peekable();
+        let mut children = standing
+            .listed
+            .iter()
+            .filter(|i| i.parent == layer.id)
+            .peekable();
         let made = children.peek().is_some();
         let staying = children.any(|child| !going.contains(child.id.as_str()));
-        if (made || orphans) && !staying && !is_referenced(layer) {
+        if (made || orphans) && !staying && !references.names(layer) {
             let garbage = Garbage {
                 id: layer.id.clone(),
                 tags: layer.tags.clone(),
@@ -367,23 +477,14 @@ pub async fn plan(
                 reason: "layer",
                 dataset: String::new(),
             };
-            if stays(&garbage) {
+            if standing.stays(&garbage) {
                 layers_in_use += 1;
             } else {
                 layers.push(garbage);
             }
         }
     }
-    plan.in_use += layers_in_use;
-    plan.remove
-        .sort_by(|a, b| (a.reason, &a.tags).cmp(&(b.reason, &b.tags)));
-    // After the images made from them: the engine removes an image only with its children.
-    plan.remove.extend(layers);
-    if let Some(all) = &all {
-        let removed: BTreeSet<&str> = plan.remove.iter().map(|g| g.id.as_str()).collect();
-        plan.freed = Some(freed_bytes(all, &removed));
-    }
-    Ok(plan)
+    (layers, layers_in_use)
 }
 
 /// Whether `image` is a system layer of cold launches ([`kiln_launch::LAYER_PREFIX`]).

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kiln_core::{ContainerRuntime, Event, Reporter};
-use kiln_hub::{CommitPlan, Content, Hub, Upload};
+use kiln_hub::{CommitPlan, Content, Hub, Outcome, Upload};
 
 use crate::error::PipelineError;
 use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest};
@@ -218,7 +218,71 @@ pub async fn push(
     verify(release_dir, &manifest)?;
     let note = |message: String| reporter.report(Event::Note { message });
     let prefix = format!("releases/{}", manifest.tag);
-    let mut uploads: Vec<Upload> = manifest
+    let mut uploads = release_uploads(release_dir, &manifest, &prefix);
+    let own_splits: BTreeSet<String> = manifest.splits.keys().cloned().collect();
+    let hub = Hub::new(&options.endpoint, options.token.clone()).map_err(hub_error)?;
+    let OnHub {
+        mut releases,
+        files: on_hub,
+        parent,
+    } = if options.dry_run {
+        // No server is asked: the releases next to this one stand in for the Hub's.
+        OnHub::beside(release_dir)?
+    } else {
+        // Cards first: a card the Hub would not read stops the push before anything is sent.
+        validate_release_card(&hub, release_dir, &prefix).await?;
+        if hub
+            .create_dataset_repo(&options.repo, options.private)
+            .await
+            .map_err(hub_error)?
+        {
+            note(format!("created the dataset repository {}", options.repo));
+        }
+        OnHub::read(&hub, &options.repo).await?
+    };
+    releases.insert(manifest.tag.clone(), own_splits);
+    let card = root_card(&manifest, &releases);
+    uploads.push(Upload {
+        path_in_repo: "README.md".into(),
+        content: Content::Bytes(card.clone().into_bytes()),
+    });
+    let delete = left_behind(on_hub, &uploads, &prefix);
+    let (images, images_skipped) = registry_images(&manifest);
+    let mut report = PushReport {
+        tag: manifest.tag.clone(),
+        files: upload_sizes(&uploads),
+        deleted: delete.clone(),
+        images_skipped,
+        ..PushReport::default()
+    };
+    if options.dry_run {
+        report.images = images.into_iter().map(|i| (i, None)).collect();
+        return Ok(report);
+    }
+    hub.validate_card(&card)
+        .await
+        .map_err(|e| PipelineError::Publish(format!("have the Hub accept the root card: {e}")))?;
+    report.images = push_images(runtime, images, &note).await?;
+    let (summary, description) = commit_message(&manifest);
+    let plan = CommitPlan {
+        summary: &summary,
+        description: &description,
+        delete,
+        parent: parent.as_deref(),
+    };
+    let outcome = commit(&hub, &options.repo, &plan, uploads, &note).await?;
+    report.commit = outcome.commit;
+    report.commit_url = outcome.commit_url;
+    report.sent = outcome.sent;
+    report.already_stored = outcome.already_stored;
+    report.unchanged = outcome.unchanged;
+    Ok(report)
+}
+
+/// The release's files as uploads under `prefix` (`releases/<tag>`): every file
+/// `release.json` lists, then `release.json` itself.
+fn release_uploads(release_dir: &Path, manifest: &ReleaseManifest, prefix: &str) -> Vec<Upload> {
+    manifest
         .all_files()
         .into_iter()
         .map(|f| f.path.clone())
@@ -227,14 +291,40 @@ pub async fn push(
             path_in_repo: format!("{prefix}/{path}"),
             content: Content::File(release_dir.join(&path)),
         })
-        .collect();
-    let own_splits: BTreeSet<String> = manifest.splits.keys().cloned().collect();
-    let hub = Hub::new(&options.endpoint, options.token.clone()).map_err(hub_error)?;
-    let mut releases: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut on_hub: Vec<String> = Vec::new();
-    let mut parent = None;
-    if options.dry_run {
-        // No server is asked: the releases next to this one stand in for the Hub's.
+        .collect()
+}
+
+/// Has the Hub check the release's own card (`README.md`), which a push sends as it is.
+async fn validate_release_card(
+    hub: &Hub,
+    release_dir: &Path,
+    prefix: &str,
+) -> Result<(), PipelineError> {
+    let release_card = std::fs::read_to_string(release_dir.join("README.md")).map_err(|e| {
+        PipelineError::Input {
+            what: release_dir.join("README.md").display().to_string(),
+            message: e.to_string(),
+        }
+    })?;
+    hub.validate_card(&release_card).await.map_err(|e| {
+        PipelineError::Publish(format!("have the Hub accept the card of {prefix}: {e}"))
+    })
+}
+
+/// What the dataset repository holds before the push.
+struct OnHub {
+    /// Each release's tag and the splits it has shards of.
+    releases: BTreeMap<String, BTreeSet<String>>,
+    /// The paths of the files under `releases/`.
+    files: Vec<String>,
+    /// The commit the push builds on (`None` in a dry run).
+    parent: Option<String>,
+}
+
+impl OnHub {
+    /// What a dry run takes the Hub to hold: the releases on disk beside `release_dir`.
+    fn beside(release_dir: &Path) -> Result<Self, PipelineError> {
+        let mut releases = BTreeMap::new();
         if let Some(dir) = release_dir.parent() {
             for tag in kiln_store::analytics::release_tags(dir)? {
                 if let Ok(other) = ReleaseManifest::read(&dir.join(&tag)) {
@@ -242,30 +332,20 @@ pub async fn push(
                 }
             }
         }
-    } else {
-        // Cards first: a card the Hub would not read stops the push before anything is sent.
-        let release_card = std::fs::read_to_string(release_dir.join("README.md")).map_err(|e| {
-            PipelineError::Input {
-                what: release_dir.join("README.md").display().to_string(),
-                message: e.to_string(),
-            }
-        })?;
-        hub.validate_card(&release_card).await.map_err(|e| {
-            PipelineError::Publish(format!("have the Hub accept the card of {prefix}: {e}"))
-        })?;
-        if hub
-            .create_dataset_repo(&options.repo, options.private)
-            .await
-            .map_err(hub_error)?
-        {
-            note(format!("created the dataset repository {}", options.repo));
-        }
-        let head = hub
-            .head_commit(&options.repo, "main")
-            .await
-            .map_err(hub_error)?;
+        Ok(Self {
+            releases,
+            files: Vec::new(),
+            parent: None,
+        })
+    }
+
+    /// What the head of `repo`'s `main` holds under `releases/`, and that head.
+    async fn read(hub: &Hub, repo: &str) -> Result<Self, PipelineError> {
+        let head = hub.head_commit(repo, "main").await.map_err(hub_error)?;
+        let mut releases: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut files = Vec::new();
         for entry in hub
-            .list_tree(&options.repo, &head, "releases", true)
+            .list_tree(repo, &head, "releases", true)
             .await
             .map_err(hub_error)?
         {
@@ -285,72 +365,88 @@ pub async fn push(
                     .or_default()
                     .insert(split.to_string());
             }
-            on_hub.push(entry.path.clone());
+            files.push(entry.path.clone());
         }
-        parent = Some(head);
+        Ok(Self {
+            releases,
+            files,
+            parent: Some(head),
+        })
     }
-    releases.insert(manifest.tag.clone(), own_splits);
-    let card = root_card(&manifest, &releases);
-    uploads.push(Upload {
-        path_in_repo: "README.md".into(),
-        content: Content::Bytes(card.clone().into_bytes()),
-    });
-    // What an earlier push of this release left that it no longer has (a shard of a split that
-    // now has fewer shards, a frozen split dropped): deleted in the same commit, or the default
-    // config would read those rows too.
+}
+
+/// What an earlier push of this release left that it no longer has (a shard of a split that
+/// now has fewer shards, a frozen split dropped): deleted in the same commit, or the default
+/// config would read those rows too.
+fn left_behind(on_hub: Vec<String>, uploads: &[Upload], prefix: &str) -> Vec<String> {
     let sending: BTreeSet<&str> = uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
-    let delete: Vec<String> = on_hub
+    on_hub
         .into_iter()
         .filter(|p| p.starts_with(&format!("{prefix}/")) && !sending.contains(p.as_str()))
-        .collect();
-    let mut report = PushReport {
-        tag: manifest.tag.clone(),
-        files: uploads
-            .iter()
-            .map(|u| {
-                let size = match &u.content {
-                    Content::Bytes(b) => b.len() as u64,
-                    Content::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-                };
-                (u.path_in_repo.clone(), size)
-            })
-            .collect(),
-        deleted: delete.clone(),
-        ..PushReport::default()
-    };
-    // Only the images named in the registry are pushed: a row made before `image_registry`
-    // was set names a local image, which must not go to whatever registry its name implies.
+        .collect()
+}
+
+/// Each upload's path in the repository and size.
+fn upload_sizes(uploads: &[Upload]) -> Vec<(String, u64)> {
+    uploads
+        .iter()
+        .map(|u| {
+            let size = match &u.content {
+                Content::Bytes(b) => b.len() as u64,
+                Content::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+            };
+            (u.path_in_repo.clone(), size)
+        })
+        .collect()
+}
+
+/// The images the release names in its registry, which a push sends, and the others, left
+/// alone: a row made before `image_registry` was set names a local image, which must not go
+/// to whatever registry its name implies.
+fn registry_images(manifest: &ReleaseManifest) -> (Vec<String>, Vec<String>) {
     let mut images = Vec::new();
+    let mut skipped = Vec::new();
     if let Some(registry) = &manifest.image_registry {
         for image in &manifest.images {
             if image.starts_with(&format!("{registry}/")) {
                 images.push(image.clone());
             } else {
-                report.images_skipped.push(image.clone());
+                skipped.push(image.clone());
             }
         }
     }
-    if options.dry_run {
-        report.images = images.into_iter().map(|i| (i, None)).collect();
-        return Ok(report);
+    (images, skipped)
+}
+
+/// Pushes `images` to their registry with the engine, one at a time, saying which; returns
+/// each with the digest the registry reported.
+async fn push_images(
+    runtime: Option<Arc<dyn ContainerRuntime>>,
+    images: Vec<String>,
+    note: &(dyn Fn(String) + Sync),
+) -> Result<Vec<(String, Option<String>)>, PipelineError> {
+    let mut pushed = Vec::new();
+    if images.is_empty() {
+        return Ok(pushed);
     }
-    hub.validate_card(&card)
-        .await
-        .map_err(|e| PipelineError::Publish(format!("have the Hub accept the root card: {e}")))?;
-    if !images.is_empty() {
-        let Some(runtime) = runtime else {
-            return Err(PipelineError::NoEngine("push".into()));
-        };
-        for image in images {
-            note(format!("pushing image {image}"));
-            let digest = runtime.push_image(&image, &mut |_| {}).await.map_err(|e| {
-                PipelineError::Publish(format!(
-                    "push the environment image {image} to its registry: {e}"
-                ))
-            })?;
-            report.images.push((image, digest));
-        }
+    let Some(runtime) = runtime else {
+        return Err(PipelineError::NoEngine("push".into()));
+    };
+    for image in images {
+        note(format!("pushing image {image}"));
+        let digest = runtime.push_image(&image, &mut |_| {}).await.map_err(|e| {
+            PipelineError::Publish(format!(
+                "push the environment image {image} to its registry: {e}"
+            ))
+        })?;
+        pushed.push((image, digest));
     }
+    Ok(pushed)
+}
+
+/// The commit's summary and description: the release, its splits' row counts, and the run,
+/// kiln and schema versions that made it.
+fn commit_message(manifest: &ReleaseManifest) -> (String, String) {
     let rows: Vec<String> = manifest
         .splits
         .iter()
@@ -364,35 +460,35 @@ pub async fn push(
         manifest.kiln_version,
         manifest.schema_version
     );
-    let plan = CommitPlan {
-        summary: &summary,
-        description: &description,
-        delete,
-        parent: parent.as_deref(),
-    };
-    let outcome = hub
-        .upload(&options.repo, "main", &plan, uploads, &|line: &str| {
-            note(line.to_string());
-        })
-        .await
-        .map_err(|e| match e {
-            kiln_hub::HubError::Status { status: 412, .. } => PipelineError::Publish(format!(
-                "commit to {}: another commit landed while kiln prepared this one; run the push again",
-                options.repo
-            )),
-            other => hub_error(other),
-        })?;
-    report.commit = outcome.commit;
-    report.commit_url = outcome.commit_url;
-    report.sent = outcome.sent;
-    report.already_stored = outcome.already_stored;
-    report.unchanged = outcome.unchanged;
-    Ok(report)
+    (summary, description)
+}
+
+/// Makes the commit on `repo`'s `main`, passing on the Hub's progress lines; a commit that
+/// landed meanwhile (the Hub's 412 on `plan`'s parent) is said plainly, with what to do.
+async fn commit(
+    hub: &Hub,
+    repo: &str,
+    plan: &CommitPlan<'_>,
+    uploads: Vec<Upload>,
+    note: &(dyn Fn(String) + Sync),
+) -> Result<Outcome, PipelineError> {
+    hub.upload(repo, "main", plan, uploads, &|line: &str| {
+        note(line.to_string());
+    })
+    .await
+    .map_err(|e| match e {
+        kiln_hub::HubError::Status { status: 412, .. } => PipelineError::Publish(format!(
+            "commit to {repo}: another commit landed while kiln prepared this one; run the push again"
+        )),
+        other => hub_error(other),
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::shard_split;
+    use kiln_hub::{Content, Upload};
+
+    use super::{left_behind, shard_split};
 
     #[test]
     fn shard_paths_name_their_split() {
@@ -405,5 +501,34 @@ mod tests {
             Some("lite_v2")
         );
         assert_eq!(shard_split("README.md"), None);
+    }
+
+    #[test]
+    fn files_of_this_release_the_push_no_longer_sends_are_deleted() {
+        let uploads: Vec<Upload> = [
+            "releases/2026-11/data/test-00000-of-00001.parquet",
+            "README.md",
+        ]
+        .map(|path| Upload {
+            path_in_repo: path.into(),
+            content: Content::Bytes(Vec::new()),
+        })
+        .into();
+        let on_hub: Vec<String> = [
+            "releases/2026-11/data/test-00000-of-00001.parquet",
+            "releases/2026-11/data/test-00001-of-00002.parquet",
+            "releases/2026-11/data/lite-00000-of-00001.parquet",
+            "releases/2026-10/data/test-00000-of-00001.parquet",
+            "releases/2026-110/data/test-00000-of-00001.parquet",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(
+            left_behind(on_hub, &uploads, "releases/2026-11"),
+            [
+                "releases/2026-11/data/test-00001-of-00002.parquet",
+                "releases/2026-11/data/lite-00000-of-00001.parquet",
+            ]
+        );
     }
 }

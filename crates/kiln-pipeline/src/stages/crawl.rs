@@ -16,9 +16,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kiln_core::Event;
-use kiln_core::config::{CrawlSettings, format_time};
+use kiln_core::config::{CrawlSettings, ShardId, format_time};
 use kiln_github::crawl::{
-    ClientOptions, CrawlError, CrawlRequest, GitHub, Output, Prior, RepoProgress, SETTLE, Token,
+    ClientOptions, CrawlError, CrawlRequest, CrawlSummary, GitHub, Output, Prior, RepoProgress,
+    SETTLE, Token,
 };
 use kiln_schema::{Candidate, CandidateStatus, Row as _};
 use kiln_store::StageTable;
@@ -34,6 +35,9 @@ const REPOSITORIES: &str = "repositories";
 const LIMIT_REACHED: &str = "limit_reached";
 const REPO_PREFIX: &str = "repo:";
 
+/// Crawls the stage's window (or, complete, only reports it): the request made of what the
+/// stage's earlier starts and the dataset's other runs know, the rows and progress kept page by
+/// page as they come, then the figures and whether the crawl is complete.
 pub(crate) async fn crawl(
     cx: &StageContext<'_>,
     settings: &CrawlSettings,
@@ -57,48 +61,121 @@ pub(crate) async fn crawl(
     }
     let (since, until) = window(&mut table, settings)?;
     let tokens = tokens(settings, &cx.options.secrets)?;
-    let progress = stored_progress(&table);
-    let repositories = table
-        .state()
-        .get(REPOSITORIES)
-        .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok());
-    let own_rows = table.rows()?;
-    let kept_so_far = own_rows
-        .iter()
-        .filter(|r| r.status == CandidateStatus::Ok)
-        .count();
-    let mut prior = earlier_crawls(cx)?;
-    prior
-        .seen
-        .extend(own_rows.iter().map(|r| r.instance_id.to_string()));
-    started(cx, 0, own_rows.len() as u64);
+    let known = Known::read(cx, &table)?;
+    started(cx, 0, known.own_rows);
+    let mirrors = mirror_cache(cx)?;
+    let client = github_client(cx, settings, tokens)?;
+    let (settings, shard) = shard_settings(cx, settings, &mut table)?;
+    let request = CrawlRequest {
+        settings,
+        shard,
+        since,
+        until,
+        mirrors,
+        prior: known.prior,
+        repositories: known.repositories,
+        progress: known.progress,
+        kept_so_far: i64::try_from(known.kept_so_far).unwrap_or(i64::MAX),
+    };
+    let (summary, kept) = run_crawl(cx, &mut table, request, &client).await?;
+    let complete = is_complete(&mut table, &summary, &kept)?;
+    let rows = table.rows()?;
+    record_figures(cx, &mut table, &client, kept.written, &rows)?;
+    let outcome = outcome(cx, &table, &rows, kept.written, complete);
+    table.set_complete(complete, outcome.counts.clone())?;
+    if complete {
+        table.compact()?;
+    }
+    let mut outcome = outcome;
+    outcome.stats = table.manifest().stats.clone();
+    Ok(outcome)
+}
 
+/// What a crawl that starts again knows before it asks GitHub anything.
+struct Known {
+    /// Each repository's progress, as the stage's earlier starts stored it.
+    progress: BTreeMap<String, RepoProgress>,
+    /// The repositories to crawl, once an earlier start listed them.
+    repositories: Option<Vec<String>>,
+    /// Rows the stage already has (skipped).
+    own_rows: u64,
+    /// Candidates of those rows kept, which count against `max_candidates`.
+    kept_so_far: usize,
+    /// What earlier runs crawled, and the pull requests of the stage's own rows: not again.
+    prior: Prior,
+}
+
+impl Known {
+    /// Reads what the stage's table and the dataset's other runs hold.
+    fn read(cx: &StageContext<'_>, table: &StageTable<Candidate>) -> Result<Self, PipelineError> {
+        let progress = stored_progress(table);
+        let repositories = table
+            .state()
+            .get(REPOSITORIES)
+            .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok());
+        let own_rows = table.rows()?;
+        let kept_so_far = own_rows
+            .iter()
+            .filter(|r| r.status == CandidateStatus::Ok)
+            .count();
+        let mut prior = earlier_crawls(cx)?;
+        prior
+            .seen
+            .extend(own_rows.iter().map(|r| r.instance_id.to_string()));
+        Ok(Self {
+            progress,
+            repositories,
+            own_rows: own_rows.len() as u64,
+            kept_so_far,
+            prior,
+        })
+    }
+}
+
+/// The dataset root's cache of repository mirrors, which the crawl reads commits from.
+fn mirror_cache(cx: &StageContext<'_>) -> Result<kiln_git::MirrorCache, PipelineError> {
     let root = &cx.pipeline.dataset.root;
-    let mirrors = kiln_git::MirrorCache::new(&root.join(".cache").join("git")).map_err(|e| {
-        PipelineError::Input {
-            what: "the repository mirror cache".into(),
-            message: e.to_string(),
-        }
-    })?;
+    kiln_git::MirrorCache::new(&root.join(".cache").join("git")).map_err(|e| PipelineError::Input {
+        what: "the repository mirror cache".into(),
+        message: e.to_string(),
+    })
+}
+
+/// The GitHub client of the crawl: its tokens, the requests it keeps in flight, the ETags it
+/// keeps under the dataset root, and its notes reported under the stage's name.
+fn github_client(
+    cx: &StageContext<'_>,
+    settings: &CrawlSettings,
+    tokens: Vec<Token>,
+) -> Result<Arc<GitHub>, PipelineError> {
+    let root = &cx.pipeline.dataset.root;
     let mut options = ClientOptions::new(&settings.api_url);
     options.requests_in_flight = usize::try_from(settings.requests_in_flight).unwrap_or(2);
     options.etag_dir = Some(root.join(".cache").join("github"));
     let reporter = Arc::clone(&cx.reporter);
     let stage = cx.node.name.clone();
-    let client = Arc::new(
-        GitHub::new(
-            options,
-            tokens,
-            Arc::new(move |message| {
-                reporter.report(Event::Note {
-                    message: format!("{stage}: {message}"),
-                });
-            }),
-        )
-        .map_err(github_error)?,
-    );
-    // A split run crawls this shard's repositories: listed ones as the shared plan deals them,
-    // discovered ones by the hash of their names.
+    let client = GitHub::new(
+        options,
+        tokens,
+        Arc::new(move |message| {
+            reporter.report(Event::Note {
+                message: format!("{stage}: {message}"),
+            });
+        }),
+    )
+    .map_err(github_error)?;
+    Ok(Arc::new(client))
+}
+
+/// The settings this crawl runs with, and the shard whose discovered repositories it keeps.
+///
+/// A split run crawls this shard's repositories: listed ones as the shared plan deals them
+/// (the plan recorded in the stage's state), discovered ones by the hash of their names.
+fn shard_settings(
+    cx: &StageContext<'_>,
+    settings: &CrawlSettings,
+    table: &mut StageTable<Candidate>,
+) -> Result<(CrawlSettings, Option<ShardId>), PipelineError> {
     let mut settings = settings.clone();
     let mut shard = None;
     if let Some(this) = &cx.pipeline.shard {
@@ -108,79 +185,117 @@ pub(crate) async fn crawl(
             let listed: BTreeMap<String, u64> =
                 settings.repos.iter().map(|r| (r.clone(), 1)).collect();
             let plan = shards::plan(cx.pipeline, this, &listed)?;
-            shards::record_plan(&cx.node.name, &mut table, &plan)?;
+            shards::record_plan(&cx.node.name, table, &plan)?;
             settings
                 .repos
                 .retain(|r| plan.shard_of(r) == Some(this.id.index));
         }
     }
-    let request = CrawlRequest {
-        settings,
-        shard,
-        since,
-        until,
-        mirrors,
-        prior,
-        repositories,
-        progress,
-        kept_so_far: i64::try_from(kept_so_far).unwrap_or(i64::MAX),
-    };
+    Ok((settings, shard))
+}
+
+/// What one start of the crawl kept of what the crawl sent.
+struct Kept {
+    /// Rows written by this start.
+    written: u64,
+    /// The repositories to crawl, when this start listed them.
+    repositories: Option<Vec<String>>,
+    /// Each repository's progress: stored by earlier starts, then as this one left it.
+    progress: BTreeMap<String, RepoProgress>,
+}
+
+/// Runs the crawl and keeps what it sends as it comes: the repository list, and each page's
+/// new rows together with its repository's progress, so a crash between pages loses nothing
+/// and repeats nothing.
+async fn run_crawl(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<Candidate>,
+    request: CrawlRequest,
+    client: &Arc<GitHub>,
+) -> Result<(CrawlSummary, Kept), PipelineError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Output>(8);
-    let work = kiln_github::crawl::crawl(request, Arc::clone(&client), tx);
-    let mut written = 0u64;
-    let mut repositories_known: Option<Vec<String>> = None;
-    let mut progress_seen: BTreeMap<String, RepoProgress> = stored_progress(&table);
+    let work = kiln_github::crawl::crawl(request, Arc::clone(client), tx);
+    let mut kept = Kept {
+        written: 0,
+        repositories: None,
+        progress: stored_progress(table),
+    };
     let keep = async {
         while let Some(output) = rx.recv().await {
-            match output {
-                Output::Repositories(repos) => {
-                    repositories_known = Some(repos.clone());
-                    table.append_with_state(
-                        &[],
-                        BTreeMap::from([(REPOSITORIES.to_string(), serde_json::json!(repos))]),
-                    )?;
-                }
-                Output::Page {
-                    repo,
-                    rows,
-                    progress,
-                } => {
-                    let rows: Vec<Candidate> = rows
-                        .into_iter()
-                        .filter(|r| !table.contains(r.key()).unwrap_or(false))
-                        .collect();
-                    let state = BTreeMap::from([(
-                        format!("{REPO_PREFIX}{repo}"),
-                        serde_json::to_value(&progress).unwrap_or(Value::Null),
-                    )]);
-                    table.append_with_state(&rows, state)?;
-                    for row in &rows {
-                        cx.reporter.report(Event::ItemFinished {
-                            stage: cx.node.name.clone(),
-                            item: row.instance_id.to_string(),
-                            outcome: row_outcome(row),
-                            seconds: 0.0,
-                        });
-                    }
-                    written += rows.len() as u64;
-                    progress_seen.insert(repo, progress);
-                }
-                Output::Note(message) => cx.reporter.report(Event::Note {
-                    message: format!("{}: {message}", cx.node.name),
-                }),
-            }
+            keep_output(cx, table, output, &mut kept)?;
         }
         Ok::<(), PipelineError>(())
     };
     // When keeping fails (the disk), the crawl is dropped with it, which stops its tasks.
     let (summary, ()) = tokio::try_join!(async { work.await.map_err(github_error) }, keep)?;
+    Ok((summary, kept))
+}
+
+/// Keeps one thing the crawl sent: the repository list in the stage's state; a page's rows the
+/// table does not hold yet, appended with the repository's progress and reported one by one;
+/// a note reported under the stage's name.
+fn keep_output(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<Candidate>,
+    output: Output,
+    kept: &mut Kept,
+) -> Result<(), PipelineError> {
+    match output {
+        Output::Repositories(repos) => {
+            kept.repositories = Some(repos.clone());
+            table.append_with_state(
+                &[],
+                BTreeMap::from([(REPOSITORIES.to_string(), serde_json::json!(repos))]),
+            )?;
+        }
+        Output::Page {
+            repo,
+            rows,
+            progress,
+        } => {
+            let rows: Vec<Candidate> = rows
+                .into_iter()
+                .filter(|r| !table.contains(r.key()).unwrap_or(false))
+                .collect();
+            let state = BTreeMap::from([(
+                format!("{REPO_PREFIX}{repo}"),
+                serde_json::to_value(&progress).unwrap_or(Value::Null),
+            )]);
+            table.append_with_state(&rows, state)?;
+            for row in &rows {
+                cx.reporter.report(Event::ItemFinished {
+                    stage: cx.node.name.clone(),
+                    item: row.instance_id.to_string(),
+                    outcome: row_outcome(row),
+                    seconds: 0.0,
+                });
+            }
+            kept.written += rows.len() as u64;
+            kept.progress.insert(repo, progress);
+        }
+        Output::Note(message) => cx.reporter.report(Event::Note {
+            message: format!("{}: {message}", cx.node.name),
+        }),
+    }
+    Ok(())
+}
+
+/// Whether the crawl is complete: every repository's window done without an error, or
+/// `max_candidates` reached (which the stage's state then records).
+fn is_complete(
+    table: &mut StageTable<Candidate>,
+    summary: &CrawlSummary,
+    kept: &Kept,
+) -> Result<bool, PipelineError> {
     if summary.limit_reached {
         table.append_with_state(
             &[],
             BTreeMap::from([(LIMIT_REACHED.to_string(), Value::Bool(true))]),
         )?;
     }
-    let repos = repositories_known
+    let repos: Vec<String> = kept
+        .repositories
+        .clone()
         .or_else(|| {
             table
                 .state()
@@ -189,13 +304,22 @@ pub(crate) async fn crawl(
         })
         .unwrap_or_default();
     let all_done = repos.iter().all(|r| {
-        progress_seen
+        kept.progress
             .get(r)
             .is_some_and(|p| p.done && p.error.is_none())
     });
-    let complete = all_done || summary.limit_reached;
-    let rows = table.rows()?;
-    // A resumed crawl adds its requests to those of the earlier starts.
+    Ok(all_done || summary.limit_reached)
+}
+
+/// Sets the stage's figures ([`stats`]): a resumed crawl adds its requests, the rows it wrote
+/// and its wall time to those of the earlier starts.
+fn record_figures(
+    cx: &StageContext<'_>,
+    table: &mut StageTable<Candidate>,
+    client: &GitHub,
+    written: u64,
+    rows: &[Candidate],
+) -> Result<(), PipelineError> {
     let mut counters = client.counters();
     for (key, value) in &table.manifest().stats {
         if key.starts_with("graphql.")
@@ -221,20 +345,13 @@ pub(crate) async fn crawl(
         .get(super::context::WALL_SECONDS)
         .copied()
         .unwrap_or(0.0);
-    let mut figures = stats(&counters, total_written, &rows);
+    let mut figures = stats(&counters, total_written, rows);
     figures.insert(
         super::context::WALL_SECONDS.to_string(),
         earlier_wall + cx.started.elapsed().as_secs_f64(),
     );
     table.set_stats(figures)?;
-    let outcome = outcome(cx, &table, &rows, written, complete);
-    table.set_complete(complete, outcome.counts.clone())?;
-    if complete {
-        table.compact()?;
-    }
-    let mut outcome = outcome;
-    outcome.stats = table.manifest().stats.clone();
-    Ok(outcome)
+    Ok(())
 }
 
 fn github_error(e: CrawlError) -> PipelineError {

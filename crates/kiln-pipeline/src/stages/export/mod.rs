@@ -6,154 +6,134 @@
 
 mod card;
 mod frozen;
+mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use kiln_core::Event;
 use kiln_core::config::{ExportSettings, Node, NodeKind, NodeSettings, Pipeline};
-use kiln_schema::{
-    EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
-    ValidationStatus, Verdict, rows_by_id,
-};
+use kiln_schema::{InstanceId, PlatformLabel, ReleaseInstance, Verdict};
 use kiln_store::CardMeta;
-use kiln_store::analytics::Published;
+use kiln_store::analytics::{Duplicate, Published};
 
 use crate::error::PipelineError;
-use crate::release::{RELEASE_FILE, ReleaseFile, ReleaseManifest, ReleaseSplit};
-use crate::stages::context::{StageContext, StageOutcome, finish, started};
+use crate::release::{FrozenRecord, RELEASE_FILE, ReleaseFile, ReleaseManifest, ReleaseSplit};
+use crate::stages::context::{StageContext, StageOutcome, finish};
 
+/// Exports the release: this run's validated rows (with those of earlier runs of the tag that
+/// it does not replace), less what other releases published, with its frozen splits, its card
+/// and `release.json`, written beside the release it replaces and then put in its place.
 pub(crate) async fn export(
     cx: &StageContext<'_>,
     settings: &ExportSettings,
 ) -> Result<StageOutcome, PipelineError> {
-    let candidates = rows_by_id(cx.candidates()?);
-    let environments = rows_by_id(
-        cx.input_rows::<EnvironmentRecord>(NodeKind::Launch)?
-            .unwrap_or_default(),
-    );
-    let platforms: BTreeMap<InstanceId, String> = cx
-        .input_rows::<PlatformLabel>(NodeKind::Split)?
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| (p.instance_id, p.platform))
-        .collect();
-    let validations = cx
-        .input_rows::<ValidationRecord>(NodeKind::Validate)?
-        .unwrap_or_default();
-    started(cx, validations.len(), 0);
-    let mut rows: Vec<ReleaseInstance> = Vec::new();
-    for validation in validations
-        .into_iter()
-        .filter(|v| v.status == ValidationStatus::Validated)
-    {
-        let id = &validation.instance_id;
-        let (Some(candidate), Some(environment)) = (candidates.get(id), environments.get(id))
-        else {
-            continue;
-        };
-        let harness_note = match (&validation.log_parser, &environment.image) {
-            (_, None) => "the environment has no image".to_string(),
-            (Some(_), Some(_)) => String::new(),
-            (None, Some(_)) => validation
-                .log_parser_reason
-                .clone()
-                .unwrap_or_else(|| "validated before kiln checked the SWE-bench harness".into()),
-        };
-        let commit_urls = [&candidate.head_commit, &candidate.merge_commit]
-            .into_iter()
-            .flatten()
-            .map(|sha| format!("https://github.com/{}/commit/{sha}", candidate.repo))
-            .collect();
-        rows.push(ReleaseInstance {
-            eval_script: kiln_validate::harness::eval_script(
-                &candidate.base_commit,
-                &candidate.test_patch,
-                &environment.rebuild_commands,
-                &environment.test_command,
-                &environment.parser,
-                environment.parser_script.as_deref(),
-            ),
-            log_parser: validation.log_parser.clone().unwrap_or_default(),
-            eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
-            environment_setup_commit: candidate.base_commit.clone(),
-            image: environment.image.clone().unwrap_or_default(),
-            image_digest: environment.image_digest.clone(),
-            rebuild_cmds: environment.rebuild_commands.clone(),
-            test_cmds: vec![environment.test_command.clone()],
-            issue_numbers: candidate.issue_numbers.clone(),
-            commit_urls,
-            harness_note,
-            instance_id: id.clone(),
-            repo: candidate.repo.clone(),
-            pull_number: candidate.pull_number.map(|n| n.to_string()),
-            base_commit: candidate.base_commit.clone(),
-            patch: candidate.patch.clone(),
-            test_patch: candidate.test_patch.clone(),
-            problem_statement: candidate.problem_statement.clone(),
-            hints_text: candidate.hints_text.clone(),
-            created_at: candidate.created_at.clone(),
-            version: candidate
-                .version
-                .clone()
-                .or_else(|| environment.project_version.clone()),
-            license: environment.license.clone(),
-            // Tests the harness parser cannot read go apart, so that it grades the rest.
-            FAIL_TO_PASS: graded(&validation.FAIL_TO_PASS, &validation.harness_unread, true),
-            PASS_TO_PASS: graded(&validation.PASS_TO_PASS, &validation.harness_unread, true),
-            FAIL_TO_PASS_UNGRADED: graded(
-                &validation.FAIL_TO_PASS,
-                &validation.harness_unread,
-                false,
-            ),
-            PASS_TO_PASS_UNGRADED: graded(
-                &validation.PASS_TO_PASS,
-                &validation.harness_unread,
-                false,
-            ),
-            setup_commands: environment.setup_commands.clone(),
-            parser: environment.parser.clone(),
-            parser_script: environment.parser_script.clone(),
-            language: environment.language.clone(),
-            platform: platforms.get(id).cloned().unwrap_or_else(|| "linux".into()),
-            dockerfile: environment.dockerfile.clone(),
-            launch_seconds: environment.total_seconds,
-            validate_seconds: validation.total_seconds,
-            run_id: cx.run.run_id().to_string(),
-        });
-    }
-    let tag = release_tag(cx.pipeline, cx.node, cx.run.run_id());
-    let dataset_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name);
-    let releases_dir = dataset_dir.join("releases");
-    let release_dir = releases_dir.join(&tag);
+    let rows = rows::validated_rows(cx)?;
+    let place = ReleasePlace::of(cx);
     // An export cut short between putting the old release aside and the new one in place.
-    kiln_store::recover_replaced(&release_dir)?;
-    // A release of this tag written by an earlier run keeps the rows this run does not have
-    // (a second refresh of a month adds to its release); this run's rows replace theirs.
-    // Told to, the export replaces the release with this run's rows alone.
-    if !cx.options.allow_fewer_rows {
-        let fresh: BTreeSet<InstanceId> = rows.iter().map(|r| r.instance_id.clone()).collect();
-        let mut kept = 0;
-        for shard in kiln_store::analytics::split_shards(&release_dir, &settings.split)? {
-            for row in kiln_store::read_parquet::<ReleaseInstance>(&shard)? {
-                if !fresh.contains(&row.instance_id) {
-                    rows.push(row);
-                    kept += 1;
-                }
+    kiln_store::recover_replaced(&place.release_dir)?;
+    let rows = keep_earlier_rows(cx, settings, &place, rows)?;
+    let (rows, duplicates) = leave_out_duplicates(cx, settings, &place, rows)?;
+    let rows = publish_images(cx, &settings.image_registry, rows).await?;
+    let Splits {
+        rows: split_rows,
+        frozen: frozen_records,
+        draws,
+    } = release_splits(settings, &place, rows)?;
+    check_release_images(cx, &split_rows).await?;
+    // The release is written whole beside the one it replaces, then put in its place: readers
+    // and a crash see the old release or the new one, never a mixture of their shards.
+    let staging = clear_staging(&place)?;
+    let written = Written {
+        split_rows: &split_rows,
+        frozen: frozen_records,
+        duplicates,
+    };
+    write_release(cx, settings, &place, &staging, written)?;
+    kiln_store::replace_dir(&staging, &place.release_dir)?;
+    // A new draw of a frozen split is kept only now that the release holding it is in place.
+    for draw in &draws {
+        frozen::keep_draw(&place.dataset_dir, draw)?;
+    }
+    record_main_rows(cx, place.release_dir, &split_rows[0].1)
+}
+
+/// Where a release goes on disk.
+struct ReleasePlace {
+    /// The release's tag ([`release_tag`]).
+    tag: String,
+    /// `<root>/<dataset>`, where frozen splits keep their draws.
+    dataset_dir: PathBuf,
+    /// `<root>/<dataset>/releases`, every release of the dataset.
+    releases_dir: PathBuf,
+    /// `<releases_dir>/<tag>`, this release.
+    release_dir: PathBuf,
+}
+
+impl ReleasePlace {
+    /// The place of the release the stage of `cx` exports in its run.
+    fn of(cx: &StageContext<'_>) -> Self {
+        let tag = release_tag(cx.pipeline, cx.node, cx.run.run_id());
+        let dataset_dir = cx.pipeline.dataset.root.join(&cx.pipeline.dataset.name);
+        let releases_dir = dataset_dir.join("releases");
+        let release_dir = releases_dir.join(&tag);
+        Self {
+            tag,
+            dataset_dir,
+            releases_dir,
+            release_dir,
+        }
+    }
+}
+
+/// Adds to `rows` those of the release of this tag an earlier run wrote that this run does
+/// not have (a second refresh of a month adds to its release), and says how many it kept.
+///
+/// This run's rows replace theirs; with `--allow-fewer-rows` the export replaces the release
+/// with this run's rows alone, and `rows` come back as they are.
+fn keep_earlier_rows(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+    place: &ReleasePlace,
+    mut rows: Vec<ReleaseInstance>,
+) -> Result<Vec<ReleaseInstance>, PipelineError> {
+    if cx.options.allow_fewer_rows {
+        return Ok(rows);
+    }
+    let fresh: BTreeSet<InstanceId> = rows.iter().map(|r| r.instance_id.clone()).collect();
+    let mut kept = 0;
+    for shard in kiln_store::analytics::split_shards(&place.release_dir, &settings.split)? {
+        for row in kiln_store::read_parquet::<ReleaseInstance>(&shard)? {
+            if !fresh.contains(&row.instance_id) {
+                rows.push(row);
+                kept += 1;
             }
         }
-        if kept > 0 {
-            cx.reporter.report(Event::Note {
-                message: format!(
-                    "export: release {tag} keeps {kept} row(s) of earlier runs that this run did not make \
-                     (--allow-fewer-rows replaces the release with this run's rows alone)"
-                ),
-            });
-        }
     }
+    if kept > 0 {
+        let tag = &place.tag;
+        cx.reporter.report(Event::Note {
+            message: format!(
+                "export: release {tag} keeps {kept} row(s) of earlier runs that this run did not make \
+                 (--allow-fewer-rows replaces the release with this run's rows alone)"
+            ),
+        });
+    }
+    Ok(rows)
+}
+
+/// Sorts `rows` by instance id and leaves out those another release published (by id, or by
+/// repository and pull request) and the second of two here, saying how many went; returns the
+/// rows kept and what was left out, which `release.json` records.
+fn leave_out_duplicates(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+    place: &ReleasePlace,
+    mut rows: Vec<ReleaseInstance>,
+) -> Result<(Vec<ReleaseInstance>, Vec<Duplicate>), PipelineError> {
     rows.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    // Rows another release published (by id, or by repository and pull request) stay out.
-    let published = Published::except(&releases_dir, &tag, &settings.split)?;
-    let deduped = kiln_store::analytics::dedupe(&rows, &published, &tag)?;
+    let published = Published::except(&place.releases_dir, &place.tag, &settings.split)?;
+    let deduped = kiln_store::analytics::dedupe(&rows, &published, &place.tag)?;
     let mut keep = deduped.keep.iter().peekable();
     let rows: Vec<ReleaseInstance> = rows
         .into_iter()
@@ -165,69 +145,92 @@ pub(crate) async fn export(
             message: format!(
                 "export: {} validated instance(s) left out as duplicates (of a published row, a backport of one, or twice here; see {}/{RELEASE_FILE})",
                 deduped.duplicates.len(),
-                release_dir.display()
+                place.release_dir.display()
             ),
         });
     }
-    let rows = publish_images(cx, &settings.image_registry, rows).await?;
-    let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
+    Ok((rows, deduped.duplicates))
+}
+
+/// The splits of a release, the main split first, and what its frozen splits leave to record.
+struct Splits {
+    /// Each split's name and rows.
+    rows: Vec<(String, Vec<ReleaseInstance>)>,
+    /// How each frozen split was chosen, for `release.json`.
+    frozen: BTreeMap<String, FrozenRecord>,
+    /// New draws of frozen splits, kept once the release is in place.
+    draws: Vec<frozen::PendingDraw>,
+}
+
+/// The release's splits: the main split of `rows`, then each frozen split the settings name,
+/// made of the rows first published of its instances ([`frozen::frozen_split`]).
+fn release_splits(
+    settings: &ExportSettings,
+    place: &ReleasePlace,
+    rows: Vec<ReleaseInstance>,
+) -> Result<Splits, PipelineError> {
     let mut split_rows: Vec<(String, Vec<ReleaseInstance>)> = Vec::new();
     let mut frozen_records = BTreeMap::new();
     let mut draws = Vec::new();
     for split in &settings.frozen {
-        let place = frozen::Place {
-            dataset_dir: &dataset_dir,
-            tag: &tag,
-            current: &release_dir,
+        let frozen_place = frozen::Place {
+            dataset_dir: &place.dataset_dir,
+            tag: &place.tag,
+            current: &place.release_dir,
             main_split: &settings.split,
             fresh: &rows,
         };
-        let (frozen_rows, record, draw) = frozen::frozen_split(split, &place)?;
+        let (frozen_rows, record, draw) = frozen::frozen_split(split, &frozen_place)?;
         frozen_records.insert(split.name.clone(), record);
         split_rows.push((split.name.clone(), frozen_rows));
         draws.extend(draw);
     }
     split_rows.insert(0, (settings.split.clone(), rows));
-    check_release_images(cx, &split_rows).await?;
-    // The release is written whole beside the one it replaces, then put in its place: readers
-    // and a crash see the old release or the new one, never a mixture of their shards.
-    let staging = releases_dir.join(format!(".{tag}.staging"));
+    Ok(Splits {
+        rows: split_rows,
+        frozen: frozen_records,
+        draws,
+    })
+}
+
+/// The empty directory the release is written in before it replaces the old one
+/// (`releases/.<tag>.staging`): what an export cut short left there is removed first.
+fn clear_staging(place: &ReleasePlace) -> Result<PathBuf, PipelineError> {
+    let staging = place.releases_dir.join(format!(".{}.staging", place.tag));
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| PipelineError::Host {
             what: format!("remove the unfinished release {}", staging.display()),
             message: e.to_string(),
         })?;
     }
-    let mut splits = BTreeMap::new();
-    for (name, rows) in &split_rows {
-        let written = kiln_store::write_release(&staging, name, rows, per_shard)?;
-        let files = written
-            .iter()
-            .map(|path| {
-                let relative = path.strip_prefix(&staging).unwrap_or(path);
-                ReleaseFile::read(&staging, &relative.to_string_lossy())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        splits.insert(
-            name.clone(),
-            ReleaseSplit {
-                rows: rows.len(),
-                files,
-                stats: kiln_store::analytics::split_stats(&staging, name)?,
-            },
-        );
-    }
-    let main_rows = &split_rows[0].1;
-    let mut images: Vec<String> = split_rows
-        .iter()
-        .flat_map(|(_, rows)| rows.iter().map(|r| r.image.clone()))
-        .filter(|i| !i.is_empty())
-        .collect();
-    images.sort();
-    images.dedup();
+    Ok(staging)
+}
+
+/// What [`write_release`] writes besides the place and settings: the splits' rows and what
+/// `release.json` records about how they were chosen.
+struct Written<'a> {
+    /// Each split's name and rows, the main split first.
+    split_rows: &'a [(String, Vec<ReleaseInstance>)],
+    /// How each frozen split was chosen.
+    frozen: BTreeMap<String, FrozenRecord>,
+    /// The validated instances left out as duplicates.
+    duplicates: Vec<Duplicate>,
+}
+
+/// Writes the whole release into `staging`: every split's shards, the LM answers and the card,
+/// then, last, `release.json`, which lists them all with their sizes and hashes.
+fn write_release(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+    place: &ReleasePlace,
+    staging: &Path,
+    written: Written<'_>,
+) -> Result<(), PipelineError> {
+    let per_shard = usize::try_from(settings.rows_per_shard).unwrap_or(10_000);
+    let splits = write_splits(staging, written.split_rows, per_shard)?;
     let mut manifest = ReleaseManifest {
         dataset: cx.pipeline.dataset.name.clone(),
-        tag: tag.clone(),
+        tag: place.tag.clone(),
         kiln_version: env!("CARGO_PKG_VERSION").to_string(),
         schema_version: kiln_schema::SCHEMA_VERSION,
         run_id: cx.run.run_id().to_string(),
@@ -235,15 +238,78 @@ pub(crate) async fn export(
         exported_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         main_split: settings.split.clone(),
         splits,
-        frozen: frozen_records,
-        duplicates: deduped.duplicates,
-        images,
+        frozen: written.frozen,
+        duplicates: written.duplicates,
+        images: release_images(written.split_rows),
         image_registry: (!settings.image_registry.is_empty())
             .then(|| settings.image_registry.clone()),
         license: settings.license.clone(),
         funnel: crate::summary::funnel(cx.pipeline, cx.run)?,
         files: Vec::new(),
     };
+    write_card(cx, settings, staging, &manifest, written.split_rows)?;
+    for extra_file in ["README.md", LM_ANSWERS] {
+        if staging.join(extra_file).exists() {
+            manifest.files.push(ReleaseFile::read(staging, extra_file)?);
+        }
+    }
+    let text = serde_json::to_string_pretty(&manifest)
+        .map_err(|e| PipelineError::Internal(format!("the release manifest: {e}")))?;
+    kiln_store::write_atomic(&staging.join(RELEASE_FILE), text.as_bytes())?;
+    Ok(())
+}
+
+/// Writes each split's Parquet shards into `staging` (`per_shard` rows at most each) and
+/// returns, by split, its row count, its files as `release.json` lists them, and its figures.
+fn write_splits(
+    staging: &Path,
+    split_rows: &[(String, Vec<ReleaseInstance>)],
+    per_shard: usize,
+) -> Result<BTreeMap<String, ReleaseSplit>, PipelineError> {
+    let mut splits = BTreeMap::new();
+    for (name, rows) in split_rows {
+        let written = kiln_store::write_release(staging, name, rows, per_shard)?;
+        let files = written
+            .iter()
+            .map(|path| {
+                let relative = path.strip_prefix(staging).unwrap_or(path);
+                ReleaseFile::read(staging, &relative.to_string_lossy())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        splits.insert(
+            name.clone(),
+            ReleaseSplit {
+                rows: rows.len(),
+                files,
+                stats: kiln_store::analytics::split_stats(staging, name)?,
+            },
+        );
+    }
+    Ok(splits)
+}
+
+/// The images the rows of every split name, sorted and once each.
+fn release_images(split_rows: &[(String, Vec<ReleaseInstance>)]) -> Vec<String> {
+    let mut images: Vec<String> = split_rows
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|r| r.image.clone()))
+        .filter(|i| !i.is_empty())
+        .collect();
+    images.sort();
+    images.dedup();
+    images
+}
+
+/// Writes the release's dataset card (`README.md`) into `staging`, and the LM answers behind
+/// its main split's rows, which the card's body describes with the harness and the splits.
+fn write_card(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+    staging: &Path,
+    manifest: &ReleaseManifest,
+    split_rows: &[(String, Vec<ReleaseInstance>)],
+) -> Result<(), PipelineError> {
+    let main_rows = &split_rows[0].1;
     let intro = format!(
         "Task instances built and validated by kiln: each row is a repository at a base commit, a gold patch, \
          a test patch, and the tests that go from failing to passing (`FAIL_TO_PASS`) or stay passing \
@@ -251,8 +317,8 @@ pub(crate) async fn export(
          publishes first; an instance is never in the `{}` split of two releases.\n",
         settings.split, settings.split
     );
-    let mut extra = harness_paragraph(&manifest, main_rows);
-    extra.push_str(&write_lm_answers(cx, &staging, main_rows)?);
+    let mut extra = harness_paragraph(manifest, main_rows);
+    extra.push_str(&write_lm_answers(cx, staging, main_rows)?);
     let counts: Vec<(String, usize)> = split_rows
         .iter()
         .map(|(n, rows)| (n.clone(), rows.len()))
@@ -270,29 +336,24 @@ pub(crate) async fn export(
         )],
     };
     kiln_store::write_dataset_card(
-        &staging,
+        staging,
         &meta,
         &counts,
-        &card::body(&manifest, &intro, &extra),
+        &card::body(manifest, &intro, &extra),
     )?;
-    for extra_file in ["README.md", LM_ANSWERS] {
-        if staging.join(extra_file).exists() {
-            manifest
-                .files
-                .push(ReleaseFile::read(&staging, extra_file)?);
-        }
-    }
-    let text = serde_json::to_string_pretty(&manifest)
-        .map_err(|e| PipelineError::Internal(format!("the release manifest: {e}")))?;
-    kiln_store::write_atomic(&staging.join(RELEASE_FILE), text.as_bytes())?;
-    kiln_store::replace_dir(&staging, &release_dir)?;
-    // A new draw of a frozen split is kept only now that the release holding it is in place.
-    for draw in &draws {
-        frozen::keep_draw(&dataset_dir, draw)?;
-    }
+    Ok(())
+}
+
+/// Makes the export's table hold the release's main split (the run's summaries read it), with
+/// the release's directory in its state (`kiln run` and `kiln refresh` print it), and finishes
+/// the stage over those rows.
+fn record_main_rows(
+    cx: &StageContext<'_>,
+    release_dir: PathBuf,
+    main_rows: &[ReleaseInstance],
+) -> Result<StageOutcome, PipelineError> {
     let mut table = cx.table::<ReleaseInstance>()?;
     table.reset()?;
-    // The release's place, for summaries (`kiln run` and `kiln refresh` print it).
     let state = BTreeMap::from([(
         crate::release::RELEASE_DIR_STATE.to_string(),
         serde_json::Value::String(release_dir.to_string_lossy().into_owned()),
@@ -377,15 +438,6 @@ async fn publish_images(
 
 /// The card's paragraph on the SWE-bench harness: how many rows it evaluates unchanged, how to
 /// run it, and why the others cannot be.
-/// The tests of `list` the harness reads (`read`), or those it cannot (`!read`), by
-/// validation's `unread`.
-fn graded(list: &[String], unread: &[String], read: bool) -> kiln_schema::TestList {
-    list.iter()
-        .filter(|id| unread.contains(id) != read)
-        .cloned()
-        .collect()
-}
-
 fn harness_paragraph(manifest: &ReleaseManifest, rows: &[ReleaseInstance]) -> String {
     let ready = rows.iter().filter(|r| r.harness_note.is_empty()).count();
     let shards: Vec<String> = manifest
@@ -528,20 +580,11 @@ fn release_month(run_id: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{graded, release_month};
+    use super::release_month;
 
     #[test]
     fn release_tag_is_the_run_month() {
         assert_eq!(release_month("20261202-154751"), "2026-12");
         assert_eq!(release_month("custom"), "custom");
-    }
-
-    #[test]
-    fn tests_the_harness_cannot_read_are_listed_apart() {
-        let list: Vec<String> = ["a", "b[x\ny]", "c"].map(String::from).to_vec();
-        let unread = vec!["b[x\ny]".to_string()];
-        assert_eq!(graded(&list, &unread, true).to_vec(), ["a", "c"]);
-        assert_eq!(graded(&list, &unread, false).to_vec(), ["b[x\ny]"]);
-        assert_eq!(graded(&list, &[], true).to_vec(), list);
     }
 }

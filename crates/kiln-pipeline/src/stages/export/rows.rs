@@ -1,0 +1,161 @@
+//! The rows of this run that a release publishes: one per validated instance, made of its
+//! candidate, its environment and its validation.
+
+use std::collections::BTreeMap;
+
+use kiln_core::config::NodeKind;
+use kiln_schema::{
+    Candidate, EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
+    ValidationStatus, rows_by_id,
+};
+
+use crate::error::PipelineError;
+use crate::stages::context::{StageContext, started};
+
+/// The release rows of this run's validated instances, in the order validation wrote them.
+///
+/// Reads the stage's inputs (candidates, environments, platform labels, validations) and says
+/// the stage started over every validation row; an instance whose candidate or environment is
+/// missing has no row.
+pub(super) fn validated_rows(cx: &StageContext<'_>) -> Result<Vec<ReleaseInstance>, PipelineError> {
+    let candidates = rows_by_id(cx.candidates()?);
+    let environments = rows_by_id(
+        cx.input_rows::<EnvironmentRecord>(NodeKind::Launch)?
+            .unwrap_or_default(),
+    );
+    let platforms: BTreeMap<InstanceId, String> = cx
+        .input_rows::<PlatformLabel>(NodeKind::Split)?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.instance_id, p.platform))
+        .collect();
+    let validations = cx
+        .input_rows::<ValidationRecord>(NodeKind::Validate)?
+        .unwrap_or_default();
+    started(cx, validations.len(), 0);
+    let run_id = cx.run.run_id().to_string();
+    let mut rows: Vec<ReleaseInstance> = Vec::new();
+    for validation in validations
+        .iter()
+        .filter(|v| v.status == ValidationStatus::Validated)
+    {
+        let id = &validation.instance_id;
+        let (Some(candidate), Some(environment)) = (candidates.get(id), environments.get(id))
+        else {
+            continue;
+        };
+        let platform = platforms.get(id).cloned().unwrap_or_else(|| "linux".into());
+        rows.push(release_row(
+            validation,
+            candidate,
+            environment,
+            platform,
+            &run_id,
+        ));
+    }
+    Ok(rows)
+}
+
+/// One instance's release row: the SWE-bench columns (with the harness's `eval_script` and
+/// `log_parser`), then what kiln adds about its environment, platform and run.
+fn release_row(
+    validation: &ValidationRecord,
+    candidate: &Candidate,
+    environment: &EnvironmentRecord,
+    platform: String,
+    run_id: &str,
+) -> ReleaseInstance {
+    ReleaseInstance {
+        eval_script: kiln_validate::harness::eval_script(
+            &candidate.base_commit,
+            &candidate.test_patch,
+            &environment.rebuild_commands,
+            &environment.test_command,
+            &environment.parser,
+            environment.parser_script.as_deref(),
+        ),
+        log_parser: validation.log_parser.clone().unwrap_or_default(),
+        eval_type: kiln_validate::harness::EVAL_TYPE.to_string(),
+        environment_setup_commit: candidate.base_commit.clone(),
+        image: environment.image.clone().unwrap_or_default(),
+        image_digest: environment.image_digest.clone(),
+        rebuild_cmds: environment.rebuild_commands.clone(),
+        test_cmds: vec![environment.test_command.clone()],
+        issue_numbers: candidate.issue_numbers.clone(),
+        commit_urls: commit_urls(candidate),
+        harness_note: harness_note(validation, environment),
+        instance_id: validation.instance_id.clone(),
+        repo: candidate.repo.clone(),
+        pull_number: candidate.pull_number.map(|n| n.to_string()),
+        base_commit: candidate.base_commit.clone(),
+        patch: candidate.patch.clone(),
+        test_patch: candidate.test_patch.clone(),
+        problem_statement: candidate.problem_statement.clone(),
+        hints_text: candidate.hints_text.clone(),
+        created_at: candidate.created_at.clone(),
+        version: candidate
+            .version
+            .clone()
+            .or_else(|| environment.project_version.clone()),
+        license: environment.license.clone(),
+        // Tests the harness parser cannot read go apart, so that it grades the rest.
+        FAIL_TO_PASS: graded(&validation.FAIL_TO_PASS, &validation.harness_unread, true),
+        PASS_TO_PASS: graded(&validation.PASS_TO_PASS, &validation.harness_unread, true),
+        FAIL_TO_PASS_UNGRADED: graded(&validation.FAIL_TO_PASS, &validation.harness_unread, false),
+        PASS_TO_PASS_UNGRADED: graded(&validation.PASS_TO_PASS, &validation.harness_unread, false),
+        setup_commands: environment.setup_commands.clone(),
+        parser: environment.parser.clone(),
+        parser_script: environment.parser_script.clone(),
+        language: environment.language.clone(),
+        platform,
+        dockerfile: environment.dockerfile.clone(),
+        launch_seconds: environment.total_seconds,
+        validate_seconds: validation.total_seconds,
+        run_id: run_id.to_string(),
+    }
+}
+
+/// Why the official SWE-bench harness cannot evaluate the row unchanged (empty when it can):
+/// the environment has no image, or validation found no harness parser that reads its output.
+fn harness_note(validation: &ValidationRecord, environment: &EnvironmentRecord) -> String {
+    match (&validation.log_parser, &environment.image) {
+        (_, None) => "the environment has no image".to_string(),
+        (Some(_), Some(_)) => String::new(),
+        (None, Some(_)) => validation
+            .log_parser_reason
+            .clone()
+            .unwrap_or_else(|| "validated before kiln checked the SWE-bench harness".into()),
+    }
+}
+
+/// The GitHub addresses of the pull request's head and merge commits, those the crawl knew.
+fn commit_urls(candidate: &Candidate) -> Vec<String> {
+    [&candidate.head_commit, &candidate.merge_commit]
+        .into_iter()
+        .flatten()
+        .map(|sha| format!("https://github.com/{}/commit/{sha}", candidate.repo))
+        .collect()
+}
+
+/// The tests of `list` the harness reads (`read`), or those it cannot (`!read`), by
+/// validation's `unread`.
+fn graded(list: &[String], unread: &[String], read: bool) -> kiln_schema::TestList {
+    list.iter()
+        .filter(|id| unread.contains(id) != read)
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::graded;
+
+    #[test]
+    fn tests_the_harness_cannot_read_are_listed_apart() {
+        let list: Vec<String> = ["a", "b[x\ny]", "c"].map(String::from).to_vec();
+        let unread = vec!["b[x\ny]".to_string()];
+        assert_eq!(graded(&list, &unread, true).to_vec(), ["a", "c"]);
+        assert_eq!(graded(&list, &unread, false).to_vec(), ["b[x\ny]"]);
+        assert_eq!(graded(&list, &[], true).to_vec(), list);
+    }
+}
