@@ -1,9 +1,9 @@
 //! The launch agent through the binary, on the real engine, driven by the fake LM endpoint
 //! speaking tool calls: the fixture the rules cannot build (it needs `libxml2-utils` and
 //! `WEATHER_UNITS`, named by none of its files) is built by the agent, one deliberately bad
-//! command rolled back on the way, and validates with its exact FAIL_TO_PASS; a second instance
-//! of the repository builds from the stored recipe without a request; a re-run of the first
-//! replays the stored answers without a request.
+//! command rolled back on the way, and validates with its exact FAIL_TO_PASS; only then is its
+//! recipe kept. A re-run of the launch replays the stored answers without a request, and a new
+//! run with a second instance of the repository builds both from the recipe without one.
 
 use std::path::{Path, PathBuf};
 
@@ -67,8 +67,9 @@ pub(crate) fn agent_turn(call: &ChatCall) -> LmReply {
 }
 
 /// The two weather tasks: the fixture's, and one at its base commit's parent with the same
-/// patches (the code and tests they touch are the same there).
-fn write_tasks(dir: &Path) {
+/// patches (the code and tests they touch are the same there). The task file holds the first
+/// alone; the second is returned, for a later run.
+fn write_tasks(dir: &Path) -> Value {
     kiln_testkit::write_demo_with_agent(dir).unwrap();
     let tasks = std::fs::read_to_string(dir.join("tasks.jsonl")).unwrap();
     let first: Value = tasks
@@ -84,7 +85,8 @@ fn write_tasks(dir: &Path) {
     let mut second = first.clone();
     second["instance_id"] = json!(SECOND);
     second["base_commit"] = json!(String::from_utf8_lossy(&parent.stdout).trim());
-    std::fs::write(dir.join("tasks.jsonl"), format!("{first}\n{second}\n")).unwrap();
+    std::fs::write(dir.join("tasks.jsonl"), format!("{first}\n")).unwrap();
+    second
 }
 
 fn config(dir: &Path, url: &str) -> PathBuf {
@@ -98,8 +100,7 @@ fn config(dir: &Path, url: &str) -> PathBuf {
         )
         .replacen(
             "[stages.launch]\nkind = \"launch\"\n",
-            // One at a time, in creation order (no reuse, whose order is by base commit): the
-            // second instance must find the first one's recipe.
+            // One at a time, in creation order (no reuse, whose order is by base commit).
             "[stages.launch]\nkind = \"launch\"\nconcurrency = 1\nagent = true\nrecipes = true\nreuse = false\n",
             1,
         );
@@ -113,29 +114,52 @@ fn stats(stage_dir: &Path) -> Value {
     serde_json::from_str::<Value>(&text).unwrap_or_default()["stats"].clone()
 }
 
+fn environment<'a>(rows: &'a [EnvironmentRecord], id: &str) -> &'a EnvironmentRecord {
+    rows.iter()
+        .find(|e| e.instance_id.as_str() == id)
+        .unwrap_or_else(|| panic!("no row of {id}"))
+}
+
+/// Every validation row of the run validated, with the fixture's FAIL_TO_PASS.
+fn assert_validated(run_dir: &Path, count: usize) {
+    let validations: Vec<ValidationRecord> =
+        kiln_store::read_rows(&run_dir.join("validate")).unwrap();
+    assert_eq!(validations.len(), count);
+    for validation in &validations {
+        assert_eq!(
+            validation.status,
+            ValidationStatus::Validated,
+            "{validation:#?}"
+        );
+        assert_eq!(
+            validation.FAIL_TO_PASS,
+            ["tests/test_forecast.py::test_warmest"]
+        );
+        assert_eq!(validation.agreement, Some(kiln_schema::Relation::Exact));
+    }
+}
+
+fn run_dir_of(output: &std::process::Output) -> PathBuf {
+    assert!(output.status.success(), "{}", text(output));
+    let report: Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(output)));
+    PathBuf::from(report["run_dir"].as_str().unwrap_or_default())
+}
+
 #[test]
 fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_request() {
     let tmp = tempdir();
     let dir = tmp.path().join("agent");
-    write_tasks(&dir);
+    let second_task = write_tasks(&dir);
     let fake = FakeLm::start(FakeLmOptions::default(), agent_turn).unwrap();
     let config = config(&dir, &fake.url());
 
-    let output = run(kiln().args(["--json", "run", "--config"]).arg(&config));
-    assert!(output.status.success(), "{}", text(&output));
-    let report: Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}\n{}", text(&output)));
-    let run_dir = PathBuf::from(report["run_dir"].as_str().unwrap_or_default());
+    let run_dir = run_dir_of(&run(kiln()
+        .args(["--json", "run", "--config"])
+        .arg(&config)));
     let environments: Vec<EnvironmentRecord> =
         kiln_store::read_rows(&run_dir.join("launch")).unwrap();
-    let first = environments
-        .iter()
-        .find(|e| e.instance_id.as_str() == FIRST)
-        .expect("the first row");
-    let second = environments
-        .iter()
-        .find(|e| e.instance_id.as_str() == SECOND)
-        .expect("the second row");
+    let first = environment(&environments, FIRST);
     assert_eq!(first.built_by, Some(BuiltBy::Agent), "{first:#?}");
     assert_eq!(first.agent_steps, 4);
     assert!(
@@ -154,29 +178,8 @@ fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_requ
         "the rolled-back command is no setup step: {:?}",
         first.setup_commands
     );
-    assert_eq!(second.built_by, Some(BuiltBy::Recipe), "{second:#?}");
-    assert_eq!(second.agent_steps, 0);
-    assert_eq!(
-        fake.chat_requests().len(),
-        4,
-        "four turns for the first instance, none for the second"
-    );
-
-    let validations: Vec<ValidationRecord> =
-        kiln_store::read_rows(&run_dir.join("validate")).unwrap();
-    assert_eq!(validations.len(), 2);
-    for validation in &validations {
-        assert_eq!(
-            validation.status,
-            ValidationStatus::Validated,
-            "{validation:#?}"
-        );
-        assert_eq!(
-            validation.FAIL_TO_PASS,
-            ["tests/test_forecast.py::test_warmest"]
-        );
-        assert_eq!(validation.agreement, Some(kiln_schema::Relation::Exact));
-    }
+    assert_eq!(fake.chat_requests().len(), 4, "four turns");
+    assert_validated(&run_dir, 1);
 
     // The trajectory: four turns, one rollback, and what the snapshots cost here.
     let trajectory =
@@ -200,6 +203,7 @@ fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_requ
         end["snapshots"],
         end["rollbacks"]
     );
+    // The instance validated, so its recipe is kept.
     let recipe = dir.join("datasets/agent/recipes/kiln-demo__weather.json");
     let recipe_text = std::fs::read_to_string(&recipe).unwrap();
     assert!(recipe_text.contains("libxml2-utils"), "{recipe_text}");
@@ -212,10 +216,12 @@ fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_requ
     );
 
     // A re-run without recipes starts the launch over; the agent's answers are replayed.
-    let without_recipes = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("recipes = true", "recipes = false");
-    std::fs::write(&config, without_recipes).unwrap();
+    let with_recipes = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        with_recipes.replace("recipes = true", "recipes = false"),
+    )
+    .unwrap();
     let output = run(kiln()
         .args(["stage", "launch", "--only", FIRST, "--config"])
         .arg(&config));
@@ -226,9 +232,29 @@ fn the_agent_builds_what_the_rules_cannot_and_its_recipe_and_replay_cost_no_requ
     assert_eq!(replayed["lm.requests"], 0.0, "{replayed}");
     let environments: Vec<EnvironmentRecord> =
         kiln_store::read_rows(&run_dir.join("launch")).unwrap();
-    let again = environments
-        .iter()
-        .find(|e| e.instance_id.as_str() == FIRST)
-        .expect("the re-run row");
+    let again = environment(&environments, FIRST);
     assert_eq!(again.built_by, Some(BuiltBy::Agent), "{again:#?}");
+
+    // A new run with a second instance of the repository: both build from the recipe, and
+    // nothing is asked.
+    std::fs::write(&config, with_recipes).unwrap();
+    let tasks = dir.join("tasks.jsonl");
+    let first_task = std::fs::read_to_string(&tasks).unwrap();
+    std::fs::write(&tasks, format!("{first_task}{second_task}\n")).unwrap();
+    let run_dir = run_dir_of(&run(kiln()
+        .args(["--json", "run", "--new", "--config"])
+        .arg(&config)));
+    let environments: Vec<EnvironmentRecord> =
+        kiln_store::read_rows(&run_dir.join("launch")).unwrap();
+    for id in [FIRST, SECOND] {
+        let row = environment(&environments, id);
+        assert_eq!(row.built_by, Some(BuiltBy::Recipe), "{row:#?}");
+        assert_eq!(row.agent_steps, 0);
+    }
+    assert_eq!(
+        fake.chat_requests().len(),
+        4,
+        "the recipe's instances asked nothing"
+    );
+    assert_validated(&run_dir, 2);
 }

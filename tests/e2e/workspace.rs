@@ -187,6 +187,7 @@ const ERROR_VERBS: &[&str] = &[
     "get",
     "lock",
     "merge",
+    "page",
     "parse",
     "publish",
     "reach",
