@@ -1,6 +1,8 @@
 //! No import circles between the modules of a crate: a module never imports, directly or through
 //! other modules, a module that imports it back (STYLE.md: registry on top, vocabulary at the
-//! bottom).
+//! bottom). And no file module over [`MAX_FILE_LINES`] lines before its `#[cfg(test)]` module,
+//! no function over [`MAX_FN_LINES`]: past those, a file holds several things and a function
+//! several steps, and each gets a name of its own.
 //!
 //! The graph is read from the sources: every `use` declaration (`pub use` re-exports included)
 //! and every qualified path that starts at `crate`, `super`, `self` or a child module, resolved
@@ -12,6 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::workspace_root;
+
+/// Lines a file module may have before its `#[cfg(test)]` module.
+const MAX_FILE_LINES: usize = 900;
+
+/// Lines a function may have, from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 150;
 
 /// A module path inside a crate (`["plan"]`, `["python", "selection"]`; the root is empty).
 type ModPath = Vec<String>;
@@ -512,6 +520,149 @@ fn strongly_connected(
         }
     }
     state.out
+}
+
+/// The files of a crate over [`MAX_FILE_LINES`] before their tests, and the functions over
+/// [`MAX_FN_LINES`] in that part, each as `path:line: what (n lines)`.
+fn oversized(crate_dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut files: Vec<PathBuf> = file_modules(&crate_dir.join("src/lib.rs"))
+        .into_values()
+        .chain(file_modules(&crate_dir.join("src/main.rs")).into_values())
+        .collect();
+    files.sort();
+    files.dedup();
+    for file in files {
+        let Ok(source) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let shown = file.strip_prefix(crate_dir).unwrap_or(&file).display();
+        let lines: Vec<&str> = source.lines().collect();
+        let before_tests = lines
+            .iter()
+            .position(|l| l.trim() == "#[cfg(test)]")
+            .unwrap_or(lines.len());
+        if before_tests > MAX_FILE_LINES {
+            found.push(format!(
+                "{shown}: {before_tests} lines before its tests (at most {MAX_FILE_LINES})"
+            ));
+        }
+        let text = strip(&lines[..before_tests].join("\n"));
+        for (line, name, length) in function_lengths(&tokens(&text)) {
+            if length > MAX_FN_LINES {
+                found.push(format!(
+                    "{shown}:{line}: fn {name} has {length} lines (at most {MAX_FN_LINES})"
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Every function with a body: its line, name and length in lines (its `fn` line to its
+/// closing brace). A function inside another counts in both.
+fn function_lengths(tokens: &[(usize, String)]) -> Vec<(usize, String, usize)> {
+    let mut out = Vec::new();
+    for (at, (line, token)) in tokens.iter().enumerate() {
+        // `fn name`, not the `fn(..)` of a function pointer type.
+        let Some((_, name)) = tokens.get(at + 1).filter(|_| token == "fn") else {
+            continue;
+        };
+        if !is_ident(name) {
+            continue;
+        }
+        // The body opens at the first `{` outside the signature's parentheses; a `;` there
+        // ends a declaration without one.
+        let mut parens = 0usize;
+        let mut open = None;
+        for (i, (_, t)) in tokens.iter().enumerate().skip(at + 2) {
+            match t.as_str() {
+                "(" | "[" => parens += 1,
+                ")" | "]" => parens = parens.saturating_sub(1),
+                "{" if parens == 0 => {
+                    open = Some(i);
+                    break;
+                }
+                ";" if parens == 0 => break,
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut depth = 0usize;
+        for (end_line, t) in &tokens[open..] {
+            match t.as_str() {
+                "{" => depth += 1,
+                "}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((*line, name.clone(), end_line - line + 1));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_or_function_is_over_its_size() {
+    let crates = workspace_root().join("crates");
+    let mut found = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&crates).unwrap().flatten() {
+        if !entry.path().join("src").is_dir() {
+            continue;
+        }
+        checked += 1;
+        found.extend(
+            oversized(&entry.path())
+                .into_iter()
+                .map(|f| format!("{}/{f}", entry.file_name().to_string_lossy())),
+        );
+    }
+    assert!(checked >= 12, "crates not found under {}", crates.display());
+    assert!(
+        found.is_empty(),
+        "too long; cut into named modules or steps:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_size_check_counts_lines_before_the_tests_and_whole_function_bodies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("demo/src");
+    std::fs::create_dir_all(&src).unwrap();
+    let body = |n: usize| "    let _ = 1;\n".repeat(n);
+    // 148 body lines: 150 with the `fn` line and the brace, the most there may be. A string
+    // with braces, a comment with braces and a function pointer type do not confuse it.
+    let short = format!(
+        "pub fn short(f: fn(u8) -> u8) -> u8 {{\n    let _ = \"}}}}\"; // }}\n{}    f(1)\n}}\n",
+        body(146)
+    );
+    let long = format!("pub fn long() {{\n{}}}\n", body(150));
+    std::fs::write(
+        src.join("lib.rs"),
+        format!("mod big;\n{short}pub trait T {{\n    fn declared(&self);\n}}\n"),
+    )
+    .unwrap();
+    // 902 lines before the tests, 800 after them (which do not count).
+    let filler = "// filler\n".repeat(902 - 152);
+    let tests = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", body(800));
+    std::fs::write(src.join("big.rs"), format!("{long}{filler}{tests}")).unwrap();
+    let found = oversized(&tmp.path().join("demo"));
+    assert_eq!(
+        found,
+        [
+            "src/big.rs: 902 lines before its tests (at most 900)",
+            "src/big.rs:1: fn long has 152 lines (at most 150)",
+        ]
+    );
+    // The tests alone, however long, are not counted.
+    std::fs::write(src.join("big.rs"), &tests).unwrap();
+    assert_eq!(oversized(&tmp.path().join("demo")), Vec::<String>::new());
 }
 
 #[test]
