@@ -181,7 +181,8 @@ def table(run_dir, markdown=False):
     )
 
 
-def run(args):
+def write_config(args):
+    """Writes the pipeline config of a `run` into the work directory; returns its path."""
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     mirrors = Path(args.mirrors).resolve()
@@ -224,6 +225,11 @@ inputs = ["tasks", "launch", "validate"]
 """
     path = work / "pipeline.toml"
     path.write_text(config)
+    return path
+
+
+def run(args):
+    path = write_config(args)
     started = time.time()
     result = subprocess.run(
         [args.kiln, "--json", "--config", str(path), "run", "--new"],

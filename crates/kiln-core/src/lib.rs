@@ -6,6 +6,7 @@ pub mod apply;
 pub mod capture;
 pub mod checkout;
 pub mod config;
+pub mod cpu;
 pub mod diff;
 pub mod judge;
 pub mod lm;
@@ -17,6 +18,7 @@ pub mod runtime;
 pub mod session;
 pub mod tarstream;
 
+pub use cpu::{CpuLedger, CpuPhase};
 /// Values as shown in messages: escaped to one line and cut (see [`kiln_schema::shown`]).
 pub use kiln_schema::shown;
 pub use lm::{

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cpu::{CpuLedger, CpuPhase};
 use crate::runtime::{ContainerRuntime, ContainerSpec, ExecOutcome, NetworkMode, RuntimeError};
 use crate::session::Session;
 
@@ -30,7 +31,8 @@ pub fn command() -> String {
 }
 
 /// Runs `script` over `test_output` in a fresh container of `spec` (its network is taken away),
-/// logging to `log`. The outcome's output is what the script printed.
+/// logging to `log`, its CPU time charged to `cpu` when given. The outcome's output is what
+/// the script printed.
 ///
 /// # Errors
 /// Engine failures only; a failing script is an outcome with its exit code.
@@ -40,6 +42,7 @@ pub async fn run(
     script: &str,
     test_output: &str,
     log: &Path,
+    cpu: Option<(&CpuLedger, CpuPhase)>,
 ) -> Result<ExecOutcome, RuntimeError> {
     let spec = ContainerSpec {
         network: NetworkMode::None,
@@ -47,6 +50,9 @@ pub async fn run(
         ..spec.clone()
     };
     let mut session = Session::start(runtime, &spec, log).await?;
+    if let Some((ledger, phase)) = cpu {
+        session.charge_to(ledger, phase);
+    }
     let ran = async {
         session
             .write_files(&[

@@ -392,6 +392,13 @@ pub trait ContainerRuntime: Send + Sync {
             message: "this runtime cannot inspect images".into(),
         })
     }
+    /// The CPU time the container's processes have used since it started (its cgroup's total,
+    /// as the engine reports it); `None` when the engine does not say (a stopped container, a
+    /// runtime without the figure). Engines of tests that never need it keep this default.
+    async fn cpu_used(&self, id: &ContainerId) -> Result<Option<Duration>, RuntimeError> {
+        let _ = id;
+        Ok(None)
+    }
     /// The engine's data root (where images and containers live) and the bytes free under it,
     /// when the engine runs on this host; `None` when that cannot be known (a remote engine,
     /// or a test engine that keeps this default).

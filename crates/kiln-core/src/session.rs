@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use crate::cpu::{Account, CpuLedger, CpuPhase};
 use crate::runtime::{
     ContainerId, ContainerRuntime, ContainerSpec, ExecOutcome, ExecSpec, RuntimeError,
 };
@@ -94,6 +95,8 @@ pub struct Session {
     log: Option<File>,
     env: Vec<(String, String)>,
     workdir: Option<String>,
+    /// Where the container's CPU time is charged, when the caller keeps account of it.
+    account: Option<Account>,
 }
 
 impl Session {
@@ -124,6 +127,7 @@ impl Session {
             log,
             env: Vec::new(),
             workdir: spec.workdir.clone(),
+            account: None,
         };
         session.note(&format!("# container from image {}", spec.image));
         Ok(session)
@@ -157,6 +161,12 @@ impl Session {
             log,
             env: self.env.clone(),
             workdir: spec.workdir.clone(),
+            // The same ledger and phase; the new container's total starts from nothing.
+            account: self.account.as_ref().map(|a| Account {
+                ledger: a.ledger.clone(),
+                phase: a.phase,
+                seen: Duration::ZERO,
+            }),
         };
         session.note(&format!("# container from image {}", spec.image));
         Ok(session)
@@ -172,6 +182,33 @@ impl Session {
     #[must_use]
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// Charges the CPU time of this container's later commands (and of the containers that
+    /// [`next`](Self::next) and [`sibling`](Self::sibling) start from it) to `ledger`, under
+    /// `phase` until [`set_phase`](Self::set_phase) names another. The container's total is
+    /// read from the engine after every command.
+    pub fn charge_to(&mut self, ledger: &CpuLedger, phase: CpuPhase) {
+        let seen = self.account.as_ref().map_or(Duration::ZERO, |a| a.seen);
+        self.account = Some(Account {
+            ledger: ledger.clone(),
+            phase,
+            seen,
+        });
+    }
+
+    /// The ledger and phase this session charges, for a container started apart from it (a
+    /// parser script's) to charge the same.
+    #[must_use]
+    pub fn charged(&self) -> Option<(CpuLedger, CpuPhase)> {
+        self.account.as_ref().map(|a| (a.ledger.clone(), a.phase))
+    }
+
+    /// The phase later commands are charged to (nothing, without a ledger).
+    pub fn set_phase(&mut self, phase: CpuPhase) {
+        if let Some(account) = &mut self.account {
+            account.phase = phase;
+        }
     }
 
     /// Environment variables passed to every later command.
@@ -260,6 +297,12 @@ impl Session {
                 },
             )),
             Err(e) => self.note(&format!("# engine error: {e}")),
+        }
+        // What the command used. A figure the engine cannot give loses evidence, not the item.
+        if let Some(account) = &mut self.account
+            && let Ok(Some(total)) = self.runtime.cpu_used(&id).await
+        {
+            account.charge(total);
         }
         result
     }

@@ -186,6 +186,7 @@ pub async fn verify(
                 &spec,
                 &outcome,
                 &log_dir.join("parser-rebuilt.log"),
+                None,
             )
             .await
         }

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use kiln_core::runtime::WORKDIR;
 use kiln_core::session::tail;
-use kiln_core::{ContainerRuntime, ContainerSpec, ExecOutcome, RuntimeError};
+use kiln_core::{ContainerRuntime, ContainerSpec, CpuLedger, CpuPhase, ExecOutcome, RuntimeError};
 use kiln_schema::EnvironmentRecord;
 use kiln_testlog::ParsedLog;
 
 /// Reads a test run's output as the row says: with its library parser, or, when the row has a
 /// parser script, with the script in a fresh container from `image` (logged to `log`), whose
 /// statuses must agree with the run's exit code, with the totals it read, and with kiln's own
-/// parser where one reads the output. `Ok(Err(..))` says why the output cannot be read.
+/// parser where one reads the output; the script's CPU time goes to `cpu` when given.
+/// `Ok(Err(..))` says why the output cannot be read.
 ///
 /// # Errors
 /// Engine failures only.
@@ -24,15 +25,22 @@ pub(crate) async fn read_output(
     image: &ContainerSpec,
     outcome: &ExecOutcome,
     log: &Path,
+    cpu: Option<(&CpuLedger, CpuPhase)>,
 ) -> Result<Result<ParsedLog, String>, RuntimeError> {
     let Some(script) = &record.parser_script else {
         return Ok(kiln_testlog::parse(&record.parser, &outcome.output)
             .map(|parsed| parsed.relative_to(WORKDIR))
             .map_err(|e| e.to_string()));
     };
-    let ran =
-        kiln_core::parser_script::run(Arc::clone(runtime), image, script, &outcome.output, log)
-            .await?;
+    let ran = kiln_core::parser_script::run(
+        Arc::clone(runtime),
+        image,
+        script,
+        &outcome.output,
+        log,
+        cpu,
+    )
+    .await?;
     if ran.exit_code != 0 {
         return Ok(Err(format!(
             "the parser script exited {}:\n{}",

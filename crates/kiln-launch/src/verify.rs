@@ -199,6 +199,8 @@ pub(crate) async fn baseline(
         ..run.spec.clone()
     };
     let mut tests = session.sibling(&image).await?;
+    tests.set_phase(kiln_core::CpuPhase::Baseline);
+    let cpu = tests.charged();
     tests.note(&format!(
         "# baseline tests, network {}",
         image.network.as_str()
@@ -216,8 +218,15 @@ pub(crate) async fn baseline(
         Err(failure) => return Ok((Some(failure), None)),
     };
     record.test_seconds = outcome.duration.as_secs_f64();
-    let parsed =
-        crate::output::read_output(&runtime, record, &image, &outcome, &run.parser_log).await?;
+    let parsed = crate::output::read_output(
+        &runtime,
+        record,
+        &image,
+        &outcome,
+        &run.parser_log,
+        cpu.as_ref().map(|(ledger, phase)| (ledger, *phase)),
+    )
+    .await?;
     let failure = judge_tests(&outcome, parsed, record, settings.min_pass_ratio);
     if failure.is_none() {
         record.environment_files = files;

@@ -26,7 +26,10 @@ use crate::status::{
 /// 11: validations name the tests that failed for want of a network (`needs_network`).
 /// 12: environments list the untracked files the environment left in the checkout
 /// (`environment_files`).
-pub const SCHEMA_VERSION: u32 = 12;
+/// 13: environments and validations carry the CPU seconds their containers used, by phase
+/// (`cpu_setup_seconds`, `cpu_compile_seconds`, `cpu_baseline_seconds`; `cpu_build_seconds`,
+/// `cpu_test_seconds`).
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

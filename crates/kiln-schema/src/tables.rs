@@ -223,6 +223,13 @@ table! {
         /// Wall seconds for the whole launch of this instance, the Dockerfile check included (the
         /// time the CLI prints for the item).
         pub total_seconds: f64,
+        /// CPU seconds the launch's containers spent in setup steps other than compiling
+        /// (packages, dependencies, the agent's commands), from the engine's accounting.
+        pub cpu_setup_seconds: f64,
+        /// CPU seconds the launch's containers spent in the plan's compile steps.
+        pub cpu_compile_seconds: f64,
+        /// CPU seconds of the baseline test run (its parser script included).
+        pub cpu_baseline_seconds: f64,
         /// A Dockerfile replaying the successful commands (build context: the checkout in `testbed/`).
         pub dockerfile: Option<String>,
         /// Result of rebuilding the Dockerfile and re-running the tests (`rebuilt and passed`,
@@ -306,6 +313,11 @@ table! {
         pub test_seconds: f64,
         /// Wall seconds for validating this instance.
         pub total_seconds: f64,
+        /// CPU seconds of the sides' builds (patches applied, rebuild commands run), from the
+        /// engine's accounting.
+        pub cpu_build_seconds: f64,
+        /// CPU seconds of the test runs (their parser scripts included).
+        pub cpu_test_seconds: f64,
         /// Where the raw logs are, relative to the run directory.
         pub log_dir: String,
     }
@@ -521,6 +533,8 @@ mod tests {
             run_statuses,
             test_seconds: 1.5,
             total_seconds: 2.0,
+            cpu_build_seconds: 0.5,
+            cpu_test_seconds: 1.25,
             log_dir: "logs/a__b-1/validate".into(),
         });
     }

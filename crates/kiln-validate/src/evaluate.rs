@@ -160,6 +160,7 @@ pub async fn evaluate(
         removals: None,
         harness_view: false,
         expected: None,
+        cpu: None,
     };
     let result = run_tests(runtime, &spec).await;
     evaluation.seconds = started.elapsed().as_secs_f64();

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_core::config::{DockerSettings, ValidateSettings};
-use kiln_core::{ContainerRuntime, Event, Removals, Reporter, RuntimeError};
+use kiln_core::{ContainerRuntime, CpuLedger, CpuPhase, Event, Removals, Reporter, RuntimeError};
 use kiln_schema::{
     Candidate, EnvironmentRecord, FailureClass, TestStatus, ValidationRecord, ValidationStatus,
 };
@@ -78,6 +78,20 @@ pub async fn validate(
     request: &ValidateRequest,
     reporter: &dyn Reporter,
 ) -> Result<ValidationRecord, ValidateError> {
+    let cpu = CpuLedger::new();
+    let mut record = validate_charged(runtime, request, reporter, &cpu).await?;
+    record.cpu_build_seconds = cpu.seconds(CpuPhase::ValidationBuild);
+    record.cpu_test_seconds = cpu.seconds(CpuPhase::ValidationTests);
+    Ok(record)
+}
+
+/// [`validate`], the containers' CPU time charged to `cpu`.
+async fn validate_charged(
+    runtime: Arc<dyn ContainerRuntime>,
+    request: &ValidateRequest,
+    reporter: &dyn Reporter,
+    cpu: &CpuLedger,
+) -> Result<ValidationRecord, ValidateError> {
     let started = Instant::now();
     let mut record = new_record(request);
     let ended = |mut record: ValidationRecord, class: FailureClass, reason: String| {
@@ -122,6 +136,7 @@ pub async fn validate(
         effect: &effect,
         image: &image,
         tag: &tag,
+        cpu,
     };
     let mut built = Vec::new();
     let outcome = sides.run(&mut record, &mut built).await;
@@ -167,6 +182,8 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         run_statuses: BTreeMap::new(),
         test_seconds: 0.0,
         total_seconds: 0.0,
+        cpu_build_seconds: 0.0,
+        cpu_test_seconds: 0.0,
         log_dir: request.log_dir_label.clone(),
     }
 }
@@ -256,6 +273,8 @@ struct Sides<'a> {
     image: &'a str,
     /// Its tag, which the sides' tags are made from.
     tag: &'a str,
+    /// Where the runs' CPU time is charged.
+    cpu: &'a CpuLedger,
 }
 
 impl Sides<'_> {
@@ -322,6 +341,7 @@ impl Sides<'_> {
                 patched: &expected.patched,
                 language: &env.language,
             }),
+            cpu: Some(self.cpu),
         }
     }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use kiln_core::config::DockerSettings;
 use kiln_core::runtime::WORKDIR;
-use kiln_core::{ContainerRuntime, ContainerSpec, NetworkMode, Removals, RuntimeError, Session};
+use kiln_core::{
+    ContainerRuntime, ContainerSpec, CpuPhase, NetworkMode, Removals, RuntimeError, Session,
+};
 use kiln_schema::{FailureClass, TestStatuses};
 
 use kiln_core::apply as patch;
@@ -48,6 +50,10 @@ pub struct RunSpec<'a> {
     /// patches left on the host. Checked after the rebuild commands, before the test command,
     /// from the engine's account of the container ([`kiln_core::checkout::check_run`]).
     pub expected: Option<kiln_core::checkout::Expected<'a>>,
+    /// Where the run's CPU time is charged: the build to
+    /// [`CpuPhase::ValidationBuild`](kiln_core::CpuPhase), the tests and their parser script to
+    /// [`CpuPhase::ValidationTests`](kiln_core::CpuPhase).
+    pub cpu: Option<&'a kiln_core::CpuLedger>,
 }
 
 /// What a finished run produced.
@@ -126,8 +132,10 @@ pub async fn run_tests(
 ) -> Result<RunOutput, RunFailure> {
     let container = container_spec(spec, spec.image);
     let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    charge(&mut session, spec, CpuPhase::ValidationBuild);
     let result = async {
         let patch_methods = prepare(&mut session, spec).await?;
+        session.set_phase(CpuPhase::ValidationTests);
         let outcome = run_test_command(&mut session, spec).await?;
         Ok::<_, RunFailure>((outcome, patch_methods))
     }
@@ -162,6 +170,7 @@ pub async fn build_side(
 ) -> Result<SideBuild, RunFailure> {
     let container = container_spec(spec, spec.image);
     let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    charge(&mut session, spec, CpuPhase::ValidationBuild);
     let result = async {
         let patch_methods = prepare(&mut session, spec).await?;
         let image = session.commit(tag, labels).await?;
@@ -191,6 +200,7 @@ pub async fn test_run(
 ) -> Result<RunOutput, RunFailure> {
     let container = container_spec(spec, &build.image);
     let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    charge(&mut session, spec, CpuPhase::ValidationTests);
     let result = run_test_command(&mut session, spec).await;
     close(session, spec).await?;
     let outcome = result?;
@@ -202,6 +212,13 @@ pub async fn test_run(
         build.patch_methods.clone(),
     )
     .await
+}
+
+/// Charges the session's commands to the spec's ledger, if it has one, under `phase`.
+fn charge(session: &mut Session, spec: &RunSpec<'_>, phase: CpuPhase) {
+    if let Some(ledger) = spec.cpu {
+        session.charge_to(ledger, phase);
+    }
 }
 
 /// The container a run's steps run in, from `image`: the spec's limits, labels and network,
@@ -254,6 +271,7 @@ async fn read_run(
                 script,
                 &outcome.output,
                 &spec.log.with_extension("parser.log"),
+                spec.cpu.map(|ledger| (ledger, CpuPhase::ValidationTests)),
             )
             .await?;
             if ran.exit_code != 0 {
@@ -282,9 +300,15 @@ async fn read_run(
         (Some(lines), _) => Some(lines),
         (None, Some(script)) => {
             let log = spec.log.with_extension("ids.log");
-            let ran =
-                kiln_core::parser_script::run(runtime, container, &script, &outcome.output, &log)
-                    .await?;
+            let ran = kiln_core::parser_script::run(
+                runtime,
+                container,
+                &script,
+                &outcome.output,
+                &log,
+                spec.cpu.map(|ledger| (ledger, CpuPhase::ValidationTests)),
+            )
+            .await?;
             // A script that fails (no node in the image) prints no id: no harness parser then
             // agrees, and the row says which test it misses.
             Some(ran.output).filter(|_| ran.exit_code == 0)

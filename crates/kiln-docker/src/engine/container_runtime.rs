@@ -13,7 +13,7 @@ use bollard::models::{
 use bollard::query_parameters::{
     BuildImageOptionsBuilder, CommitContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveImageOptionsBuilder, UploadToContainerOptionsBuilder,
+    RemoveImageOptionsBuilder, StatsOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -65,6 +65,27 @@ impl ContainerRuntime for DockerRuntime {
             return Ok(None);
         };
         Ok(available_bytes(&root).await.map(|free| (root, free)))
+    }
+
+    async fn cpu_used(&self, id: &ContainerId) -> Result<Option<Duration>, RuntimeError> {
+        // One reading, at once: no second sample for a rate, which kiln does not need.
+        let options = StatsOptionsBuilder::new()
+            .stream(false)
+            .one_shot(true)
+            .build();
+        let mut stats = self.docker.stats(&id.0, Some(options));
+        match stats.next().await {
+            Some(Ok(stats)) => Ok(stats
+                .cpu_stats
+                .and_then(|cpu| cpu.cpu_usage)
+                .and_then(|usage| usage.total_usage)
+                // A container that is not running reports nothing, as zero.
+                .filter(|nanos| *nanos > 0)
+                .map(Duration::from_nanos)),
+            Some(Err(e)) if matches!(status(&e), Some(404 | 409)) => Ok(None),
+            Some(Err(e)) => Err(self.fail(format!("read the statistics of {}", short(&id.0)), &e)),
+            None => Ok(None),
+        }
     }
 
     async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {

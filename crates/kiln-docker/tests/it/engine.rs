@@ -874,3 +874,44 @@ async fn a_containers_changes_and_streamed_checkout_are_read_from_the_engine() {
     rt.remove(&c.0).await.unwrap();
     rt.remove_image(&image).await.unwrap();
 }
+
+/// The CPU time a container used is the engine's cgroup figure: it grows by what a command
+/// spent, as the command's own shell counts it (`times`), and a removed container has none.
+#[tokio::test]
+async fn a_containers_cpu_time_is_read_from_the_engine() {
+    let rt = runtime().await;
+    let c = start(&rt, &spec("cpu")).await;
+    let before = rt.cpu_used(&c.0).await.unwrap().unwrap_or_default();
+    // Work of a fixed size, not of a fixed time: on a loaded machine it takes longer, not less.
+    let out = sh(
+        &rt,
+        &c.0,
+        "i=0; while [ $i -lt 1000000 ]; do i=$((i+1)); done; times",
+    )
+    .await;
+    let after = rt
+        .cpu_used(&c.0)
+        .await
+        .unwrap()
+        .expect("a running container's CPU");
+    // `times` prints the shell's user and system time, then its children's: `0m1.23s 0m0.01s`.
+    let seconds: f64 = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|t| {
+            let (m, s) = t.trim_end_matches('s').split_once('m')?;
+            Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+        })
+        .sum();
+    let used = after.saturating_sub(before).as_secs_f64();
+    assert!(seconds > 0.1, "{out}");
+    assert!(
+        used >= seconds - 0.05 && used < seconds + 1.0,
+        "the cgroup says {used:.3}s, the shell {seconds:.3}s"
+    );
+    let id = c.0.clone();
+    drop(c);
+    assert_eq!(rt.cpu_used(&id).await.unwrap(), None);
+}

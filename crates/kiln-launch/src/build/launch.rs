@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use kiln_core::runtime::WORKDIR;
 use kiln_core::{
-    ContainerRuntime, ContainerSpec, Event, NetworkMode, Reporter, RuntimeError, Session,
+    ContainerRuntime, ContainerSpec, CpuLedger, CpuPhase, Event, NetworkMode, Reporter,
+    RuntimeError, Session,
 };
 use kiln_schema::{EnvironmentRecord, EnvironmentStatus, FailureClass};
 
@@ -58,14 +59,19 @@ pub async fn launch(
         });
     };
     let mut verify_context = None;
+    let cpu = CpuLedger::new();
     let outcome = build(
         Arc::clone(&runtime),
         request,
         &mut record,
         &mut verify_context,
+        &cpu,
         &step,
     )
     .await;
+    record.cpu_setup_seconds = cpu.seconds(CpuPhase::Setup);
+    record.cpu_compile_seconds = cpu.seconds(CpuPhase::Compile);
+    record.cpu_baseline_seconds = cpu.seconds(CpuPhase::Baseline);
     if let (Ok(None), Some(context)) = (&outcome, verify_context) {
         check_dockerfile(&runtime, request, &mut record, &context, &step).await?;
     }
@@ -156,6 +162,8 @@ struct Launch {
     /// Whether a repair restarted the launch on another interpreter already (once at most).
     restarted: bool,
     phases: Phases,
+    /// Where the attempts' containers charge their CPU time.
+    cpu: CpuLedger,
 }
 
 /// How an attempt's end leaves the launch.
@@ -168,12 +176,13 @@ enum Next {
 
 /// The launch proper; `Ok(Some(..))` is a failure of the repository, `Err` one of the engine or
 /// the host. On success `verify_context` holds the Dockerfile check's build context, when the
-/// check is on.
+/// check is on. The containers' CPU time goes to `cpu`.
 async fn build(
     runtime: Arc<dyn ContainerRuntime>,
     request: &LaunchRequest,
     record: &mut EnvironmentRecord,
     verify_context: &mut Option<Vec<u8>>,
+    cpu: &CpuLedger,
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<Failure>, LaunchError> {
     let _ = std::fs::create_dir_all(&request.log_dir);
@@ -183,7 +192,7 @@ async fn build(
         Ok(prepared) => prepared,
         Err(failure) => return Ok(Some(failure)),
     };
-    let mut launch = Launch::describe(prepared, record, phases);
+    let mut launch = Launch::describe(prepared, record, phases, cpu.clone());
     // The checkout doubles as the Dockerfile's build context when the Dockerfile is checked.
     let context = launch
         .tar
@@ -218,7 +227,12 @@ async fn build(
 impl Launch {
     /// Writes what the host found into the row (version, licence, language, plan, parser, test
     /// command and scope) and starts the launch's state.
-    fn describe(prepared: Prepared, record: &mut EnvironmentRecord, phases: Phases) -> Self {
+    fn describe(
+        prepared: Prepared,
+        record: &mut EnvironmentRecord,
+        phases: Phases,
+        cpu: CpuLedger,
+    ) -> Self {
         let Prepared {
             ecosystem,
             plan,
@@ -256,6 +270,7 @@ impl Launch {
             known,
             restarted: false,
             phases,
+            cpu,
         }
     }
 
@@ -366,6 +381,7 @@ impl Launch {
             &request.log_dir.join("launch.log"),
         )
         .await?;
+        session.charge_to(&self.cpu, CpuPhase::Setup);
         self.phases.end("start");
         let attempted = Attempted {
             ecosystem: self.ecosystem,

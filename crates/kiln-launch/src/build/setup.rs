@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use kiln_core::Session;
+use kiln_core::{CpuPhase, Session};
 use kiln_schema::{EnvironmentRecord, FailureClass};
 
 use super::work::{Attempt, Attempted, Work, short};
@@ -75,6 +75,11 @@ pub(super) async fn run_setup(
             continue;
         }
         step(short(&command));
+        session.set_phase(if work.rebuild.contains(&setup_step) {
+            CpuPhase::Compile
+        } else {
+            CpuPhase::Setup
+        });
         let outcome = match run_or_fail(
             session,
             &command,
@@ -117,6 +122,8 @@ pub(super) async fn run_setup(
                 spec: attempted.spec,
                 known: attempted.known,
             };
+            // The agent's commands, whatever they build, are setup.
+            session.set_phase(CpuPhase::Setup);
             let end = fall_back(session, request, record, stopped, step).await?;
             break Some(Attempt::Done(end));
         };
@@ -128,6 +135,7 @@ pub(super) async fn run_setup(
         }
     };
     record.setup_seconds = started.elapsed().as_secs_f64();
+    session.set_phase(CpuPhase::Setup);
     if end.is_none()
         && skipped > 0
         && let Some((source, _)) = attempted.reused.and_then(|r| r.skip)

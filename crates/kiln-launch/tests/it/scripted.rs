@@ -902,6 +902,47 @@ async fn a_repair_variable_reaches_later_commands_and_the_image() {
 }
 
 #[tokio::test]
+async fn the_row_carries_the_cpu_its_setup_compile_and_baseline_used() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    // The scripted engine counts an answer's duration as CPU time on one core.
+    runtime.script(
+        Script::contains("npm install").answer(Answer::ok().duration(Duration::from_secs(3))),
+    );
+    runtime.script(
+        Script::contains("npm run build").answer(Answer::ok().duration(Duration::from_secs(5))),
+    );
+    runtime.script(
+        Script::contains("node --test")
+            .answer(node_test_passing().duration(Duration::from_secs(2))),
+    );
+    let launched = launch_on(&runtime, NODE).await;
+    let record = launched.record();
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
+    assert!(
+        record
+            .setup_commands
+            .iter()
+            .any(|c| c.contains("npm install")),
+        "{:?}",
+        record.setup_commands
+    );
+    // The build is the plan's compile step; the other steps took 10 ms each.
+    assert!(
+        (record.cpu_compile_seconds - 5.0).abs() < 1e-9,
+        "{record:#?}"
+    );
+    assert!(
+        (record.cpu_baseline_seconds - 2.0).abs() < 1e-9,
+        "{record:#?}"
+    );
+    assert!(
+        record.cpu_setup_seconds >= 3.0 && record.cpu_setup_seconds < 3.2,
+        "{}",
+        record.cpu_setup_seconds
+    );
+}
+
+#[tokio::test]
 async fn an_optional_step_that_keeps_failing_is_skipped_and_the_tests_decide() {
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime.script(

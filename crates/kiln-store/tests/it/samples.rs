@@ -111,6 +111,9 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         setup_seconds: 12.25,
         test_seconds: 0.1,
         total_seconds: 1e-300,
+        cpu_setup_seconds: 12.5,
+        cpu_compile_seconds: -0.0,
+        cpu_baseline_seconds: 1e300,
         dockerfile: None,
         dockerfile_check: Some("rebuilt and passed".into()),
         built_by: Some(kiln_schema::BuiltBy::Agent),
@@ -157,6 +160,8 @@ pub fn validation(id: &str) -> ValidationRecord {
         run_statuses: BTreeMap::from([("before:1".to_string(), statuses)]),
         test_seconds: 3.5,
         total_seconds: f64::MAX,
+        cpu_build_seconds: 3.25,
+        cpu_test_seconds: f64::MIN_POSITIVE,
         log_dir: format!("logs/{id}/validate"),
     }
 }

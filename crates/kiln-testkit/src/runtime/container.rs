@@ -82,6 +82,9 @@ pub struct Container {
     pub fs: BTreeMap<String, Vec<u8>>,
     /// Commands run in it, in order.
     pub execs: Vec<ExecRecord>,
+    /// CPU time its commands used: each finished command's answer takes its
+    /// [`duration`](super::Answer::duration) on one core.
+    pub cpu: Duration,
     /// Tags it was committed to, in order.
     pub commits: Vec<String>,
     /// The container's exit code once a command stopped it.

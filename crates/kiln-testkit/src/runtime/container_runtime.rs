@@ -3,6 +3,7 @@
 //! containers and their files) the way the engine would answer it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use kiln_core::capture::HeadTail;
@@ -126,6 +127,7 @@ impl ContainerRuntime for ScriptedRuntime {
             commits: Vec::new(),
             stopped: None,
             removed: false,
+            cpu: Duration::ZERO,
         });
         Ok(id)
     }
@@ -187,6 +189,17 @@ impl ContainerRuntime for ScriptedRuntime {
             sink(piece).map_err(|e| RuntimeError::engine(format!("read {path}"), e))?;
         }
         Ok(true)
+    }
+
+    async fn cpu_used(&self, id: &ContainerId) -> Result<Option<Duration>, RuntimeError> {
+        // Not a call of the log: sessions read it after every command.
+        let state = self.state();
+        Ok(state
+            .containers
+            .iter()
+            .find(|c| &c.id == id && !c.removed && c.stopped.is_none())
+            .map(|c| c.cpu)
+            .filter(|cpu| !cpu.is_zero()))
     }
 
     async fn changes(&self, id: &ContainerId) -> Result<Vec<FsChange>, RuntimeError> {
@@ -422,6 +435,9 @@ fn answer(state: &mut State, id: &ContainerId, exec: &ExecSpec) -> Result<Answer
     let answer = choose(scripts, container, &exec.script).unwrap_or_else(|| default.clone());
     for effect in &answer.effects {
         container.apply(effect);
+    }
+    if matches!(answer.end, End::Finished) {
+        container.cpu += answer.duration;
     }
     record.result = match &answer.end {
         End::Finished => ExecResult::Exited {

@@ -393,6 +393,33 @@ async fn the_rebuild_runs_once_a_side_whatever_the_repeats() {
 }
 
 #[tokio::test]
+async fn the_row_carries_the_cpu_of_the_sides_builds_and_of_their_test_runs() {
+    let runtime = runtime();
+    // The scripted engine counts an answer's duration as CPU time on one core.
+    let second = Duration::from_secs(1);
+    runtime.script(Script::contains("make -j2").answer(Answer::ok().duration(4 * second)));
+    runtime.script(
+        after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")]).duration(second)),
+    );
+    runtime.script(
+        before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")]).duration(second)),
+    );
+    let record = validated(validate_on(&runtime, &["make -j2"], settings(3)).await);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    // Two builds (one a side) of 4 s, six test runs of 1 s; every other command took 10 ms.
+    assert!(
+        record.cpu_build_seconds >= 8.0 && record.cpu_build_seconds < 8.2,
+        "{}",
+        record.cpu_build_seconds
+    );
+    assert!(
+        record.cpu_test_seconds >= 6.0 && record.cpu_test_seconds < 6.2,
+        "{}",
+        record.cpu_test_seconds
+    );
+}
+
+#[tokio::test]
 async fn a_flaky_test_is_dropped_and_recorded() {
     let runtime = runtime();
     let flaky = "tests/test_demo.py::test_timing";
@@ -807,6 +834,7 @@ async fn run_parsed_by(
         removals: None,
         harness_view,
         expected: None,
+        cpu: None,
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let output = run_tests(engine, &spec).await;
