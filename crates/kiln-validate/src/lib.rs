@@ -49,9 +49,6 @@ pub struct ValidateRequest {
     pub docker: DockerSettings,
     /// Stage name, for progress events.
     pub stage: String,
-    /// Where the containers' removals go: the next run need not wait for the last one's, the
-    /// stage waits for all of them at its end.
-    pub removals: Removals,
     /// Where the repository's history is: the patches are applied on the host first, to judge
     /// the gold patch by what it changes and to know what every run must hold.
     pub source: gold::Source,
@@ -137,13 +134,25 @@ async fn validate_charged(
         image: &image,
         tag: &tag,
         cpu,
+        removals: Removals::default(),
     };
     let mut built = Vec::new();
     let outcome = sides.run(&mut record, &mut built).await;
-    // The sides' images go whatever happened; a kill before leaves them to the dataset's
+    // The sides' images go whatever happened, once the containers made from them are gone
+    // (an engine refuses, or on Podman fails, to remove an image a container being removed
+    // still uses). A removal that fails, like a kill before, leaves the image to the dataset's
     // cleanup of scratch images.
+    for failed in sides.removals.wait().await {
+        reporter.report(Event::Note {
+            message: format!("{}: {failed}", env.instance_id),
+        });
+    }
     for build in &built {
-        runtime.remove_image(&build.tag).await?;
+        if let Err(e) = runtime.remove_image(&build.tag).await {
+            reporter.report(Event::Note {
+                message: format!("{}: {e}", env.instance_id),
+            });
+        }
     }
     let runs = match outcome? {
         Ok(runs) => runs,
@@ -275,6 +284,9 @@ struct Sides<'a> {
     tag: &'a str,
     /// Where the runs' CPU time is charged.
     cpu: &'a CpuLedger,
+    /// The runs' container removals, in the background while later runs go on; waited for
+    /// before the sides' images are removed.
+    removals: Removals,
 }
 
 impl Sides<'_> {
@@ -334,7 +346,7 @@ impl Sides<'_> {
             timeout: request.settings.test_timeout,
             log: request.log_dir.join(format!("{label}.log")),
             labels: &request.labels,
-            removals: Some(&request.removals),
+            removals: Some(&self.removals),
             harness_view: true,
             expected: Some(kiln_core::checkout::Expected {
                 tree: &expected.tree,

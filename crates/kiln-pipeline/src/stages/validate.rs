@@ -37,7 +37,8 @@ pub(crate) async fn validate(
         &mut table,
         items.clone(),
         settings.concurrency,
-        |id, logs, removals| {
+        // The runs' containers go before the item's side images do: validate waits for them.
+        |id, logs, _removals| {
             let (Some(environment), Some(candidate)) = (environments.get(id), candidates.get(id))
             else {
                 return Ok(None);
@@ -51,7 +52,6 @@ pub(crate) async fn validate(
                 settings: settings.clone(),
                 docker: cx.pipeline.docker.clone(),
                 stage: cx.node.name.clone(),
-                removals: removals.clone(),
                 source: kiln_validate::gold::Source {
                     mirrors: mirrors.clone(),
                     clone_url: kiln_github::clone_url(&clone_url_template, &candidate.repo),

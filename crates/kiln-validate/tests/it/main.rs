@@ -162,7 +162,6 @@ fn demo_request(
         settings,
         docker: DockerSettings::default(),
         stage: "validate".into(),
-        removals: kiln_core::Removals::default(),
         source: repo.source(),
     }
 }
@@ -205,8 +204,6 @@ async fn validate_on(
     )
     .await
     .expect("the validation did not end within 180 s");
-    let not_removed = request.removals.wait().await;
-    assert!(not_removed.is_empty(), "removals failed: {not_removed:?}");
     assert_live_containers_removed(runtime).await;
     assert_runs_start_from_the_sides_builds(runtime);
     result
@@ -772,7 +769,6 @@ async fn an_environment_without_an_image_is_an_infra_row_and_starts_nothing() {
         settings: settings(3),
         docker: DockerSettings::default(),
         stage: "validate".into(),
-        removals: kiln_core::Removals::default(),
         source: Repo::new().source(),
     };
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(&runtime) as _;
