@@ -366,6 +366,8 @@ pub struct ContainerInfo {
     pub image: String,
     /// Whether it runs (else it is created, stopped, or being removed).
     pub running: bool,
+    /// Its labels (its image's and its own, as the engine lists them).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Engine identity, for logs and error messages.

@@ -44,6 +44,9 @@ impl Runner {
         let root = pipeline.dataset.root.clone();
         let name = pipeline.dataset.name.clone();
         let dataset_lock = DatasetLock::acquire(&root, &name)?;
+        // What a process killed while it created a run left is no run: it goes before the
+        // latest run is chosen, so that a resume finds the one run there is.
+        kiln_store::remove_unfinished(&root, &name)?;
         let latest = kiln_store::latest(&root, &name)?;
         let run = match (selection, latest) {
             (RunSelection::Id(id), _) => RunStore::open(&root, &name, id)?,

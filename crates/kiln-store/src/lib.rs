@@ -55,7 +55,7 @@ pub use foreign::read_parquet_objects;
 pub use lock::{DATASET_LOCK_FILE, DatasetLock, LOCK_FILE, RunLock, process_alive};
 pub use release::{CardMeta, release_split_rows, shard_name, write_dataset_card, write_release};
 pub use run::{
-    RUN_FILE, RunInfo, RunShard, RunStore, STAGED_PREFIX, latest, remove_staged, run_ids, runs_dir,
-    time_id,
+    RUN_FILE, RunInfo, RunShard, RunStore, STAGED_PREFIX, latest, remove_unfinished, run_ids,
+    runs_dir, time_id,
 };
 pub use stage::{MANIFEST, Manifest, StageTable, Status, read_keys, read_rows};

@@ -135,11 +135,14 @@ fn claim_id(runs: &Path) -> Result<(String, PathBuf), StoreError> {
     }
 }
 
-/// Removes the staged runs ([`RunStore::create_staged`]) of `dataset` that were never
-/// published: what a process killed while writing one left. Call it holding the dataset's
-/// [`crate::DatasetLock`], which every writer of a staged run holds while it writes: a staged
-/// run found then belongs to a dead process. Returns how many were removed.
-pub fn remove_staged(dataset_root: &Path, dataset: &str) -> Result<usize, StoreError> {
+/// Removes what writers of `dataset`'s runs killed midway left, which no listing takes for a
+/// run: staged runs ([`RunStore::create_staged`]) never published, and run directories claimed
+/// (by [`RunStore::create`] or [`RunStore::publish`]) whose `run.json` was never written: empty,
+/// or holding only the temporary file of a `run.json` not yet renamed into place. Call it
+/// holding the dataset's [`crate::DatasetLock`], which every creator of a run holds while it
+/// creates one: such a directory found then belongs to a dead process. Returns how many were
+/// removed.
+pub fn remove_unfinished(dataset_root: &Path, dataset: &str) -> Result<usize, StoreError> {
     check_component(dataset_root, "dataset name", dataset)?;
     let dir = runs_dir(dataset_root, dataset);
     let entries = match fs::read_dir(&dir) {
@@ -150,15 +153,15 @@ pub fn remove_staged(dataset_root: &Path, dataset: &str) -> Result<usize, StoreE
     let mut removed = 0;
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io("list", &dir, e))?;
-        if !entry
+        let path = entry.path();
+        let staged = entry
             .file_name()
             .to_string_lossy()
-            .starts_with(STAGED_PREFIX)
-        {
+            .starts_with(STAGED_PREFIX);
+        if !staged && !never_written(&path)? {
             continue;
         }
-        let path = entry.path();
-        tracing::info!(path = %path.display(), "removing a staged run that was never published");
+        tracing::info!(path = %path.display(), "removing a run a killed process left unfinished");
         fs::remove_dir_all(&path).map_err(|e| StoreError::io("remove", &path, e))?;
         removed += 1;
     }
@@ -166,6 +169,23 @@ pub fn remove_staged(dataset_root: &Path, dataset: &str) -> Result<usize, StoreE
         sync_dir(&dir)?;
     }
     Ok(removed)
+}
+
+/// Whether `path` is a run directory claimed and never written: a directory with no
+/// `run.json`, holding nothing but temporary files of one.
+fn never_written(path: &Path) -> Result<bool, StoreError> {
+    if !path.is_dir() || path.join(RUN_FILE).exists() {
+        return Ok(false);
+    }
+    let entries = fs::read_dir(path).map_err(|e| StoreError::io("list", path, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("list", path, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(crate::atomic::is_temp_name(&name) && name.starts_with(&format!(".{RUN_FILE}"))) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 impl RunStore {
@@ -202,7 +222,7 @@ impl RunStore {
     /// is `runs/.staged-<time>-<pid>` (see [`STAGED_PREFIX`]), which [`run_ids`] and
     /// [`latest`] pass by; its `run_id` is that name until it is published.
     ///
-    /// Write it holding the dataset's [`crate::DatasetLock`] (so that [`remove_staged`] takes
+    /// Write it holding the dataset's [`crate::DatasetLock`] (so that [`remove_unfinished`] takes
     /// a staged run it finds for a dead process's), and without its [`RunLock`]: nothing else
     /// can find it, and a lock file would be published with it.
     pub fn create_staged(
@@ -239,7 +259,7 @@ impl RunStore {
     /// The id is claimed by creating its (empty) directory, `run.json` in the staged directory
     /// is given the id, and the staged directory is renamed over the claimed one, which POSIX
     /// `rename` does atomically for an empty directory. A crash before the rename leaves the
-    /// staged run (for [`remove_staged`]) and at most an empty directory, which is no run.
+    /// staged run (for [`remove_unfinished`]) and at most an empty directory, which is no run.
     ///
     /// # Errors
     /// When this run is not a staged one, or the file system fails.

@@ -144,6 +144,7 @@ impl ContainerRuntime for DockerRuntime {
                 id: c.id.unwrap_or_default(),
                 image: c.image_id.map(content_id).unwrap_or_default(),
                 running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
+                labels: c.labels.unwrap_or_default().into_iter().collect(),
             })
             .collect())
     }

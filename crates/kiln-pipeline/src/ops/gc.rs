@@ -140,8 +140,9 @@ pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(60 * 60);
 /// creation times against this host's clock: an engine whose clock runs behind this host's by
 /// more than `min_age` shortens it.
 struct InUse {
-    /// Images containers were made from.
-    under_containers: BTreeSet<String>,
+    /// Images containers were made from, each with the dataset labels of those containers
+    /// (`None` for a container of no dataset: a build's step, another program's).
+    under_containers: BTreeMap<String, Vec<Option<String>>>,
     /// Seconds since the Unix epoch: an image made later is young.
     young_since: i64,
 }
@@ -149,11 +150,16 @@ struct InUse {
 impl InUse {
     fn new(containers: &[ContainerInfo], min_age: Duration, now: i64) -> Self {
         Self {
-            under_containers: containers
-                .iter()
-                .map(|c| c.image.clone())
-                .filter(|image| !image.is_empty())
-                .collect(),
+            under_containers: containers.iter().filter(|c| !c.image.is_empty()).fold(
+                BTreeMap::new(),
+                |mut by_image, c| {
+                    by_image
+                        .entry(c.image.clone())
+                        .or_insert_with(Vec::new)
+                        .push(c.labels.get(LABEL_DATASET).cloned());
+                    by_image
+                },
+            ),
             young_since: now.saturating_sub(i64::try_from(min_age.as_secs()).unwrap_or(i64::MAX)),
         }
     }
@@ -161,9 +167,25 @@ impl InUse {
     /// Whether something may stand on `image`; `own` says it is the dataset's own (its age
     /// then does not count).
     fn holds(&self, image: &ImageInfo, own: bool) -> bool {
-        self.under_containers.contains(&image.id)
-            || (!image.parent.is_empty() && self.under_containers.contains(&image.parent))
+        self.under_containers.contains_key(&image.id)
+            || self.may_be_a_commit(image)
             || (!own && image.created > self.young_since)
+    }
+
+    /// Whether `image` may be the commit of a container that exists: it was made from that
+    /// container's image. An image of a dataset is the commit of that dataset's containers (or
+    /// of a build's step, which carries no dataset), never of another dataset's: a container
+    /// another run left on a shared base image does not keep every image made from that base.
+    fn may_be_a_commit(&self, image: &ImageInfo) -> bool {
+        let Some(datasets) = self.under_containers.get(&image.parent) else {
+            return false;
+        };
+        match image.labels.get(LABEL_DATASET) {
+            Some(own) => datasets
+                .iter()
+                .any(|dataset| dataset.as_ref().is_none_or(|d| d == own)),
+            None => true,
+        }
     }
 }
 
@@ -524,6 +546,9 @@ mod tests {
     use std::collections::BTreeSet;
     use std::time::Duration;
 
+    use std::collections::BTreeMap;
+
+    use kiln_core::runtime::LABEL_DATASET;
     use kiln_core::{ContainerInfo, ImageInfo};
 
     use super::{InUse, freed_bytes};
@@ -534,6 +559,7 @@ mod tests {
             id: format!("c-{image}"),
             image: image.into(),
             running,
+            ..ContainerInfo::default()
         };
         let now = 1_000_000;
         let in_use = InUse::new(
@@ -562,6 +588,44 @@ mod tests {
         // With no grace, only the containers count.
         let no_grace = InUse::new(&[], Duration::ZERO, now);
         assert!(!no_grace.holds(&image("fresh", "other", now - 1), false));
+    }
+
+    #[test]
+    fn a_datasets_image_is_held_only_by_a_container_that_could_have_made_it() {
+        let of_dataset = |id: &str, image: &str, dataset: Option<&str>| ContainerInfo {
+            id: id.into(),
+            image: image.into(),
+            running: false,
+            labels: dataset
+                .map(|d| BTreeMap::from([(LABEL_DATASET.to_string(), d.to_string())]))
+                .unwrap_or_default(),
+        };
+        let env = |dataset: &str| ImageInfo {
+            id: format!("env-{dataset}"),
+            parent: "python".into(),
+            labels: BTreeMap::from([(LABEL_DATASET.to_string(), dataset.to_string())]),
+            ..ImageInfo::default()
+        };
+        let now = 1_000_000;
+        // Another dataset's run left a container on the shared base: it made none of ours.
+        let other = InUse::new(
+            &[of_dataset("left", "python", Some("/data/other"))],
+            Duration::ZERO,
+            now,
+        );
+        assert!(!other.holds(&env("/data/demo"), true));
+        assert!(other.holds(&env("/data/other"), true));
+        // An image of no dataset (a base, a build's step) made from that image may be its
+        // commit all the same.
+        let base_step = ImageInfo {
+            id: "step".into(),
+            parent: "python".into(),
+            ..ImageInfo::default()
+        };
+        assert!(other.holds(&base_step, false));
+        // A container of no dataset (a build's step, another program's) may have made anything.
+        let unlabelled = InUse::new(&[of_dataset("step", "python", None)], Duration::ZERO, now);
+        assert!(unlabelled.holds(&env("/data/demo"), true));
     }
 
     fn image(id: &str, parent: &str, size: i64, tagged: bool) -> ImageInfo {

@@ -143,10 +143,10 @@ pub fn merge(pipeline: &Pipeline, count: u32) -> Result<MergeOutcome, PipelineEr
         });
     }
 
-    // Every staged run found under the dataset lock is a killed merge's: nothing took it for a
-    // run, and it goes.
+    // Every staged run (or claimed run directory with no `run.json`) found under the dataset
+    // lock is a killed process's: nothing took it for a run, and it goes.
     let _dataset_lock = DatasetLock::acquire(&home, name)?;
-    kiln_store::remove_staged(&home, name)?;
+    kiln_store::remove_unfinished(&home, name)?;
     // No run lock: the staged run is this process's alone until it is published, and a lock
     // file in it would be published with it.
     let mut run = RunStore::create_staged(&home, name, &pipeline.text, &pipeline.hash)?;

@@ -143,7 +143,7 @@ fn stale_and_malformed_locks_are_taken_over() {
 }
 
 /// A staged run is no run until it is published: listings pass it by, publishing renames it
-/// into place whole under a fresh id, and one never published is what `remove_staged` removes.
+/// into place whole under a fresh id, and one never published is what `remove_unfinished` removes.
 #[test]
 fn a_staged_run_is_listed_only_once_published() {
     let tmp = tempfile::tempdir().unwrap();
@@ -184,11 +184,34 @@ fn a_staged_run_is_listed_only_once_published() {
 
     // A staged run its process never published is removed; runs stay.
     let left = RunStore::create_staged(root, "ds", "", "h").unwrap();
-    assert_eq!(kiln_store::remove_staged(root, "ds").unwrap(), 1);
+    assert_eq!(kiln_store::remove_unfinished(root, "ds").unwrap(), 1);
     assert!(!left.dir().exists());
     assert_eq!(
         kiln_store::run_ids(root, "ds").unwrap(),
         ["20240101-000000", id.as_str()]
     );
-    assert_eq!(kiln_store::remove_staged(root, "ds").unwrap(), 0);
+    assert_eq!(kiln_store::remove_unfinished(root, "ds").unwrap(), 0);
+}
+
+/// A run directory claimed by a process killed before its `run.json` was in place is no run,
+/// and goes with the staged ones; a directory holding anything else stays.
+#[test]
+fn a_run_directory_claimed_and_never_written_is_removed_with_the_staged_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let run = RunStore::create(root, "ds", Some("20240101-000000"), "", "h").unwrap();
+    let runs = root.join("ds/runs");
+    // Killed right after the claim, and killed before the rename of `run.json`.
+    fs::create_dir(runs.join("20240101-000001")).unwrap();
+    fs::create_dir(runs.join("20240101-000002")).unwrap();
+    fs::write(runs.join("20240101-000002/.run.json.tmp-77-0"), "{").unwrap();
+    // Not kiln's to judge: something else lives there.
+    fs::create_dir(runs.join("20240101-000003")).unwrap();
+    fs::write(runs.join("20240101-000003/notes.txt"), "mine").unwrap();
+    assert_eq!(kiln_store::remove_unfinished(root, "ds").unwrap(), 2);
+    assert!(!runs.join("20240101-000001").exists());
+    assert!(!runs.join("20240101-000002").exists());
+    assert!(runs.join("20240101-000003/notes.txt").is_file());
+    assert!(run.dir().join(kiln_store::RUN_FILE).is_file());
+    assert_eq!(kiln_store::remove_unfinished(root, "ds").unwrap(), 0);
 }

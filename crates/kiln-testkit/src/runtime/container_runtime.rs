@@ -76,6 +76,7 @@ impl ContainerRuntime for ScriptedRuntime {
                 id: c.id.0.clone(),
                 image: c.image_id.clone(),
                 running: c.stopped.is_none(),
+                labels: c.labels.clone(),
             })
             .collect())
     }
