@@ -93,14 +93,39 @@ pub const OUTPUT_FILTER: &str = "kiln_test_ids";
 /// harness reads the output as it is.
 #[must_use]
 pub fn output_filter(kiln_parser: &str) -> Option<String> {
+    output_filter_command(kiln_parser).map(|command| format!("{OUTPUT_FILTER}() {{\n{command}\n}}"))
+}
+
+/// The `sh` command in the body of [`output_filter`]: it reads the test output on its standard
+/// input and prints it, then the lines the harness parser reads as kiln's ids.
+#[must_use]
+pub fn output_filter_command(kiln_parser: &str) -> Option<String> {
     match kiln_parser {
-        "cargo" => Some(format!(
-            "{OUTPUT_FILTER}() {{\nawk '\n{}'\n}}",
-            crate::cargo::IDS_AWK
-        )),
+        "cargo" => Some(format!("awk '\n{}'", crate::cargo::IDS_AWK)),
         _ => None,
     }
 }
+
+/// The harness parsers [`GRADE_AWK`] ports: every one [`harness_parsers`] names.
+pub const GRADED_PARSERS: [&str; 6] = [
+    "parse_log_pytest",
+    "parse_log_pytest_v2",
+    "parse_log_cargo",
+    "parse_log_jest_json",
+    "parse_log_gotest",
+    "parse_log_tap",
+];
+
+/// An awk program (POSIX awk: Debian's mawk, gawk, busybox awk; run it under `LC_ALL=C`) that
+/// grades one run as the SWE-bench harness does, for a verifier in an image that may have no
+/// Python: the harness parser `-v parser` (one of [`GRADED_PARSERS`], ported from this
+/// module's ports) reads the harness's view of the test output (its input), and the run
+/// resolves when every test of the files `-v fail_to_pass` and `-v pass_to_pass` (one id a
+/// line) is read as passed, at least one FAIL_TO_PASS test is listed, and `-v exit_code` does
+/// not contradict the statuses read ([`harness_exit_code_agrees`]). It prints each listed
+/// test's verdict and exits 0 when the run resolves, else 1; with `-v dump=1` it prints the
+/// status map instead (`STATUS<tab>id` lines, in the order tests were first read).
+pub const GRADE_AWK: &str = include_str!("harness_grade.awk");
 
 /// The test output `log` of kiln parser `kiln_parser` as the harness parses it: with the lines
 /// the [`output_filter`] appends, when that parser has one.

@@ -10,6 +10,7 @@ mod cargo;
 mod check;
 mod cxx;
 mod go;
+mod harness_grade;
 mod harness_ids;
 mod js;
 mod junit;
