@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use kiln_core::runtime::WORKDIR;
 use kiln_testlog::swebench::{
     HarnessStatuses, OUTPUT_FILTER, harness_exit_code_agrees, harness_maintained, harness_parsers,
-    harness_passed, harness_reads, id_script, output_filter,
+    harness_passed, harness_reads, id_script,
 };
 
 use crate::decide::Side;
@@ -188,7 +188,7 @@ fn fnv(bytes: &[u8]) -> u64 {
 }
 
 /// Quotes `s` for the shell.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -211,6 +211,61 @@ fn patch_files(patch: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     (existing, created)
 }
 
+/// The commands that put the files `test_patch` touches back as `base_commit` has them, run in
+/// the checkout: `git checkout <base> -- <the files it changes>` and `rm -f -- <the files it
+/// creates>`, each only when there are such files. The eval script runs them before the test
+/// patch and after the tests, Harbor's verifier before the test patch: whatever an agent did
+/// to those files, the tests are the test patch's.
+#[must_use]
+pub fn reset_test_files(base_commit: &str, test_patch: &str) -> Vec<String> {
+    let (existing, created) = patch_files(test_patch);
+    let existing: Vec<String> = existing.iter().map(|p| quote(p)).collect();
+    let created: Vec<String> = created.iter().map(|p| quote(p)).collect();
+    let mut commands = Vec::new();
+    if !existing.is_empty() {
+        commands.push(format!(
+            "git checkout {} -- {}",
+            quote(base_commit),
+            existing.join(" ")
+        ));
+    }
+    if !created.is_empty() {
+        commands.push(format!("rm -f -- {}", created.join(" ")));
+    }
+    commands
+}
+
+/// How the SWE-bench harness's view of a test command's output is made from the output, as
+/// validation graded it ([`choose_log_parser`] reads kiln's runs so) and the eval script prints
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HarnessView {
+    /// The output as it is.
+    Output,
+    /// What this `sh` command prints reading the output on its standard input: the output, then
+    /// lines of kiln's ids ([`kiln_testlog::swebench::output_filter_command`]).
+    Filtered(String),
+    /// The output, a line break, then what this `sh` script prints reading the output: the
+    /// row's parser script, or its parser's id script ([`kiln_testlog::swebench::id_script`]).
+    WithLines(String),
+}
+
+/// The harness's view of the output of a row with kiln parser `parser` and, where the launch
+/// agent wrote one, `parser_script`.
+#[must_use]
+pub fn harness_view(parser: &str, parser_script: Option<&str>) -> HarnessView {
+    if let Some(script) = parser_script {
+        return HarnessView::WithLines(script.to_string());
+    }
+    if let Some(command) = kiln_testlog::swebench::output_filter_command(parser) {
+        return HarnessView::Filtered(command);
+    }
+    match id_script(parser) {
+        Some(script) => HarnessView::WithLines(script),
+        None => HarnessView::Output,
+    }
+}
+
 /// The harness's `eval_script` for an instance: reset the test files to the base commit, apply
 /// the test patch from a heredoc, run the rebuild commands, then the test command between the
 /// harness's markers (the test command last, where the harness captures its exit code), and
@@ -228,25 +283,12 @@ pub fn eval_script(
     parser: &str,
     parser_script: Option<&str>,
 ) -> String {
-    let (existing, created) = patch_files(test_patch);
-    let existing: Vec<String> = existing.iter().map(|p| quote(p)).collect();
-    let created: Vec<String> = created.iter().map(|p| quote(p)).collect();
-    let reset = |script: &mut String| {
-        if !existing.is_empty() {
-            let _ = writeln!(
-                script,
-                "git checkout {} -- {}",
-                quote(base_commit),
-                existing.join(" ")
-            );
-        }
-        if !created.is_empty() {
-            let _ = writeln!(script, "rm -f -- {}", created.join(" "));
-        }
-    };
+    let reset = reset_test_files(base_commit, test_patch);
     let mut script = String::from("#!/bin/bash\nset -uxo pipefail\nset +u\n");
     let _ = writeln!(script, "cd {WORKDIR}");
-    reset(&mut script);
+    for command in &reset {
+        let _ = writeln!(script, "{command}");
+    }
     let delimiter = heredoc_delimiter(test_patch);
     let _ = writeln!(script, "git apply --verbose --binary - <<'{delimiter}'");
     script.push_str(test_patch);
@@ -257,9 +299,10 @@ pub fn eval_script(
     for command in rebuild_commands {
         let _ = writeln!(script, "{command}");
     }
-    let filter = match parser_script {
-        Some(parser_script) => Some(script_filter(parser_script)),
-        None => output_filter(parser).or_else(|| id_script(parser).map(|s| script_filter(&s))),
+    let filter = match harness_view(parser, parser_script) {
+        HarnessView::Output => None,
+        HarnessView::Filtered(command) => Some(format!("{OUTPUT_FILTER}() {{\n{command}\n}}")),
+        HarnessView::WithLines(script) => Some(script_filter(&script)),
     };
     if let Some(filter) = &filter {
         let _ = writeln!(script, "{filter}");
@@ -278,7 +321,9 @@ pub fn eval_script(
         }
     }
     let _ = writeln!(script, ": '{END_TEST_OUTPUT}'");
-    reset(&mut script);
+    for command in &reset {
+        let _ = writeln!(script, "{command}");
+    }
     script
 }
 

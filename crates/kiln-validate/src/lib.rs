@@ -9,6 +9,7 @@ pub mod agreement;
 pub mod decide;
 pub mod evaluate;
 pub mod gold;
+pub mod harbor;
 pub mod harness;
 pub mod run;
 
