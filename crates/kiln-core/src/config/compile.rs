@@ -577,6 +577,67 @@ kind = "transmogrify"
     }
 
     #[test]
+    fn export_formats_are_parquet_unless_harbor_is_listed_and_bad_ones_are_located() {
+        let export = |text: &str| -> crate::config::ExportSettings {
+            match compile(text)
+                .unwrap()
+                .node("export")
+                .map(|n| n.settings.clone())
+            {
+                Some(NodeSettings::Export(export)) => export,
+                other => panic!("no export: {other:?}"),
+            }
+        };
+        use crate::config::ExportFormat;
+        let plain = export(GOOD);
+        assert_eq!(plain.formats, [ExportFormat::Parquet]);
+        assert!(!plain.writes(ExportFormat::Harbor) && !plain.harbor_hints);
+        let both = export(&format!(
+            "{GOOD}formats = [\"parquet\", \"harbor\"]\nharbor_hints = true\n"
+        ));
+        assert!(both.writes(ExportFormat::Harbor) && both.harbor_hints);
+
+        // Each bad value is named with the file, its line and column, and the key.
+        let lines = GOOD.lines().count();
+        let message = errors(&format!("{GOOD}formats = [\"parquet\", \"harbour\", 3]\n"));
+        assert_eq!(
+            message,
+            format!(
+                "/cfg/pipeline.toml:{line}:23: stages.export.formats: unknown format \"harbour\"; expected one of: parquet, harbor\n\
+                 /cfg/pipeline.toml:{line}:34: stages.export.formats: unknown format integer; expected one of: parquet, harbor",
+                line = lines + 1
+            )
+        );
+        for (text, expected) in [
+            (
+                "formats = [\"harbor\"]\n",
+                "stages.export.formats: a release is always written as Parquet",
+            ),
+            (
+                "formats = \"harbor\"\n",
+                "stages.export.formats: expected an array of formats (parquet, harbor), found string",
+            ),
+            (
+                "formats = [\"parquet\", \"parquet\"]\n",
+                "stages.export.formats: \"parquet\" is listed twice",
+            ),
+            (
+                "harbor_hints = true\n",
+                "stages.export.harbor_hints: there are no Harbor tasks to give hints to",
+            ),
+            (
+                "formats = [\"parquet\", \"harbor\"]\nharbor_hint = true\n",
+                "stages.export.harbor_hint: unknown key (did you mean `harbor_hints`?)",
+            ),
+        ] {
+            let message = errors(&format!("{GOOD}{text}"));
+            assert!(message.contains(expected), "{text}: {message}");
+            assert!(message.starts_with("/cfg/pipeline.toml:"), "{message}");
+            assert_eq!(message.lines().count(), 1, "{message}");
+        }
+    }
+
+    #[test]
     fn cycles_and_syntax_errors_are_reported() {
         let text = r#"
 [dataset]

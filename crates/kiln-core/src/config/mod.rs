@@ -36,7 +36,7 @@ pub use shard::{
 };
 pub use sources::{CrawlSettings, DiscoverSettings, IngestSettings, format_time};
 pub use stages::{
-    AgentSettings, ExportSettings, FilterSettings, FrozenChoice, FrozenSplit, LaunchSettings,
-    SplitSettings, TestNetwork, ValidateSettings,
+    AgentSettings, ExportFormat, ExportSettings, FilterSettings, FrozenChoice, FrozenSplit,
+    LaunchSettings, SplitSettings, TestNetwork, ValidateSettings,
 };
 pub use units::{MAX_DURATION, MAX_MEMORY_BYTES, MIN_MEMORY_BYTES, parse_duration, parse_size};

@@ -172,6 +172,44 @@ pub struct ExportSettings {
     pub image_registry: String,
     /// Splits that keep the same rows in every release, by name.
     pub frozen: Vec<FrozenSplit>,
+    /// What the release is written as: always Parquet, and Harbor task directories when
+    /// listed.
+    pub formats: Vec<ExportFormat>,
+    /// Whether a Harbor task's `instruction.md` holds the hints (the comments before
+    /// the fix) after the problem statement.
+    pub harbor_hints: bool,
+}
+
+impl ExportSettings {
+    /// Whether the release is written in `format` too.
+    #[must_use]
+    pub fn writes(&self, format: ExportFormat) -> bool {
+        self.formats.contains(&format)
+    }
+}
+
+/// A form a release is written in (`[stages.<export>] formats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportFormat {
+    /// The Parquet shards, the dataset card and `release.json` (always written).
+    Parquet,
+    /// A Harbor task directory per row under `harbor/<instance_id>/`.
+    Harbor,
+}
+
+impl ExportFormat {
+    /// Every format, as the config names them.
+    pub const ALL: [Self; 2] = [Self::Parquet, Self::Harbor];
+
+    /// The name the config uses.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Parquet => "parquet",
+            Self::Harbor => "harbor",
+        }
+    }
 }
 
 /// A split whose rows, once chosen, are the same in every later release of the dataset.
@@ -265,6 +303,8 @@ pub(super) const EXPORT_KEYS: &[&str] = &[
     "license",
     "image_registry",
     "frozen",
+    "formats",
+    "harbor_hints",
 ];
 
 /// Keys of a `[stages.<export>.frozen.<split>]` table.
@@ -619,6 +659,19 @@ impl Compiler<'_> {
                 format!("`{split}` is the release's own split; name the frozen split otherwise"),
             );
         }
+        let formats = self.formats(keys);
+        let hints_at = keys.get("harbor_hints").map(|v| v.span().start);
+        let harbor_hints = self.read(keys, "harbor_hints", false, ..);
+        if let (Ok(formats), Ok(true), Some(at)) = (&formats, &harbor_hints, hints_at)
+            && !formats.contains(&ExportFormat::Harbor)
+        {
+            let path = keys.path("harbor_hints");
+            self.error_at(
+                at,
+                &path,
+                "there are no Harbor tasks to give hints to: add \"harbor\" to `formats`".into(),
+            );
+        }
         Ok(ExportSettings {
             split: split?,
             tag: tag?,
@@ -626,7 +679,73 @@ impl Compiler<'_> {
             license: license?,
             image_registry: image_registry?,
             frozen: frozen?,
+            formats: formats?,
+            harbor_hints: harbor_hints?,
         })
+    }
+
+    /// `formats`: a list of [`ExportFormat`] names that holds `parquet` (the default, alone).
+    fn formats(&mut self, keys: &mut Keys<'_, '_>) -> Result<Vec<ExportFormat>, ()> {
+        let Some(value) = keys.get("formats") else {
+            return Ok(vec![ExportFormat::Parquet]);
+        };
+        let path = keys.path("formats");
+        let names: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.as_str()).collect();
+        let Some(items) = value.get_ref().as_array() else {
+            self.error_at(
+                value.span().start,
+                &path,
+                format!(
+                    "expected an array of formats ({}), found {}",
+                    names.join(", "),
+                    value.get_ref().type_str()
+                ),
+            );
+            return Err(());
+        };
+        let mut formats = Vec::new();
+        let mut ok = true;
+        for item in items.iter() {
+            let found = item
+                .get_ref()
+                .as_str()
+                .and_then(|name| ExportFormat::ALL.into_iter().find(|f| f.as_str() == name));
+            match found {
+                Some(format) if !formats.contains(&format) => formats.push(format),
+                Some(format) => {
+                    self.error_at(
+                        item.span().start,
+                        &path,
+                        format!("\"{}\" is listed twice", format.as_str()),
+                    );
+                    ok = false;
+                }
+                None => {
+                    let shown = item.get_ref().as_str().map_or_else(
+                        || item.get_ref().type_str().to_string(),
+                        |s| format!("\"{}\"", cut(s)),
+                    );
+                    self.error_at(
+                        item.span().start,
+                        &path,
+                        format!(
+                            "unknown format {shown}; expected one of: {}",
+                            names.join(", ")
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if ok && !formats.contains(&ExportFormat::Parquet) {
+            self.error_at(
+                value.span().start,
+                &path,
+                "a release is always written as Parquet (its card, `release.json` and `kiln push` read the shards): list \"parquet\" too".into(),
+            );
+            ok = false;
+        }
+        if ok { Ok(formats) } else { Err(()) }
     }
 
     /// Reports a split name Hugging Face would refuse (it requires `\w+`).
