@@ -241,6 +241,10 @@ pub struct PushArgs {
     /// Show what would be pushed; send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Send the release's Harbor tasks (`harbor/`, written when the export's `formats` lists
+    /// "harbor") too; without it they are neither sent nor deleted on the Hub.
+    #[arg(long)]
+    pub harbor: bool,
 }
 
 /// The arguments of `kiln stage`.

@@ -19,6 +19,9 @@ pub const RELEASE_DIR_STATE: &str = "release_dir";
 /// File name of a release's manifest.
 pub const RELEASE_FILE: &str = "release.json";
 
+/// The directory of a release that holds its Harbor tasks, one `<instance_id>/` each.
+pub const HARBOR_DIR: &str = "harbor";
+
 /// The releases the export stages of a run wrote, as their manifests say.
 #[must_use]
 pub fn run_releases(
@@ -131,6 +134,21 @@ pub struct ReleaseManifest {
     pub funnel: Funnel,
     /// Other files of the release (card, LM answers), with hashes.
     pub files: Vec<ReleaseFile>,
+    /// The Harbor tasks written beside the shards (`formats` lists `harbor`); absent
+    /// otherwise. `kiln push --harbor` sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harbor: Option<HarborTasks>,
+}
+
+/// The Harbor task directories of a release, `harbor/<instance_id>/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarborTasks {
+    /// The instances that are tasks, in order.
+    pub tasks: Vec<String>,
+    /// Rows of the release that are not, with the reason.
+    pub left_out: BTreeMap<String, String>,
+    /// Every file of every task, with its size and hash.
+    pub files: Vec<ReleaseFile>,
 }
 
 impl ReleaseManifest {
@@ -151,6 +169,12 @@ impl ReleaseManifest {
             what: path.display().to_string(),
             message: e.to_string(),
         })
+    }
+
+    /// The files of the release's Harbor tasks (none when it has none).
+    #[must_use]
+    pub fn harbor_files(&self) -> Vec<&ReleaseFile> {
+        self.harbor.iter().flat_map(|h| h.files.iter()).collect()
     }
 
     /// Every file of the release, shards first, `release.json` not included.

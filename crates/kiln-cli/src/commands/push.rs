@@ -18,6 +18,7 @@ pub async fn run(args: PushArgs, cx: &Context) -> Result<u8, Failure> {
         &args.repo,
         args.private,
         args.dry_run,
+        args.harbor,
         &cx.reporter,
         cx.json,
     )
@@ -25,13 +26,14 @@ pub async fn run(args: PushArgs, cx: &Context) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// `kiln push`: the release at `release` to the Hub repository `repo`, its images to their
-/// registry; prints what was sent.
+/// `kiln push`: the release at `release` to the Hub repository `repo` (with its Harbor tasks
+/// when `harbor`), its images to their registry; prints what was sent.
 pub async fn push_release(
     release: &Path,
     repo: &str,
     private: bool,
     dry_run: bool,
+    harbor: bool,
     reporter: &Arc<dyn Reporter>,
     json: bool,
 ) -> Result<(), Failure> {
@@ -41,6 +43,7 @@ pub async fn push_release(
         token: kiln_hub::token_from_env(),
         private,
         dry_run,
+        harbor,
     };
     if !dry_run && options.token.is_none() {
         return Err(Failure::new(

@@ -55,7 +55,7 @@ pub async fn refresh(args: RefreshArgs, cx: &Context) -> Result<u8, Failure> {
         let run = kiln_store::RunStore::open_dir(&runner.run_dir())
             .map_err(|e| Failure::from(PipelineError::from(e)))?;
         for release in kiln_pipeline::release::run_releases(runner.pipeline(), &run) {
-            push_release(&release, &repo, false, false, &cx.reporter, cx.json).await?;
+            push_release(&release, &repo, false, false, false, &cx.reporter, cx.json).await?;
         }
     }
     Ok(exit::OK)

@@ -32,6 +32,9 @@ pub struct PushOptions {
     pub private: bool,
     /// Say what would be pushed, push nothing, reach no server.
     pub dry_run: bool,
+    /// Send the release's Harbor tasks (`harbor/`) too. Without it they are neither sent nor
+    /// deleted on the Hub.
+    pub harbor: bool,
 }
 
 impl std::fmt::Debug for PushOptions {
@@ -42,6 +45,7 @@ impl std::fmt::Debug for PushOptions {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("private", &self.private)
             .field("dry_run", &self.dry_run)
+            .field("harbor", &self.harbor)
             .finish()
     }
 }
@@ -76,9 +80,13 @@ fn hub_error(e: kiln_hub::HubError) -> PipelineError {
     PipelineError::Publish(e.to_string())
 }
 
-/// Checks that every file `release.json` lists is there with its size and hash: a release
-/// edited after its export is not pushed.
-fn verify(release_dir: &Path, manifest: &ReleaseManifest) -> Result<(), PipelineError> {
+/// Checks that every file `release.json` lists (the Harbor tasks' too, with `harbor`) is there
+/// with its size and hash: a release edited after its export is not pushed.
+fn verify(
+    release_dir: &Path,
+    manifest: &ReleaseManifest,
+    harbor: bool,
+) -> Result<(), PipelineError> {
     let invalid = |message: String| PipelineError::Input {
         what: release_dir.join(RELEASE_FILE).display().to_string(),
         message,
@@ -92,7 +100,17 @@ fn verify(release_dir: &Path, manifest: &ReleaseManifest) -> Result<(), Pipeline
     if !tag_ok {
         return Err(invalid(format!("{:?} is not a release tag", manifest.tag)));
     }
-    for listed in manifest.all_files() {
+    if harbor && manifest.harbor.is_none() {
+        return Err(invalid(
+            "the release has no Harbor tasks; export it with `formats = [\"parquet\", \"harbor\"]` in its export stage".into(),
+        ));
+    }
+    let harbor_files = if harbor {
+        manifest.harbor_files()
+    } else {
+        Vec::new()
+    };
+    for listed in manifest.all_files().into_iter().chain(harbor_files) {
         if !kiln_hub::valid_path(Path::new(&listed.path)) {
             return Err(invalid(format!(
                 "{:?} is not a path inside the release",
@@ -215,10 +233,10 @@ pub async fn push(
     reporter: &Arc<dyn Reporter>,
 ) -> Result<PushReport, PipelineError> {
     let manifest = ReleaseManifest::read(release_dir)?;
-    verify(release_dir, &manifest)?;
+    verify(release_dir, &manifest, options.harbor)?;
     let note = |message: String| reporter.report(Event::Note { message });
     let prefix = format!("releases/{}", manifest.tag);
-    let mut uploads = release_uploads(release_dir, &manifest, &prefix);
+    let mut uploads = release_uploads(release_dir, &manifest, &prefix, options.harbor);
     let own_splits: BTreeSet<String> = manifest.splits.keys().cloned().collect();
     let hub = Hub::new(&options.endpoint, options.token.clone()).map_err(hub_error)?;
     let OnHub {
@@ -246,7 +264,7 @@ pub async fn push(
         path_in_repo: "README.md".into(),
         content: Content::Bytes(card.clone().into_bytes()),
     });
-    let delete = left_behind(on_hub, &uploads, &prefix);
+    let delete = left_behind(on_hub, &uploads, &prefix, options.harbor);
     let (images, images_skipped) = registry_images(&manifest);
     let mut report = PushReport {
         tag: manifest.tag.clone(),
@@ -280,11 +298,22 @@ pub async fn push(
 }
 
 /// The release's files as uploads under `prefix` (`releases/<tag>`): every file
-/// `release.json` lists, then `release.json` itself.
-fn release_uploads(release_dir: &Path, manifest: &ReleaseManifest, prefix: &str) -> Vec<Upload> {
+/// `release.json` lists (with `harbor`, its Harbor tasks' too), then `release.json` itself.
+fn release_uploads(
+    release_dir: &Path,
+    manifest: &ReleaseManifest,
+    prefix: &str,
+    harbor: bool,
+) -> Vec<Upload> {
+    let harbor_files = if harbor {
+        manifest.harbor_files()
+    } else {
+        Vec::new()
+    };
     manifest
         .all_files()
         .into_iter()
+        .chain(harbor_files)
         .map(|f| f.path.clone())
         .chain([RELEASE_FILE.to_string()])
         .map(|path| Upload {
@@ -376,13 +405,16 @@ impl OnHub {
 }
 
 /// What an earlier push of this release left that it no longer has (a shard of a split that
-/// now has fewer shards, a frozen split dropped): deleted in the same commit, or the default
-/// config would read those rows too.
-fn left_behind(on_hub: Vec<String>, uploads: &[Upload], prefix: &str) -> Vec<String> {
+/// now has fewer shards, a frozen split dropped, a task no longer in it): deleted in the same
+/// commit, or the default config would read those rows too. A push without `harbor` leaves the
+/// Hub's Harbor tasks of the release alone.
+fn left_behind(on_hub: Vec<String>, uploads: &[Upload], prefix: &str, harbor: bool) -> Vec<String> {
     let sending: BTreeSet<&str> = uploads.iter().map(|u| u.path_in_repo.as_str()).collect();
+    let harbor_dir = format!("{prefix}/{}/", crate::release::HARBOR_DIR);
     on_hub
         .into_iter()
         .filter(|p| p.starts_with(&format!("{prefix}/")) && !sending.contains(p.as_str()))
+        .filter(|p| harbor || !p.starts_with(&harbor_dir))
         .collect()
 }
 
@@ -524,11 +556,22 @@ mod tests {
         .map(String::from)
         .into();
         assert_eq!(
-            left_behind(on_hub, &uploads, "releases/2026-11"),
+            left_behind(on_hub.clone(), &uploads, "releases/2026-11", false),
             [
                 "releases/2026-11/data/test-00001-of-00002.parquet",
                 "releases/2026-11/data/lite-00000-of-00001.parquet",
             ]
+        );
+        // Harbor tasks on the Hub go only when a push sends the release's tasks.
+        let mut with_tasks = on_hub;
+        with_tasks.push("releases/2026-11/harbor/a__b-1/task.toml".into());
+        assert_eq!(
+            left_behind(with_tasks.clone(), &uploads, "releases/2026-11", false).len(),
+            2
+        );
+        assert_eq!(
+            left_behind(with_tasks, &uploads, "releases/2026-11", true).last(),
+            Some(&"releases/2026-11/harbor/a__b-1/task.toml".to_string())
         );
     }
 }

@@ -6,13 +6,14 @@
 
 mod card;
 mod frozen;
+mod harbor;
 mod rows;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kiln_core::Event;
-use kiln_core::config::{ExportSettings, Node, NodeKind, NodeSettings, Pipeline};
+use kiln_core::config::{ExportFormat, ExportSettings, Node, NodeKind, NodeSettings, Pipeline};
 use kiln_schema::{InstanceId, PlatformLabel, ReleaseInstance, Verdict};
 use kiln_store::CardMeta;
 use kiln_store::analytics::{Duplicate, Published};
@@ -246,7 +247,17 @@ fn write_release(
         license: settings.license.clone(),
         funnel: crate::summary::funnel(cx.pipeline, cx.run)?,
         files: Vec::new(),
+        harbor: None,
     };
+    if settings.writes(ExportFormat::Harbor) {
+        manifest.harbor = Some(write_harbor_tasks(
+            cx,
+            settings,
+            place,
+            staging,
+            written.split_rows,
+        )?);
+    }
     write_card(cx, settings, staging, &manifest, written.split_rows)?;
     for extra_file in ["README.md", LM_ANSWERS] {
         if staging.join(extra_file).exists() {
@@ -257,6 +268,33 @@ fn write_release(
         .map_err(|e| PipelineError::Internal(format!("the release manifest: {e}")))?;
     kiln_store::write_atomic(&staging.join(RELEASE_FILE), text.as_bytes())?;
     Ok(())
+}
+
+/// Writes the Harbor tasks of every split's rows into `staging` ([`harbor`]), saying how many
+/// rows are not tasks.
+fn write_harbor_tasks(
+    cx: &StageContext<'_>,
+    settings: &ExportSettings,
+    place: &ReleasePlace,
+    staging: &Path,
+    split_rows: &[(String, Vec<ReleaseInstance>)],
+) -> Result<crate::release::HarborTasks, PipelineError> {
+    let facts = harbor::facts(cx, split_rows);
+    let release = harbor::Release {
+        dataset: &cx.pipeline.dataset.name,
+        tag: &place.tag,
+        hints: settings.harbor_hints,
+    };
+    let tasks = harbor::write_tasks(staging, split_rows, &facts, &release)?;
+    if !tasks.left_out.is_empty() {
+        cx.reporter.report(Event::Note {
+            message: format!(
+                "export: {} row(s) are not Harbor tasks (the card and {RELEASE_FILE} say why)",
+                tasks.left_out.len()
+            ),
+        });
+    }
+    Ok(tasks)
 }
 
 /// Writes each split's Parquet shards into `staging` (`per_shard` rows at most each) and
@@ -318,6 +356,9 @@ fn write_card(
         settings.split, settings.split
     );
     let mut extra = harness_paragraph(manifest, main_rows);
+    if let Some(tasks) = &manifest.harbor {
+        extra.push_str(&harbor::card_paragraph(tasks));
+    }
     extra.push_str(&write_lm_answers(cx, staging, main_rows)?);
     let counts: Vec<(String, usize)> = split_rows
         .iter()
