@@ -14,6 +14,7 @@ mod demo;
 mod deploy;
 mod ecosystems;
 mod faults;
+mod harbor;
 mod hostile;
 mod leftovers;
 mod lm;

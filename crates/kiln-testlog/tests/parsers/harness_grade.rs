@@ -286,5 +286,5 @@ fn truncated_ids_resolve_as_the_harness_resolves_them() {
         .map(|id| (*id, harness_passed(id, &map)))
         .collect();
     assert_eq!(verdicts, want);
-    assert_eq!(verdicts["t.py::f[a"], true);
+    assert!(verdicts["t.py::f[a"]);
 }
