@@ -72,6 +72,61 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Exports the latest run of the fixtures config in `dir` (dataset `dataset`, the export stage
+/// last in the file) again, as Harbor tasks too; returns the release directory.
+pub(crate) fn export_harbor_tasks(dir: &Path, dataset: &str) -> PathBuf {
+    let config = dir.join("pipeline.toml");
+    let mut text_of_config = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text_of_config
+            .trim_end()
+            .ends_with("\"launch\", \"validate\"]"),
+        "the export stage is not last: {text_of_config}"
+    );
+    text_of_config.push_str("formats = [\"parquet\", \"harbor\"]\n");
+    std::fs::write(&config, text_of_config).unwrap();
+    let export = run(kiln()
+        .arg("--config")
+        .arg(&config)
+        .args(["stage", "export"]));
+    assert!(export.status.success(), "{}", text(&export));
+    crate::release_dir(dir, dataset)
+}
+
+/// Runs `scripts/harbor-check.sh` on `release` (jobs under `work`) and asserts that it passed
+/// with one trial per task of `ids`, oracle reward 1 and nop reward 0 on every one, read from
+/// Harbor's own results as well as from the script's lines, and that nothing of it is left on
+/// the engine.
+pub(crate) fn check_with_harbor(release: &Path, work: &Path, ids: &[&str]) {
+    let check = harbor_check(release, work);
+    assert!(check.status.success(), "{}", text(&check));
+    let printed = String::from_utf8_lossy(&check.stdout);
+    let n = ids.len();
+    for line in [
+        format!("ok   release.json lists {n} task(s), harbor/ holds {n}"),
+        format!("ok   harbor lint --ignore shared-verifier passes on {n} task(s)"),
+        format!("ok   {n} of {n} task image(s) are on the engine as their rows recorded"),
+        format!("ok   oracle: {n} trial(s) for {n} task(s)"),
+        format!("ok   oracle: reward 1 on {n} of {n} task(s)"),
+        format!("ok   nop: {n} trial(s) for {n} task(s)"),
+        format!("ok   nop: reward 0 on {n} of {n} task(s)"),
+        "harbor-check: passed in ".to_string(),
+    ] {
+        assert!(printed.contains(&line), "{line}: {}", text(&check));
+    }
+    eprintln!("{printed}");
+    for (agent, reward) in [("oracle", 1.0), ("nop", 0.0)] {
+        let found = rewards(work, agent);
+        let want: BTreeMap<String, Option<f64>> = ids
+            .iter()
+            .map(|id| ((*id).to_string(), Some(reward)))
+            .collect();
+        assert_eq!(found, want, "{agent}");
+    }
+    let left = containers_with_label("kiln.harbor-check");
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}
+
 #[test]
 fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
     let _demo = crate::demo_lock();
@@ -80,15 +135,7 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
     let demo = run(kiln().args(["--json", "demo", "--dir"]).arg(&dir));
     assert!(demo.status.success(), "{}", text(&demo));
 
-    // The demo's export again, as Harbor tasks too.
-    let config = dir.join("pipeline.toml");
-    let mut text_of_config = std::fs::read_to_string(&config).unwrap();
-    assert!(text_of_config.trim_end().ends_with("inputs = [\"github\", \"split\", \"launch\", \"validate\"]"));
-    text_of_config.push_str("formats = [\"parquet\", \"harbor\"]\n");
-    std::fs::write(&config, text_of_config).unwrap();
-    let export = run(kiln().arg("--config").arg(&config).args(["stage", "export"]));
-    assert!(export.status.success(), "{}", text(&export));
-    let release = crate::release_dir(&dir, "demo");
+    let release = export_harbor_tasks(&dir, "demo");
     let ids = ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"];
     let manifest = kiln_pipeline::release::ReleaseManifest::read(&release).unwrap();
     let tasks = manifest.harbor.clone().unwrap();
@@ -98,32 +145,7 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
     assert!(card.contains("2 row(s) are also Harbor tasks"), "{card}");
 
     // Harbor's own CLI on the tasks: lint, images, then the oracle and nop agents.
-    let work = tmp.path().join("harbor");
-    let check = harbor_check(&release, &work);
-    assert!(check.status.success(), "{}", text(&check));
-    let printed = String::from_utf8_lossy(&check.stdout);
-    for line in [
-        "ok   release.json lists 2 task(s), harbor/ holds 2",
-        "ok   harbor lint --ignore shared-verifier passes on 2 task(s)",
-        "ok   2 of 2 task image(s) are on the engine as their rows recorded",
-        "ok   oracle: 2 trial(s) for 2 task(s)",
-        "ok   oracle: reward 1 on 2 of 2 task(s)",
-        "ok   nop: 2 trial(s) for 2 task(s)",
-        "ok   nop: reward 0 on 2 of 2 task(s)",
-        "harbor-check: passed in ",
-    ] {
-        assert!(printed.contains(line), "{line}: {}", text(&check));
-    }
-    // Read from Harbor's own results, not the script's words: one trial per task, each with the
-    // reward its agent must get.
-    for (agent, reward) in [("oracle", 1.0), ("nop", 0.0)] {
-        let found = rewards(&work, agent);
-        let want: BTreeMap<String, Option<f64>> =
-            ids.iter().map(|id| ((*id).to_string(), Some(reward))).collect();
-        assert_eq!(found, want, "{agent}");
-    }
-    let left = containers_with_label("kiln.harbor-check");
-    assert!(left.is_empty(), "containers left behind: {left:?}");
+    check_with_harbor(&release, &tmp.path().join("harbor"), &ids);
 
     // A release whose tasks are broken fails: a test list naming a test that never runs
     // (the oracle scores 0), and a task without its verifier, which Harbor skips silently.
@@ -155,7 +177,10 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
 
 /// `kiln push` leaves the tasks out unless `--harbor` asks for them, then sends every one as
 /// the release lists it; a later push without `--harbor` deletes none of them.
-fn push_sends_the_tasks_only_when_asked(release: &Path, files: &[kiln_pipeline::release::ReleaseFile]) {
+fn push_sends_the_tasks_only_when_asked(
+    release: &Path,
+    files: &[kiln_pipeline::release::ReleaseFile],
+) {
     let hub = FakeHub::start(&[HF_TOKEN]).unwrap();
     let on_hub = |path: &str| PathBuf::from("releases/2024-09").join(path);
     let harbor_on_hub = |hub: &FakeHub| -> Vec<String> {
