@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kiln_schema::ReleaseInstance;
 use kiln_testkit::hub::FakeHub;
 
 use crate::{containers_with_label, kiln, run, tempdir, text, workspace_root};
@@ -135,14 +136,72 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
     let demo = run(kiln().args(["--json", "demo", "--dir"]).arg(&dir));
     assert!(demo.status.success(), "{}", text(&demo));
 
+    // The release also keeps a row an earlier run made, whose run is gone (as a second refresh
+    // of a month keeps the first one's rows): its task has no `built_by`, and timeouts from the
+    // row's whole validation time.
+    let release = crate::release_dir(&dir, "demo");
+    let rows: Vec<ReleaseInstance> =
+        kiln_store::read_parquet(&release.join("data/test-00000-of-00001.parquet")).unwrap();
+    let mut kept = rows.clone();
+    kept.push(ReleaseInstance {
+        instance_id: kiln_schema::InstanceId::new("kiln-demo__earlier-9").unwrap(),
+        pull_number: Some("9".into()),
+        // Another issue: the same fix of the same issue would be a backport, left out.
+        issue_numbers: vec!["8".into()],
+        run_id: "20200101-000000".into(),
+        ..rows[0].clone()
+    });
+    kiln_store::write_release(&release, "test", &kept, 10_000).unwrap();
+
     let release = export_harbor_tasks(&dir, "demo");
-    let ids = ["kiln-demo__calc-2", "kiln-demo__textwrap2-3"];
+    let ids = [
+        "kiln-demo__calc-2",
+        "kiln-demo__earlier-9",
+        "kiln-demo__textwrap2-3",
+    ];
     let manifest = kiln_pipeline::release::ReleaseManifest::read(&release).unwrap();
     let tasks = manifest.harbor.clone().unwrap();
     assert_eq!(tasks.tasks, ids);
     assert!(tasks.left_out.is_empty(), "{:?}", tasks.left_out);
     let card = std::fs::read_to_string(release.join("README.md")).unwrap();
-    assert!(card.contains("2 row(s) are also Harbor tasks"), "{card}");
+    assert!(card.contains("3 row(s) are also Harbor tasks"), "{card}");
+    let task_toml = |id: &str| -> toml::Table {
+        std::fs::read_to_string(release.join("harbor").join(id).join("task.toml"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for row in &rows {
+        let task = task_toml(row.instance_id.as_str());
+        let meta = &task["metadata"];
+        assert_eq!(meta["built_by"].as_str(), Some("rules"), "{task:#?}");
+        assert_eq!(meta["image_digest"].as_str(), row.image_digest.as_deref());
+        assert_eq!(
+            meta["fail_to_pass_count"].as_integer(),
+            Some(row.FAIL_TO_PASS.len() as i64)
+        );
+        assert!(
+            meta["test_seconds_from"]
+                .as_str()
+                .is_some_and(|s| s.contains("gold patch")),
+            "{task:#?}"
+        );
+        assert_eq!(
+            task["environment"]["docker_image"].as_str(),
+            Some(row.image.as_str())
+        );
+        let verifier = task["verifier"]["timeout_sec"].as_float().unwrap();
+        assert!((600.0..3600.0).contains(&verifier), "{task:#?}");
+    }
+    let earlier = task_toml("kiln-demo__earlier-9");
+    assert!(
+        earlier["metadata"].get("built_by").is_none(),
+        "{earlier:#?}"
+    );
+    assert_eq!(
+        earlier["metadata"]["test_seconds"].as_float(),
+        Some((rows[0].validate_seconds * 100.0).round() / 100.0)
+    );
 
     // Harbor's own CLI on the tasks: lint, images, then the oracle and nop agents.
     check_with_harbor(&release, &tmp.path().join("harbor"), &ids);
@@ -161,8 +220,8 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
     assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
     let printed = String::from_utf8_lossy(&failed.stdout);
     for line in [
-        "FAIL oracle: 1 trial(s) for 2 task(s)",
-        "FAIL oracle: reward 1 on 0 of 2 task(s)",
+        "FAIL oracle: 2 trial(s) for 3 task(s)",
+        "FAIL oracle: reward 1 on 1 of 3 task(s)",
         "kiln-demo__textwrap2-3: no trial (Harbor skipped the task)",
         "FAIL_TO_PASS not found: tests/test_ops.py::test_never_written",
         "harbor-check: FAILED in ",

@@ -61,7 +61,7 @@ pub(super) struct Facts {
 /// The timeouts of a task, from the measured test time `t` (the longest run of the test
 /// command with the gold patch; without it, the whole validation's wall time, which holds
 /// every run and so bounds one).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Timeouts {
     /// The verifier runs the rebuild commands and the tests once: ten minutes (Harbor's own
     /// default) for the patch, the rebuild and a slower machine, plus ten times `t`.
@@ -376,7 +376,7 @@ fn run_facts(
     facts
 }
 
-/// The longest run of the test command with the gold patch (`after-N` in `runs`).
+/// The longest run of the test command with the gold patch (`after:N` in `runs`).
 fn gold_run_seconds(validation: &ValidationRecord) -> Option<f64> {
     validation
         .runs
@@ -484,6 +484,25 @@ mod tests {
         let doc: toml::Table = text.parse().unwrap();
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(1020.0));
         assert!(doc["metadata"].get("built_by").is_none(), "{text}");
+    }
+
+    /// The measured test time is the longest gold run's, not a run without the fix (which may
+    /// stop early) nor the sum of the runs.
+    #[test]
+    fn the_test_time_is_the_longest_gold_run() {
+        let mut validation = kiln_schema::ValidationRecord::new(InstanceId::new("a__b-1").unwrap());
+        let run = |seconds: &str| BTreeMap::from([("seconds".to_string(), seconds.to_string())]);
+        assert_eq!(gold_run_seconds(&validation), None);
+        validation.runs = BTreeMap::from([
+            ("before:1".to_string(), run("90.00")),
+            ("after:1".to_string(), run("2.50")),
+            ("after:2".to_string(), run("3.25")),
+            (
+                "after:3".to_string(),
+                BTreeMap::from([("build".to_string(), "failed: x".to_string())]),
+            ),
+        ]);
+        assert_eq!(gold_run_seconds(&validation), Some(3.25));
     }
 
     #[test]
