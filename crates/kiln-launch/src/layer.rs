@@ -28,7 +28,9 @@ pub const PREFIX: &str = "kiln/layer:";
 #[must_use]
 pub(crate) fn system_steps(setup: &[Step]) -> usize {
     let count = setup.iter().take_while(|s| s.reads_no_checkout()).count();
-    let packages = setup[..count].iter().any(|s| matches!(s, Step::Apt(_)));
+    let packages = setup[..count]
+        .iter()
+        .any(|s| matches!(s, Step::Apt(_) | Step::AptHints(_)));
     if packages { count } else { 0 }
 }
 

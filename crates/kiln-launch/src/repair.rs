@@ -309,7 +309,7 @@ pub fn compiles(rule: &Rule) -> bool {
 }
 
 /// The end of `output` the signatures see.
-fn tail(output: &str) -> &str {
+pub(crate) fn tail(output: &str) -> &str {
     if output.len() <= TAIL_BYTES {
         return output;
     }

@@ -40,6 +40,11 @@ pub fn remove_untracked(files: &[&str]) -> String {
 pub enum Step {
     /// Debian packages installed with apt (recommended packages left out).
     Apt(Vec<String>),
+    /// Debian packages a hint source names (the CI's install lines): candidates, not needs.
+    /// Installed together when they all can be, else one by one; one the suite lacks or that
+    /// fails to install is skipped (the row names it: [`Step::hints_check`]), and the step
+    /// never fails the launch by itself.
+    AptHints(Vec<String>),
     /// Python distributions installed with uv into the plan's virtualenv.
     Pip(PipInstall),
     /// A Node project's dependencies, installed by its package manager.
@@ -50,6 +55,9 @@ pub enum Step {
     /// A command run as written.
     Shell(String),
 }
+
+/// What [`Step::hints_check`] prints before each hinted package not installed.
+const SKIPPED_HINT: &str = "kiln: hint package not installed: ";
 
 impl Step {
     /// A command run as written.
@@ -71,6 +79,39 @@ impl Step {
             .then(|| Self::Apt(packages.iter().map(|p| p.as_ref().to_string()).collect()))
     }
 
+    /// A tolerant apt step for the hinted `packages`, or `None` when there are none.
+    #[must_use]
+    pub fn apt_hints<S: AsRef<str>>(packages: &[S]) -> Option<Self> {
+        (!packages.is_empty())
+            .then(|| Self::AptHints(packages.iter().map(|p| p.as_ref().to_string()).collect()))
+    }
+
+    /// For an [`Step::AptHints`] step, a command that prints, for each hinted package not
+    /// installed in the container (whether the step ran there, a system layer or a reused
+    /// environment did), a line [`Step::skipped_hints`] reads: what dpkg holds, not what the
+    /// step said.
+    #[must_use]
+    pub fn hints_check(&self) -> Option<String> {
+        let Self::AptHints(packages) = self else {
+            return None;
+        };
+        Some(format!(
+            "for p in {}; do dpkg-query -W -f='${{Status}}' \"$p\" 2>/dev/null | grep -q 'ok installed' || echo \"{SKIPPED_HINT}$p\"; done; true",
+            shell::join(packages)
+        ))
+    }
+
+    /// The hinted packages a [`Step::hints_check`] command's `output` names, in order.
+    #[must_use]
+    pub fn skipped_hints(output: &str) -> Vec<String> {
+        output
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(SKIPPED_HINT))
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    }
+
     /// The shell command the step runs.
     #[must_use]
     pub fn render(&self) -> String {
@@ -79,6 +120,14 @@ impl Step {
                 "apt-get update && apt-get install -y --no-install-recommends {} && rm -rf /var/lib/apt/lists/*",
                 shell::join(packages)
             ),
+            Self::AptHints(packages) => {
+                let list = shell::join(packages);
+                format!(
+                    "apt-get update; apt-get install -y --no-install-recommends {list} || \
+for p in {list}; do apt-get install -y --no-install-recommends \"$p\" || true; done; \
+rm -rf /var/lib/apt/lists/*; true"
+                )
+            }
             Self::Pip(install) => install.render(),
             Self::Node(install) => install.render(),
             Self::Resolve(command) | Self::Shell(command) => command.clone(),
@@ -89,7 +138,7 @@ impl Step {
     /// is in the command). Such steps can run before the checkout is in the container.
     #[must_use]
     pub fn reads_no_checkout(&self) -> bool {
-        matches!(self, Self::Apt(_)) || *self == Self::git_setup()
+        matches!(self, Self::Apt(_) | Self::AptHints(_)) || *self == Self::git_setup()
     }
 
     /// Whether what this step made in an environment is still what it would make after the
@@ -102,7 +151,7 @@ impl Step {
     pub fn unaffected_by(&self, changed: &[String]) -> bool {
         let untouched = |reads: &dyn Fn(&str) -> bool| !changed.iter().any(|p| reads(p));
         match self {
-            Self::Apt(_) => true,
+            Self::Apt(_) | Self::AptHints(_) => true,
             Self::Resolve(_) | Self::Node(_) => untouched(&|p| is_dependency_manifest(p)),
             Self::Pip(install) => {
                 let declared =

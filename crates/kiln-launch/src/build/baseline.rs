@@ -96,8 +96,8 @@ pub(super) async fn run_baseline(
 }
 
 /// Applies a test-phase repair: setup steps that run before the next commit (the baseline ran
-/// in a container of its own, so this one is still what was committed), or another test
-/// command. Any other repair, or a repair step that fails, ends the attempt with `failure`.
+/// in a container of its own, so this one is still what was committed), an environment
+/// variable the next commit carries, or another test command. Any other repair, or a repair step that fails, ends the attempt with `failure`.
 async fn apply_test_repair(
     session: &mut Session,
     request: &LaunchRequest,
@@ -111,6 +111,19 @@ async fn apply_test_repair(
         Repair::Before(steps) => steps,
         Repair::Tests(test) => {
             work.test.set(test, record);
+            Vec::new()
+        }
+        // Set in the container the next commit makes the image of (the session's
+        // environment goes into the image), so the tests, and validation, run with it.
+        Repair::Env(name, value) => {
+            record.environment.insert(name, value);
+            session.set_env(
+                record
+                    .environment
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
             Vec::new()
         }
         _ => return Ok(Repaired::Ends(Attempt::Done(Some(failure)))),

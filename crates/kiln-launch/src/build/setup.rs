@@ -39,6 +39,31 @@ pub(super) fn skip_layered(
     }
 }
 
+/// Names in the row the hinted packages of `setup`'s [`Step::AptHints`] steps that are not
+/// installed in the container, as dpkg says once setup is done.
+///
+/// # Errors
+/// Engine failures only.
+pub(super) async fn note_skipped_hints(
+    session: &mut Session,
+    record: &mut EnvironmentRecord,
+    setup: &[Step],
+) -> Result<(), kiln_core::RuntimeError> {
+    for check in setup.iter().filter_map(Step::hints_check) {
+        let outcome = session
+            .run(&check, std::time::Duration::from_secs(60))
+            .await?;
+        let skipped = Step::skipped_hints(&outcome.output);
+        if !skipped.is_empty() {
+            record.version_reason.push_str(&format!(
+                "; hint packages not installed (not in the suite, or failing to install): {}",
+                skipped.join(" ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the setup steps of `work` in turn, repairing what the rules know; `Ok(None)` when every
 /// step ran, else how the attempt ended (a failure no rule, recipe or agent mended, a restart
 /// on another interpreter, a registry that did not answer).
@@ -136,6 +161,9 @@ pub(super) async fn run_setup(
     };
     record.setup_seconds = started.elapsed().as_secs_f64();
     session.set_phase(CpuPhase::Setup);
+    if end.is_none() {
+        note_skipped_hints(session, record, &attempted.plan.setup).await?;
+    }
     if end.is_none()
         && skipped > 0
         && let Some((source, _)) = attempted.reused.and_then(|r| r.skip)

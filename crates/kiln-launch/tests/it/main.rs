@@ -183,6 +183,95 @@ async fn cmake_project_runs_ctest() {
     assert_eq!(status_of(&record, "fails"), Some(TestStatus::Fail));
 }
 
+/// A CI whose compiler matrix installs packages the suite lacks (another compiler's runtime,
+/// a package Debian never had): the build files need none of them; the launch installs the
+/// hinted packages the suite has, skips the one it lacks and names it in the row, and leaves
+/// out the other compiler's runtime.
+#[tokio::test]
+async fn ci_packages_the_suite_lacks_are_skipped_and_named_not_a_failed_launch() {
+    let record = launch(
+        "cmake-hints",
+        &[
+            (
+                "CMakeLists.txt",
+                "cmake_minimum_required(VERSION 3.16)\nproject(demo C)\nfind_package(Frobnicator QUIET)\nenable_testing()\nadd_executable(check check.c)\nadd_test(NAME zstd_header COMMAND check)\n",
+            ),
+            (
+                "check.c",
+                "#include <zstd.h>\nint main(void) { return ZSTD_VERSION_MAJOR >= 1 ? 0 : 1; }\n",
+            ),
+            (
+                ".github/workflows/ci.yml",
+                "jobs:\n  build:\n    steps:\n      - run: sudo apt-get install -y libzstd-dev libkiln-absent-dev libc++-8-dev\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        record.status,
+        kiln_schema::EnvironmentStatus::Built,
+        "{:?} {:?}",
+        record.failure_command,
+        record.log_tail
+    );
+    assert_eq!(status_of(&record, "zstd_header"), Some(TestStatus::Pass));
+    assert!(
+        record.version_reason.contains(
+            "hint packages not installed (not in the suite, or failing to install): libkiln-absent-dev"
+        ),
+        "{}",
+        record.version_reason
+    );
+    assert!(
+        record.version_reason.contains(
+            "left out as another toolchain's runtime (the build uses the image's GCC): libc++-8-dev"
+        ),
+        "{}",
+        record.version_reason
+    );
+}
+
+/// A test target that adds `-Werror` itself (zstd's `test: MOREFLAGS += -Werror`): setup
+/// builds, the test build stops on a warning made an error, and the test-phase rule demotes
+/// that warning in CPPFLAGS, which the image carries; the tests then run.
+#[tokio::test]
+async fn a_test_build_that_adds_werror_gets_the_named_warning_demoted() {
+    let record = launch(
+        "make-werror",
+        &[
+            (
+                "Makefile",
+                "CFLAGS ?= -O2\nCFLAGS += -Wall $(MOREFLAGS)\n\nall: lib.o\n\nlib.o: lib.c\n\t$(CC) $(CPPFLAGS) $(CFLAGS) -c lib.c -o lib.o\n\ncheck: check.c\n\t$(CC) $(CPPFLAGS) $(CFLAGS) check.c -o check\n\ntest: MOREFLAGS += -Werror\ntest: check\n\t./check && echo 'PASS: adds' || echo 'FAIL: adds'\n",
+            ),
+            ("lib.c", "int add(int a, int b) { return a + b; }\n"),
+            (
+                "check.c",
+                "int main(void) { int unused; return 1 + 2 == 3 ? 0 : 1; }\n",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        record.status,
+        kiln_schema::EnvironmentStatus::Built,
+        "{:?} {:?}",
+        record.failure_command,
+        record.log_tail
+    );
+    assert_eq!(record.plan, "cpp-make");
+    assert_eq!(status_of(&record, "adds"), Some(TestStatus::Pass));
+    assert!(
+        record.repairs.len() == 1
+            && record.repairs[0].starts_with("cpp-test-build-warnings-as-errors"),
+        "{:?}",
+        record.repairs
+    );
+    assert_eq!(
+        record.environment.get("CPPFLAGS").map(String::as_str),
+        Some("-Wno-error=unused-variable")
+    );
+}
+
 /// C++ of an older era that bookworm's glibc no longer compiles (Catch2 2.x's failure:
 /// `MINSIGSTKSZ` is a call to `sysconf` since glibc 2.34, so it cannot size a `constexpr`): the
 /// launch starts over on Debian bullseye's GCC 10, builds and runs its tests there, and the row

@@ -56,8 +56,12 @@ pub struct NativeProject {
     pub packages: Vec<String>,
     /// Library names the table does not know, left to the image or the build.
     pub unknown: Vec<String>,
-    /// The `-dev` packages the project's CI installs, added when some library is unknown.
+    /// The `-dev` packages the project's CI installs, added when some library is unknown:
+    /// hints, installed tolerantly ([`Step::AptHints`]), not among `packages`.
     pub ci_packages: Vec<String>,
+    /// CI packages left out as another toolchain's runtime (`libc++-8-dev` of a clang matrix
+    /// entry): the plan builds with the image's GCC.
+    pub other_toolchains: Vec<String>,
     /// CMake `option()`s that switch tests on (`FOO_BUILD_TESTS`), set ON by the plan.
     pub test_options: Vec<String>,
     /// Other `option()`s of the project that most CMake configure lines of its CI set, to one
@@ -288,12 +292,13 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
     // Libraries the table does not know: the `-dev` packages the project's CI installs stand
     // in (they are what its own builds had).
     let ci_commands = crate::ci::commands(root);
-    let ci_packages = if unknown.is_empty() {
-        Vec::new()
+    let (other_toolchains, ci_packages): (Vec<String>, Vec<String>) = if unknown.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
         crate::ci::apt_dev_packages(&ci_commands)
+            .into_iter()
+            .partition(|p| is_toolchain_runtime(p))
     };
-    packages.extend(ci_packages.iter().cloned());
     let configure_ac = ["configure.ac", "configure.in"]
         .iter()
         .find_map(|name| read(root, name))
@@ -306,6 +311,10 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
     }
     packages.sort();
     packages.dedup();
+    let ci_packages: Vec<String> = ci_packages
+        .into_iter()
+        .filter(|p| !packages.contains(p))
+        .collect();
     let mut test_options: Vec<String> = call_args(&top_cmake, "option")
         .into_iter()
         .filter_map(|words| words.into_iter().next())
@@ -377,6 +386,7 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
         packages,
         unknown,
         ci_packages,
+        other_toolchains,
         test_options,
         ci_options,
         missing_submodules,
@@ -447,6 +457,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     let project = detect(cx.root)?;
     let mut setup = vec![Step::git_setup()];
     setup.extend(Step::apt(&project.packages));
+    setup.extend(Step::apt_hints(&project.ci_packages));
     setup.extend(stub_makefiles(&project));
     let commands = build_commands(cx, &project);
     setup.extend(commands.configure);
@@ -653,6 +664,33 @@ fn version_reason(project: &NativeProject, suite: Suite, why: &str) -> String {
     reason
 }
 
+/// Whether the Debian package `name` is a compiler's own runtime or toolchain, of a version
+/// (`libc++-8-dev`, `libc++abi-11-dev`, `libstdc++-9-dev`, `libomp-14-dev`, `libclang-15-dev`,
+/// `llvm-14-dev`): what one entry of a CI's compiler matrix installs for its compiler, not a
+/// library the project uses. Unversioned names (`libunwind-dev`, `llvm-dev`) are libraries.
+fn is_toolchain_runtime(name: &str) -> bool {
+    const RUNTIMES: &[&str] = &[
+        "libc++-",
+        "libc++abi-",
+        "libstdc++-",
+        "libgcc-",
+        "libomp-",
+        "libclang-",
+        "libclang-cpp",
+        "libllvm",
+        "llvm-",
+        "libunwind-",
+        "libgfortran-",
+        "gcc-",
+        "g++-",
+        "clang-",
+    ];
+    RUNTIMES.iter().any(|prefix| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
 /// How the dependencies were found: the Debian packages of the build files, what no package
 /// maps, what the CI installs, and sources fetched at configure time.
 fn resolution(project: &NativeProject, suite: Suite) -> String {
@@ -673,8 +711,14 @@ fn resolution(project: &NativeProject, suite: Suite) -> String {
     }
     if !project.ci_packages.is_empty() {
         resolution.push_str(&format!(
-            "; installed as the CI does: {}",
+            "; installed as the CI does, where the suite has them: {}",
             project.ci_packages.join(" ")
+        ));
+    }
+    if !project.other_toolchains.is_empty() {
+        resolution.push_str(&format!(
+            "; left out as another toolchain's runtime (the build uses the image's GCC): {}",
+            project.other_toolchains.join(" ")
         ));
     }
     if project.fetches {
@@ -728,7 +772,7 @@ mod tests {
         assert!(
             unknown
                 .resolution
-                .ends_with("; installed as the CI does: libfrob-dev"),
+                .ends_with("; installed as the CI does, where the suite has them: libfrob-dev"),
             "{}",
             unknown.resolution
         );
@@ -742,6 +786,50 @@ mod tests {
         )
         .unwrap();
         assert!(!known.setup[1].render().contains("libfrob-dev"));
+    }
+
+    /// A CI's compiler matrix names packages the suite may lack: they are hints installed
+    /// tolerantly after the packages the build files need, and the runtimes of another
+    /// compiler are not taken at all.
+    #[test]
+    fn ci_packages_are_hints_and_other_compilers_runtimes_are_left_out() {
+        let workflow = (
+            ".github/workflows/linux.yml",
+            "jobs:\n  build:\n    strategy:\n      matrix:\n        include:\n          - cxx: clang++-8\n            install: sudo apt install clang-8 libc++-8-dev libc++abi-8-dev\n          - cxx: g++-11\n            install: sudo apt install g++-11 libfrob-dev libunwind-dev\n    steps:\n      - run: ${{matrix.install}}\n      - run: sudo apt-get install -y libc++-11-dev libc++abi-11-dev\n",
+        );
+        let plan = plan_of(
+            plan,
+            &[
+                (
+                    "CMakeLists.txt",
+                    "project(x CXX)\nfind_package(Frobnicator REQUIRED)\nfind_package(ZLIB)\n",
+                ),
+                workflow,
+            ],
+            None,
+        )
+        .unwrap();
+        let required = plan.setup[1].render();
+        assert!(required.contains("zlib1g-dev"), "{required}");
+        assert!(!required.contains("libfrob-dev"), "{required}");
+        let Step::AptHints(hints) = &plan.setup[2] else {
+            panic!("{:?}", plan.setup);
+        };
+        assert_eq!(hints, &["libfrob-dev", "libunwind-dev"], "{hints:?}");
+        assert!(
+            plan.resolution.contains(
+                "left out as another toolchain's runtime (the build uses the image's GCC): \
+                 libc++-11-dev libc++-8-dev libc++abi-11-dev libc++abi-8-dev"
+            ),
+            "{}",
+            plan.resolution
+        );
+        for runtime in ["libc++-8-dev", "libstdc++-9-dev", "llvm-14-dev", "clang-15"] {
+            assert!(is_toolchain_runtime(runtime), "{runtime}");
+        }
+        for library in ["libunwind-dev", "llvm-dev", "libfrob-dev", "libgcc-s1"] {
+            assert!(!is_toolchain_runtime(library), "{library}");
+        }
     }
 
     #[test]

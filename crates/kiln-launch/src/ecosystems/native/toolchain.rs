@@ -10,7 +10,7 @@ use kiln_core::ImageBuild;
 use crate::debian::Suite;
 use crate::images;
 use crate::plan::{RepairContext, cutoff_day, read};
-use crate::repair::{Phase, Repair, Rule, Target};
+use crate::repair::{Failed, Phase, Repair, Rule, Target};
 
 /// Dockerfile of the C/C++ image (`ARG SUITE` picks Debian's GCC, CMake, Meson, autotools).
 pub const DOCKERFILE: &str = include_str!("cpp.Dockerfile");
@@ -120,26 +120,68 @@ pub fn suite_for(
     }
 }
 
+/// What GCC and Clang print after a warning `-Werror` (or `-Werror=<warning>`) made an error.
+const WARNING_AS_ERROR: &str = r"\[-Werror=([A-Za-z0-9_+=-]+)\]";
+
+/// A build that stops on warnings its `-Werror` (the build's own, or `-Werror=<warning>`, or
+/// the `MOREFLAGS`, `WERROR=1` of a test target) turned into errors, on a compiler newer than
+/// the code: each warning named in the output is demoted with `-Wno-error=<warning>` through
+/// `CPPFLAGS`, which make's rules and most Makefiles pass to every C and C++ compile, which a
+/// `CPPFLAGS +=` of the Makefile keeps, and which no `CFLAGS ?= -O3` default loses; the image
+/// carries it, so validation's rebuilds compile alike. A per-warning `-Wno-error=` wins over
+/// a global `-Werror` wherever it stands on the command line.
+fn demote_warnings(f: &Failed<'_>, _: &regex::Captures<'_>, _: &RepairContext) -> Option<Repair> {
+    let named = regex::Regex::new(WARNING_AS_ERROR).ok()?;
+    let mut warnings: Vec<&str> = named
+        .captures_iter(crate::repair::tail(f.output))
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    warnings.sort_unstable();
+    warnings.dedup();
+    (!warnings.is_empty()).then(|| {
+        let flags: Vec<String> = warnings.iter().map(|w| format!("-Wno-error={w}")).collect();
+        Repair::Env("CPPFLAGS".into(), flags.join(" "))
+    })
+}
+
 /// The repair rules of C/C++ plans that concern the toolchain.
-pub static RULES: &[Rule] = &[Rule {
-    name: "cpp-toolchain-drift",
-    phase: Phase::Setup,
-    target: Target::Any,
-    // glibc 2.34 made MINSIGSTKSZ a call to sysconf; GCC 11 and 12 stopped including headers
-    // transitively (`did you forget to '#include <limits>'`) and warn more under -Werror.
-    // GCC quotes with ' under LANG=C and with ‘ ’ under a UTF-8 locale (kiln's images).
-    signature: r"call to non-['‘]?constexpr['’]? function[^\n]*sysconf|is defined in header ['‘]<[A-Za-z0-9_./]+>['’]; did you forget to ['‘]#include|error: [^\n]*\[-Werror=[A-Za-z0-9_+=-]+\]",
-    description: "code of an older toolchain's era fails on the newer one (glibc's MINSIGSTKSZ is no longer a constant, headers GCC 11 stopped including, new warnings under -Werror): the launch starts over on Debian bullseye's GCC 10",
-    repair: |_, _, cx: &RepairContext| match cx.suite {
-        Some(Suite::Bookworm | Suite::Trixie) => Some(Repair::Interpreter(Suite::Bullseye)),
-        _ => None,
+pub static RULES: &[Rule] = &[
+    Rule {
+        name: "cpp-toolchain-drift",
+        phase: Phase::Setup,
+        target: Target::Any,
+        // glibc 2.34 made MINSIGSTKSZ a call to sysconf; GCC 11 and 12 stopped including headers
+        // transitively (`did you forget to '#include <limits>'`) and warn more under -Werror.
+        // GCC quotes with ' under LANG=C and with ‘ ’ under a UTF-8 locale (kiln's images).
+        signature: r"call to non-['‘]?constexpr['’]? function[^\n]*sysconf|is defined in header ['‘]<[A-Za-z0-9_./]+>['’]; did you forget to ['‘]#include|error: [^\n]*\[-Werror=[A-Za-z0-9_+=-]+\]",
+        description: "code of an older toolchain's era fails on the newer one (glibc's MINSIGSTKSZ is no longer a constant, headers GCC 11 stopped including, new warnings under -Werror): the launch starts over on Debian bullseye's GCC 10",
+        repair: |_, _, cx: &RepairContext| match cx.suite {
+            Some(Suite::Bookworm | Suite::Trixie) => Some(Repair::Interpreter(Suite::Bullseye)),
+            _ => None,
+        },
     },
-}];
+    Rule {
+        name: "cpp-warnings-as-errors",
+        phase: Phase::Setup,
+        target: Target::Any,
+        signature: WARNING_AS_ERROR,
+        description: "a build's -Werror turns the warnings of a newer compiler into errors (on the oldest toolchain kiln has): each warning named is demoted with -Wno-error=<warning> in CPPFLAGS, set in the image",
+        repair: demote_warnings,
+    },
+    Rule {
+        name: "cpp-test-build-warnings-as-errors",
+        phase: Phase::Tests,
+        target: Target::Any,
+        signature: WARNING_AS_ERROR,
+        description: "the test target's build adds -Werror itself (`test: MOREFLAGS += -Werror`) and a newer compiler's warnings stop it after setup succeeded: each warning named is demoted with -Wno-error=<warning> in CPPFLAGS, set in the image, and the tests run again",
+        repair: demote_warnings,
+    },
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repair::testutil::step_repair_in;
+    use crate::repair::testutil::{step_repair_in, test_repair};
     use crate::steps::Step;
 
     #[test]
@@ -190,6 +232,41 @@ mod tests {
         assert_eq!(declared_standard(dir.path()), Some(2020));
     }
 
+    /// zstd's `make test` adds `-Werror` itself: GCC 10 and 12 name the warnings it made
+    /// errors, and each is demoted in CPPFLAGS; a test run failing otherwise is not this rule's.
+    #[test]
+    fn warnings_a_test_build_made_errors_are_demoted_each_by_name() {
+        let rules: Vec<&Rule> = RULES.iter().collect();
+        let test = crate::steps::TestCommand::plain("make test");
+        let output = "cc -O3 -g -Werror -c zstd_compress.c
+zstd_compress.c:2338:5: error: dereferencing type-punned pointer will break strict-aliasing rules [-Werror=strict-aliasing]
+util.c:40:9: error: 'strncpy' output truncated before terminating nul [-Werror=stringop-truncation]
+zstd_compress_literals.c:66:5: error: dereferencing type-punned pointer [-Werror=strict-aliasing]
+cc1: all warnings being treated as errors
+make[1]: *** [Makefile:120: zstd_compress.o] Error 1
+";
+        assert_eq!(
+            test_repair(&rules, &test, output),
+            Some((
+                "cpp-test-build-warnings-as-errors",
+                Repair::Env(
+                    "CPPFLAGS".into(),
+                    "-Wno-error=strict-aliasing -Wno-error=stringop-truncation".into()
+                )
+            ))
+        );
+        assert_eq!(
+            test_repair(
+                &rules,
+                &test,
+                "test.c:3: error: 'x' undeclared
+make: *** [test] Error 1
+"
+            ),
+            None
+        );
+    }
+
     #[test]
     fn toolchain_drift_starts_over_on_bullseye_once() {
         let rules: Vec<&Rule> = RULES.iter().collect();
@@ -212,10 +289,19 @@ mod tests {
                 (name, repair),
                 ("cpp-toolchain-drift", Repair::Interpreter(Suite::Bullseye))
             );
-            // Already on bullseye: nothing older to go to.
+            // Already on bullseye: nothing older to go to; a warning made an error is demoted.
+            let demoted = output.contains("-Werror=").then(|| {
+                (
+                    "cpp-warnings-as-errors",
+                    Repair::Env(
+                        "CPPFLAGS".into(),
+                        "-Wno-error=misleading-indentation".into(),
+                    ),
+                )
+            });
             assert_eq!(
                 step_repair_in(&rules, &step, output, &on(Suite::Bullseye)),
-                None
+                demoted
             );
         }
         assert_eq!(
