@@ -292,13 +292,7 @@ pub fn detect(root: &Path) -> Option<NativeProject> {
     // Libraries the table does not know: the `-dev` packages the project's CI installs stand
     // in (they are what its own builds had).
     let ci_commands = crate::ci::commands(root);
-    let (other_toolchains, ci_packages): (Vec<String>, Vec<String>) = if unknown.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        crate::ci::apt_dev_packages(&ci_commands)
-            .into_iter()
-            .partition(|p| is_toolchain_runtime(p))
-    };
+    let (other_toolchains, ci_packages) = ci_hints(&ci_commands, &unknown);
     let configure_ac = ["configure.ac", "configure.in"]
         .iter()
         .find_map(|name| read(root, name))
@@ -662,6 +656,17 @@ fn version_reason(project: &NativeProject, suite: Suite, why: &str) -> String {
         }
     }
     reason
+}
+
+/// The `-dev` packages the CI installs, when some library is `unknown` to the table: those
+/// of another compiler's runtime, and the others (hints).
+fn ci_hints(commands: &[crate::ci::CiCommand], unknown: &[String]) -> (Vec<String>, Vec<String>) {
+    if unknown.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    crate::ci::apt_dev_packages(commands)
+        .into_iter()
+        .partition(|p| is_toolchain_runtime(p))
 }
 
 /// Whether the Debian package `name` is a compiler's own runtime or toolchain, of a version
