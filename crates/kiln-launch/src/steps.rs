@@ -329,12 +329,45 @@ impl PipInstall {
         command
     }
 
+    /// An editable install without build isolation, in two: the dependencies (read from
+    /// `pyproject.toml`, with the extras, files and specs) installed with isolation, so each
+    /// sdist among them builds with its own build requirements (`setuptools_scm` versioning a
+    /// package as itself, not `0.0.0`); then the project alone without isolation, against the
+    /// build requirements in the venv. `None` for any other install.
+    fn dependencies_then_project(&self, base: &str) -> Option<String> {
+        let project = self.project.as_ref()?;
+        if self.build_isolation || !project.editable || self.offline {
+            return None;
+        }
+        let mut dependencies = format!("{base} -r pyproject.toml");
+        for extra in &project.extras {
+            dependencies.push_str(&format!(" --extra {}", shell::quote(extra)));
+        }
+        for file in &self.files {
+            dependencies.push_str(&format!(" -r {}", shell::quote(file)));
+        }
+        for spec in &self.specs {
+            dependencies.push(' ');
+            dependencies.push_str(&shell::quote(spec));
+        }
+        let target = if project.extras.is_empty() {
+            ".".to_string()
+        } else {
+            shell::quote(&format!(".[{}]", project.extras.join(",")))
+        };
+        Some(format!(
+            "{dependencies} && {base} --no-build-isolation --no-deps -e {target}"
+        ))
+    }
+
     /// The shell command.
     #[must_use]
     pub fn render(&self) -> String {
         let base = self.options(true);
         let mut command = if self.tolerant {
             tiered_install(&base, &self.files, &self.specs)
+        } else if let Some(command) = self.dependencies_then_project(&base) {
+            command
         } else {
             let mut command = base;
             if !self.build_isolation {

@@ -673,8 +673,10 @@ async fn repair_rules_fix_an_old_backend_unresolvable_lint_pins_and_an_undeclare
     assert_eq!(status_of(&record, "test_value"), Some(TestStatus::Pass));
     // The Dockerfile replays the repaired commands, not the failed ones.
     let dockerfile = record.dockerfile.unwrap_or_default();
+    // The dependencies install with isolation first, the project alone without.
     assert!(
-        dockerfile.contains("--no-build-isolation -e"),
+        dockerfile.contains("-r pyproject.toml")
+            && dockerfile.contains("--no-build-isolation --no-deps -e"),
         "{dockerfile}"
     );
     assert!(dockerfile.contains("toolz"), "{dockerfile}");

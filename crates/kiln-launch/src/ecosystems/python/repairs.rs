@@ -46,8 +46,8 @@ fn pip_step<'a>(failed: &'a Failed<'_>) -> Option<&'a PipInstall> {
 }
 
 /// An editable install built in isolation becomes: the build requirements (a setuptools with
-/// PEP 660 in place of a pinned older one) installed in the venv, then the same install
-/// without build isolation.
+/// PEP 660 in place of a pinned older one) installed in the venv, the dependencies installed
+/// as before (each built in isolation), then the project alone without build isolation.
 fn editable_without_isolation(
     failed: &Failed<'_>,
     _c: &regex::Captures<'_>,
@@ -187,7 +187,7 @@ pub static RULES: &[Rule] = &[
         phase: Phase::Setup,
         target: Target::Pip,
         signature: r"(?i)build_editable|does not support (pep ?660|editable)|editable mode currently requires|editable .*(not supported|unsupported)|\[pep 660\]",
-        description: "the build backend the project pins cannot make an editable install (no PEP 660, setuptools before 64): its build requirements and a newer setuptools go into the venv and the project is installed without build isolation",
+        description: "the build backend the project pins cannot make an editable install (no PEP 660, setuptools before 64): its build requirements and a newer setuptools go into the venv, its dependencies are installed as before (each built in isolation), and the project alone without build isolation",
         repair: editable_without_isolation,
     },
     Rule {
@@ -273,7 +273,7 @@ mod tests {
         };
         assert_eq!(
             steps[0].render(),
-            "uv pip install --python /opt/kiln/venv/bin/python 'setuptools>=64' wheel 'setuptools_scm[toml]>=6.2' cython==0.29.22 && uv pip install --python /opt/kiln/venv/bin/python --no-build-isolation -e '.[test]' pytest"
+            "uv pip install --python /opt/kiln/venv/bin/python 'setuptools>=64' wheel 'setuptools_scm[toml]>=6.2' cython==0.29.22 && uv pip install --python /opt/kiln/venv/bin/python -r pyproject.toml --extra test pytest && uv pip install --python /opt/kiln/venv/bin/python --no-build-isolation --no-deps -e '.[test]'"
         );
         // Not for a step that is no Python install; once tried, the next rule installs
         // without -e.
