@@ -29,7 +29,9 @@ use crate::status::{
 /// 13: environments and validations carry the CPU seconds their containers used, by phase
 /// (`cpu_setup_seconds`, `cpu_compile_seconds`, `cpu_baseline_seconds`; `cpu_build_seconds`,
 /// `cpu_test_seconds`).
-pub const SCHEMA_VERSION: u32 = 13;
+/// 14: validations and release rows carry quality signals: how many runs of each side repeated
+/// the first one's statuses (`identical_runs_before`, `identical_runs_after`).
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -303,6 +303,12 @@ table! {
         pub needs_network: Vec<String>,
         /// Runs per side.
         pub repeats: i64,
+        /// Runs of the `before` side (the test patch alone) whose statuses, test by test, are
+        /// those of the side's first run, the first included: `repeats` when every run gave the
+        /// same statuses, fewer when a run differed (0 when the side never ran).
+        pub identical_runs_before: i64,
+        /// The same for the `after` side (the test patch and the gold patch).
+        pub identical_runs_after: i64,
         /// Network mode of the test containers (`none` or `bridge`).
         pub network: String,
         /// Per run: side, repeat, exit code, counts, patch method and seconds.
@@ -389,6 +395,13 @@ table! {
         pub launch_seconds: f64,
         /// Seconds the validation took.
         pub validate_seconds: f64,
+        /// Runs per side validation made (`[stages.validate] repeats`).
+        pub repeats: i64,
+        /// Validation runs with the test patch alone whose statuses, test by test, were those
+        /// of the first such run, the first included: `repeats` when the tests repeat exactly.
+        pub identical_runs_before: i64,
+        /// The same for the runs with the test patch and the gold patch.
+        pub identical_runs_after: i64,
         /// The kiln run that produced this row.
         pub run_id: String,
         /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a
@@ -528,6 +541,8 @@ mod tests {
             harness_unread: Vec::new(),
             needs_network: Vec::new(),
             repeats: 1,
+            identical_runs_before: 1,
+            identical_runs_after: 0,
             network: "none".into(),
             runs: BTreeMap::new(),
             run_statuses,

@@ -191,6 +191,9 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         dockerfile: Some(words(&mut rng, 800)),
         launch_seconds: rng.below(600) as f64 / 3.0,
         validate_seconds: rng.below(300) as f64 / 3.0,
+        repeats: 3,
+        identical_runs_before: 3,
+        identical_runs_after: 3,
         run_id: "20261201-000000".into(),
         eval_script: format!(
             "#!/bin/bash\nset -uxo pipefail\ngit apply -v - <<'EOF_114329324912'\n{test_patch}\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest {test_file}\n: '>>>>> End Test Output'\n"

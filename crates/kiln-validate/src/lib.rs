@@ -11,6 +11,7 @@ pub mod evaluate;
 pub mod gold;
 pub mod harbor;
 pub mod harness;
+pub mod quality;
 pub mod run;
 
 /// How validation applies a patch (the chain is kiln-core's: the host applies it too).
@@ -187,6 +188,8 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         harness_unread: Vec::new(),
         needs_network: Vec::new(),
         repeats: i64::try_from(repeats(request)).unwrap_or(1),
+        identical_runs_before: 0,
+        identical_runs_after: 0,
         network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),
@@ -483,10 +486,13 @@ fn side_tag(tag: &str, side: Side) -> String {
     }
 }
 
-/// Decides the instance from its runs and writes the decision into the row: FAIL_TO_PASS,
-/// PASS_TO_PASS, flaky tests, the tests that needed a network, the agreement with the
+/// Decides the instance from its runs and writes the decision into the row: how many runs of
+/// each side repeated its first run's statuses, FAIL_TO_PASS, PASS_TO_PASS, flaky tests, the tests that needed a network, the agreement with the
 /// published lists, and the SWE-bench harness parser that reads the runs as kiln did.
 fn decide_and_record(record: &mut ValidationRecord, runs: Runs, request: &ValidateRequest) {
+    let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
+    record.identical_runs_before = identical(Side::Before);
+    record.identical_runs_after = identical(Side::After);
     let decision = decide(&runs.results);
     // A test that failed for want of a network in some run and is in neither list says
     // nothing about the patch; the row names it.

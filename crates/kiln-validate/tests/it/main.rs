@@ -294,6 +294,11 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
         Some("f2p")
     );
     assert!(record.flaky.is_empty() && record.pass_to_fail.is_empty());
+    // Every run of a side gave its first run's statuses.
+    assert_eq!(
+        (record.identical_runs_before, record.identical_runs_after),
+        (3, 3)
+    );
     assert_eq!(record.network, "none");
     assert_eq!(
         record.log_parser.as_deref(),
@@ -444,6 +449,11 @@ async fn a_flaky_test_is_dropped_and_recorded() {
     assert_eq!(runs["before:2"], "fail");
     assert_eq!(runs["after:2"], "pass");
     assert_eq!(record.flaky.len(), 1);
+    // The second run without the fix differs from the first; the runs with it all agree.
+    assert_eq!(
+        (record.identical_runs_before, record.identical_runs_after),
+        (2, 3)
+    );
 }
 
 /// A pytest run in which `tests/test_data.py::test_download` fails for want of a network, as

@@ -119,6 +119,11 @@ struct Metadata<'a> {
     /// The measured test time the timeouts come from, and what it is.
     test_seconds: f64,
     test_seconds_from: &'static str,
+    /// Quality signals (the card explains them): validation's runs per side, and how many of
+    /// each side's runs repeated its first run's statuses.
+    repeats: i64,
+    identical_runs_before: i64,
+    identical_runs_after: i64,
     kiln_dataset: &'a str,
     kiln_release: &'a str,
     kiln_run_id: &'a str,
@@ -261,6 +266,9 @@ fn task_toml(
             log_parser: &row.log_parser,
             test_seconds: (test_seconds * 100.0).round() / 100.0,
             test_seconds_from,
+            repeats: row.repeats,
+            identical_runs_before: row.identical_runs_before,
+            identical_runs_after: row.identical_runs_after,
             kiln_dataset: release.dataset,
             kiln_release: release.tag,
             kiln_run_id: &row.run_id,
@@ -436,6 +444,9 @@ mod tests {
             language: "python".into(),
             platform: "linux".into(),
             validate_seconds: 42.0,
+            repeats: 3,
+            identical_runs_before: 3,
+            identical_runs_after: 2,
             run_id: "20240901-000000".into(),
             ..ReleaseInstance::new(InstanceId::new(id).unwrap())
         }
@@ -467,6 +478,9 @@ mod tests {
         assert_eq!(meta["built_by"].as_str(), Some("repair"));
         assert_eq!(meta["image_digest"].as_str(), Some("sha256:abc"));
         assert_eq!(meta["test_seconds"].as_float(), Some(12.5));
+        assert_eq!(meta["repeats"].as_integer(), Some(3));
+        assert_eq!(meta["identical_runs_before"].as_integer(), Some(3));
+        assert_eq!(meta["identical_runs_after"].as_integer(), Some(2));
         // 600 + 10 × 12.5 = 725 s, in whole minutes; the agent gets its hour.
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(780.0));
         assert_eq!(doc["agent"]["timeout_sec"].as_float(), Some(3600.0));

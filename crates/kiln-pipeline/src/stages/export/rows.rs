@@ -111,6 +111,9 @@ fn release_row(
         dockerfile: environment.dockerfile.clone(),
         launch_seconds: environment.total_seconds,
         validate_seconds: validation.total_seconds,
+        repeats: validation.repeats,
+        identical_runs_before: validation.identical_runs_before,
+        identical_runs_after: validation.identical_runs_after,
         run_id: run_id.to_string(),
     }
 }
