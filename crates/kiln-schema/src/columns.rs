@@ -30,7 +30,8 @@ use crate::status::{
 /// (`cpu_setup_seconds`, `cpu_compile_seconds`, `cpu_baseline_seconds`; `cpu_build_seconds`,
 /// `cpu_test_seconds`).
 /// 14: validations and release rows carry quality signals: how many runs of each side repeated
-/// the first one's statuses (`identical_runs_before`, `identical_runs_after`).
+/// the first one's statuses (`identical_runs_before`, `identical_runs_after`), and whether the
+/// problem statement or hints show the fix's code (`solution_leak`, `solution_leak_matches`).
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.

@@ -309,6 +309,13 @@ table! {
         pub identical_runs_before: i64,
         /// The same for the `after` side (the test patch and the gold patch).
         pub identical_runs_after: i64,
+        /// Whether the problem statement or the hints already show the fix: a line the gold
+        /// patch adds, or a definition of a name it introduces, in their fenced code blocks or
+        /// inline code spans (kiln-validate's `quality::solution_leak` gives the rules).
+        pub solution_leak: bool,
+        /// What was found: the gold patch's added lines (whitespace collapsed), then the
+        /// definitions as the text writes them (`def parse_strict`).
+        pub solution_leak_matches: Vec<String>,
         /// Network mode of the test containers (`none` or `bridge`).
         pub network: String,
         /// Per run: side, repeat, exit code, counts, patch method and seconds.
@@ -402,6 +409,14 @@ table! {
         pub identical_runs_before: i64,
         /// The same for the runs with the test patch and the gold patch.
         pub identical_runs_after: i64,
+        /// Whether the problem statement or the hints already show the fix: one of the lines
+        /// the gold patch adds (at least 12 characters, not a comment, not a line it also
+        /// removes) in their fenced code blocks or inline code spans, or a definition there of a
+        /// name the patch introduces.
+        pub solution_leak: bool,
+        /// The evidence of `solution_leak`: the added lines found (whitespace collapsed), then
+        /// the definitions found (`def parse_strict`).
+        pub solution_leak_matches: Vec<String>,
         /// The kiln run that produced this row.
         pub run_id: String,
         /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a
@@ -543,6 +558,8 @@ mod tests {
             repeats: 1,
             identical_runs_before: 1,
             identical_runs_after: 0,
+            solution_leak: true,
+            solution_leak_matches: vec!["return a / b".into()],
             network: "none".into(),
             runs: BTreeMap::new(),
             run_statuses,

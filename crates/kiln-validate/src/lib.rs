@@ -165,9 +165,15 @@ async fn validate_charged(
     Ok(record)
 }
 
-/// The row before any run: failed, with nothing decided.
+/// The row before any run: failed, with nothing decided but what the texts show.
 fn new_record(request: &ValidateRequest) -> ValidationRecord {
     let env = &request.environment;
+    let candidate = &request.candidate;
+    // The texts alone say whether they show the fix: every row carries it, whatever the runs.
+    let leak = quality::solution_leak(
+        &candidate.patch,
+        &[&candidate.problem_statement, &candidate.hints_text],
+    );
     ValidationRecord {
         instance_id: env.instance_id.clone(),
         status: ValidationStatus::Failed,
@@ -190,6 +196,8 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         repeats: i64::try_from(repeats(request)).unwrap_or(1),
         identical_runs_before: 0,
         identical_runs_after: 0,
+        solution_leak: leak.leak,
+        solution_leak_matches: leak.matches,
         network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),

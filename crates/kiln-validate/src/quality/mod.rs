@@ -2,7 +2,11 @@
 //! the validation table, the release row and the Harbor task's metadata.
 //!
 //! - [`identical_runs`]: how many repeated runs of a side gave the statuses of its first run.
+//! - [`solution_leak`]: whether the problem statement or the hints show the fix's code.
 
+mod leak;
+mod patch;
 mod runs;
 
+pub use leak::{LONG_LINE_CHARS, MIN_LINE_CHARS, MIN_NAME_CHARS, SolutionLeak, solution_leak};
 pub use runs::identical_runs;

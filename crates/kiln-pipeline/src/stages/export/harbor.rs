@@ -124,6 +124,8 @@ struct Metadata<'a> {
     repeats: i64,
     identical_runs_before: i64,
     identical_runs_after: i64,
+    solution_leak: bool,
+    solution_leak_matches: &'a [String],
     kiln_dataset: &'a str,
     kiln_release: &'a str,
     kiln_run_id: &'a str,
@@ -269,6 +271,8 @@ fn task_toml(
             repeats: row.repeats,
             identical_runs_before: row.identical_runs_before,
             identical_runs_after: row.identical_runs_after,
+            solution_leak: row.solution_leak,
+            solution_leak_matches: &row.solution_leak_matches,
             kiln_dataset: release.dataset,
             kiln_release: release.tag,
             kiln_run_id: &row.run_id,
@@ -447,6 +451,8 @@ mod tests {
             repeats: 3,
             identical_runs_before: 3,
             identical_runs_after: 2,
+            solution_leak: true,
+            solution_leak_matches: vec!["return a / b".into()],
             run_id: "20240901-000000".into(),
             ..ReleaseInstance::new(InstanceId::new(id).unwrap())
         }
@@ -481,6 +487,11 @@ mod tests {
         assert_eq!(meta["repeats"].as_integer(), Some(3));
         assert_eq!(meta["identical_runs_before"].as_integer(), Some(3));
         assert_eq!(meta["identical_runs_after"].as_integer(), Some(2));
+        assert_eq!(meta["solution_leak"].as_bool(), Some(true));
+        assert_eq!(
+            meta["solution_leak_matches"].as_array().map(Vec::len),
+            Some(1)
+        );
         // 600 + 10 × 12.5 = 725 s, in whole minutes; the agent gets its hour.
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(780.0));
         assert_eq!(doc["agent"]["timeout_sec"].as_float(), Some(3600.0));

@@ -114,6 +114,8 @@ fn release_row(
         repeats: validation.repeats,
         identical_runs_before: validation.identical_runs_before,
         identical_runs_after: validation.identical_runs_after,
+        solution_leak: validation.solution_leak,
+        solution_leak_matches: validation.solution_leak_matches.clone(),
         run_id: run_id.to_string(),
     }
 }
