@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::id::InstanceId;
 use crate::status::{
-    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation,
+    BuiltBy, CandidateStatus, Difficulty, DropReason, EnvironmentStatus, FailureClass, Relation,
     ValidationStatus,
 };
 
@@ -31,7 +31,8 @@ use crate::status::{
 /// `cpu_test_seconds`).
 /// 14: validations and release rows carry quality signals: how many runs of each side repeated
 /// the first one's statuses (`identical_runs_before`, `identical_runs_after`), and whether the
-/// problem statement or hints show the fix's code (`solution_leak`, `solution_leak_matches`).
+/// problem statement or hints show the fix's code (`solution_leak`, `solution_leak_matches`),
+/// and a difficulty band from the gold patch (`difficulty`, `difficulty_measures`).
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
@@ -214,7 +215,7 @@ macro_rules! optional_named_column {
     };
 }
 
-optional_named_column!(FailureClass, BuiltBy, DropReason, Relation);
+optional_named_column!(FailureClass, BuiltBy, DropReason, Relation, Difficulty);
 
 /// Status columns: stored as their names.
 macro_rules! status_column {

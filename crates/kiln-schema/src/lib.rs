@@ -16,8 +16,8 @@ pub use columns::{
 };
 pub use id::{IdError, InstanceId, MAX_ID_BYTES, safe_name, shown};
 pub use status::{
-    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation, TestStatus,
-    TestStatuses, ValidationStatus,
+    BuiltBy, CandidateStatus, Difficulty, DropReason, EnvironmentStatus, FailureClass, Relation,
+    TestStatus, TestStatuses, ValidationStatus,
 };
 pub use tables::*;
 pub use test_list::TestList;

@@ -126,6 +126,19 @@ named! {
 }
 
 named! {
+    /// How hard an instance looks from its gold patch and FAIL_TO_PASS (kiln-validate's
+    /// `quality::DifficultyMeasures` gives the rules).
+    pub enum Difficulty {
+        /// A small fix in one place.
+        Easy = "easy",
+        /// Between the two.
+        Medium = "medium",
+        /// A large fix across functions and files, or many tests to make pass.
+        Hard = "hard",
+    }
+}
+
+named! {
     /// What built an environment.
     pub enum BuiltBy {
         /// The plan the repository's files chose, as planned.
@@ -267,6 +280,10 @@ mod tests {
         ] {
             let json = serde_json::to_value(class).unwrap_or_default();
             assert_eq!(json, serde_json::json!(class.as_str()));
+        }
+        for band in [Difficulty::Easy, Difficulty::Medium, Difficulty::Hard] {
+            let json = serde_json::to_value(band).unwrap_or_default();
+            assert_eq!(json, serde_json::json!(band.as_str()));
         }
     }
 }

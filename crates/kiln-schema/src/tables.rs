@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use crate::columns::table;
 use crate::id::InstanceId;
 use crate::status::{
-    BuiltBy, CandidateStatus, DropReason, EnvironmentStatus, FailureClass, Relation, TestStatus,
-    ValidationStatus,
+    BuiltBy, CandidateStatus, Difficulty, DropReason, EnvironmentStatus, FailureClass, Relation,
+    TestStatus, ValidationStatus,
 };
 use crate::test_list::TestList;
 
@@ -316,6 +316,13 @@ table! {
         /// What was found: the gold patch's added lines (whitespace collapsed), then the
         /// definitions as the text writes them (`def parse_strict`).
         pub solution_leak_matches: Vec<String>,
+        /// When validated: `easy`, `medium` or `hard`, from the points of the gold patch's size
+        /// and the FAIL_TO_PASS count in `difficulty_measures` (kiln-validate's
+        /// `quality::DifficultyMeasures` gives the bounds).
+        pub difficulty: Option<Difficulty>,
+        /// The measures behind `difficulty`: `lines`, `hunks`, `files`, `functions` (touched),
+        /// `fail_to_pass`, and their `points`.
+        pub difficulty_measures: BTreeMap<String, i64>,
         /// Network mode of the test containers (`none` or `bridge`).
         pub network: String,
         /// Per run: side, repeat, exit code, counts, patch method and seconds.
@@ -417,6 +424,14 @@ table! {
         /// The evidence of `solution_leak`: the added lines found (whitespace collapsed), then
         /// the definitions found (`def parse_strict`).
         pub solution_leak_matches: Vec<String>,
+        /// `easy`, `medium` or `hard`: the points of five measures of the fix, each 0, 1 or 2
+        /// (lines changed ≤ 6, ≤ 30, more; hunks 1, ≤ 3; files 1, 2; functions touched ≤ 1,
+        /// ≤ 3; FAIL_TO_PASS tests ≤ 2, ≤ 10), summed: 0–1 easy, 7–10 hard, medium between.
+        /// Documentation files are not counted.
+        pub difficulty: Option<Difficulty>,
+        /// The measures behind `difficulty` and their `points`: `lines`, `hunks`, `files`,
+        /// `functions`, `fail_to_pass`.
+        pub difficulty_measures: BTreeMap<String, i64>,
         /// The kiln run that produced this row.
         pub run_id: String,
         /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a
@@ -560,6 +575,8 @@ mod tests {
             identical_runs_after: 0,
             solution_leak: true,
             solution_leak_matches: vec!["return a / b".into()],
+            difficulty: Some(crate::status::Difficulty::Medium),
+            difficulty_measures: BTreeMap::from([("points".to_string(), 3)]),
             network: "none".into(),
             runs: BTreeMap::new(),
             run_statuses,

@@ -196,6 +196,8 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         identical_runs_after: 3,
         solution_leak: false,
         solution_leak_matches: Vec::new(),
+        difficulty: Some(kiln_schema::Difficulty::Hard),
+        difficulty_measures: std::collections::BTreeMap::from([("lines".to_string(), 40)]),
         run_id: "20261201-000000".into(),
         eval_script: format!(
             "#!/bin/bash\nset -uxo pipefail\ngit apply -v - <<'EOF_114329324912'\n{test_patch}\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest {test_file}\n: '>>>>> End Test Output'\n"

@@ -198,6 +198,8 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         identical_runs_after: 0,
         solution_leak: leak.leak,
         solution_leak_matches: leak.matches,
+        difficulty: None,
+        difficulty_measures: BTreeMap::new(),
         network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),
@@ -495,7 +497,8 @@ fn side_tag(tag: &str, side: Side) -> String {
 }
 
 /// Decides the instance from its runs and writes the decision into the row: how many runs of
-/// each side repeated its first run's statuses, FAIL_TO_PASS, PASS_TO_PASS, flaky tests, the tests that needed a network, the agreement with the
+/// each side repeated its first run's statuses, FAIL_TO_PASS, PASS_TO_PASS (and, validated,
+/// the difficulty band), flaky tests, the tests that needed a network, the agreement with the
 /// published lists, and the SWE-bench harness parser that reads the runs as kiln did.
 fn decide_and_record(record: &mut ValidationRecord, runs: Runs, request: &ValidateRequest) {
     let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
@@ -531,6 +534,10 @@ fn decide_and_record(record: &mut ValidationRecord, runs: Runs, request: &Valida
     match decision.rejection {
         None => {
             record.status = ValidationStatus::Validated;
+            let measures =
+                quality::DifficultyMeasures::of(&candidate.patch, record.FAIL_TO_PASS.len());
+            record.difficulty = Some(measures.band());
+            record.difficulty_measures = measures.to_map();
             let harness_runs: Vec<harness::HarnessRun<'_>> = runs
                 .harness
                 .iter()

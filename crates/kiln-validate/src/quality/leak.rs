@@ -3,7 +3,8 @@
 //! found for a third of the "solved" SWE-bench tasks.
 //!
 //! Two kinds of evidence, each a match on its own:
-//! - **A line of the fix.** A line the gold patch adds, whitespace collapsed, that is code
+//! - **A line of the fix.** A line the gold patch adds outside documentation files (`.md`,
+//!   `.rst`, `.adoc`, as kiln-core's `judge` knows them), whitespace collapsed, that is code
 //!   (at least [`MIN_LINE_CHARS`] characters, a letter or digit in it, not a comment, not a line
 //!   the patch also removes, which is moved or re-indented code rather than new code), equal to
 //!   a line of the text's code, or inside one when it has at least [`LONG_LINE_CHARS`]
@@ -18,6 +19,7 @@
 
 use std::collections::BTreeSet;
 
+use super::code::{DEFINERS, definitions, names};
 use super::patch::read_patch;
 
 /// Characters (whitespace collapsed) an added line needs to count: shorter ones (`}`,
@@ -30,24 +32,6 @@ pub const LONG_LINE_CHARS: usize = 30;
 
 /// Characters a name needs to count as one the fix introduces.
 pub const MIN_NAME_CHARS: usize = 6;
-
-/// Words that define the name after them, across the languages kiln builds.
-const DEFINERS: &[&str] = &[
-    "def",
-    "class",
-    "fn",
-    "func",
-    "function",
-    "struct",
-    "enum",
-    "trait",
-    "interface",
-    "type",
-    "const",
-    "let",
-    "var",
-    "static",
-];
 
 /// Starts of a line that is only a comment (or a docstring's delimiter). `#` also takes C's
 /// preprocessor lines and Rust's attributes, which rarely hold a fix on their own.
@@ -107,6 +91,7 @@ impl NewCode {
     fn of(patch: &str) -> Self {
         let hunks: Vec<_> = read_patch(patch)
             .into_iter()
+            .filter(|f| !kiln_core::judge::is_documentation(&f.path))
             .flat_map(|f| f.hunks)
             .collect();
         let removed: BTreeSet<String> = hunks
@@ -160,47 +145,6 @@ fn is_distinctive(name: &str) -> bool {
             .chars()
             .any(|c| c == '_' || c.is_ascii_digit() || c.is_uppercase())
         && !DEFINERS.contains(&name)
-}
-
-fn is_name_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The identifiers of a line of code, in order.
-fn names(line: &str) -> Vec<String> {
-    tokens(line)
-        .into_iter()
-        .filter(|t| t.starts_with(|c: char| c.is_alphabetic() || c == '_'))
-        .map(str::to_string)
-        .collect()
-}
-
-/// A line of code as identifiers and single punctuation characters, whitespace dropped.
-fn tokens(line: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(c) = rest.chars().next() {
-        let end = if is_name_char(c) {
-            rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len())
-        } else {
-            c.len_utf8()
-        };
-        if !c.is_whitespace() {
-            out.push(&rest[..end]);
-        }
-        rest = &rest[end..];
-    }
-    out
-}
-
-/// The names a line of code defines, each with the word that defines it (`def name`).
-fn definitions(line: &str) -> Vec<(&str, &str)> {
-    let tokens = tokens(line);
-    tokens
-        .windows(2)
-        .filter(|pair| DEFINERS.contains(&pair[0]) && pair[1].starts_with(is_name_char))
-        .map(|pair| (pair[0], pair[1]))
-        .collect()
 }
 
 /// The code a Markdown text shows, a line per element, whitespace collapsed: the lines of its
@@ -327,6 +271,12 @@ mod tests {
             let found = leak(&[text]);
             assert_eq!(found, SolutionLeak::default(), "{text}");
         }
+        // A line of the changelog is no line of the fix.
+        let changelog = "diff --git a/CHANGELOG.md b/CHANGELOG.md\n--- a/CHANGELOG.md\n+++ b/CHANGELOG.md\n\
+                         @@ -1 +1,2 @@\n # Changes\n+divide(1, 0) raises ZeroDivisionError\n";
+        let text = "`divide(1, 0) raises ZeroDivisionError`";
+        assert!(!solution_leak(changelog, &[text]).leak);
+        assert!(solution_leak(&changelog.replace("CHANGELOG.md", "ops.py"), &[text]).leak);
     }
 
     #[test]
@@ -336,11 +286,6 @@ mod tests {
             code_of(text),
             ["```", "inner", "```", "a `b` c", "x", "y z"]
         );
-        assert_eq!(
-            definitions("pub fn parse_strict(x: &str) -> Option<T>"),
-            [("fn", "parse_strict")]
-        );
-        assert!(definitions("fn(x)").is_empty());
         assert!(is_distinctive("Tokenizer") && !is_distinctive("result"));
     }
 }

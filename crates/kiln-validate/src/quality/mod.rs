@@ -3,10 +3,14 @@
 //!
 //! - [`identical_runs`]: how many repeated runs of a side gave the statuses of its first run.
 //! - [`solution_leak`]: whether the problem statement or the hints show the fix's code.
+//! - [`DifficultyMeasures`]: a difficulty band from the gold patch's size and FAIL_TO_PASS.
 
+mod code;
+mod difficulty;
 mod leak;
 mod patch;
 mod runs;
 
+pub use difficulty::{BOUNDS, DifficultyMeasures, EASY_UP_TO, HARD_FROM};
 pub use leak::{LONG_LINE_CHARS, MIN_LINE_CHARS, MIN_NAME_CHARS, SolutionLeak, solution_leak};
 pub use runs::identical_runs;

@@ -299,6 +299,9 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
         (record.identical_runs_before, record.identical_runs_after),
         (3, 3)
     );
+    // A one-line fix for one test.
+    assert_eq!(record.difficulty, Some(kiln_schema::Difficulty::Easy));
+    assert_eq!(record.difficulty_measures["lines"], 2);
     assert_eq!(record.network, "none");
     assert_eq!(
         record.log_parser.as_deref(),
@@ -519,6 +522,12 @@ async fn an_instance_whose_only_fix_is_flaky_is_rejected_as_flaky() {
     );
     assert!(record.FAIL_TO_PASS.is_empty());
     assert_eq!(record.flaky[NEW]["after:2"], "fail");
+    // No task, no difficulty; the flaky run shows in the runs that differ.
+    assert_eq!(record.difficulty, None);
+    assert_eq!(
+        (record.identical_runs_before, record.identical_runs_after),
+        (2, 1)
+    );
 }
 
 #[tokio::test]

@@ -126,6 +126,8 @@ struct Metadata<'a> {
     identical_runs_after: i64,
     solution_leak: bool,
     solution_leak_matches: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    difficulty: Option<&'static str>,
     kiln_dataset: &'a str,
     kiln_release: &'a str,
     kiln_run_id: &'a str,
@@ -273,6 +275,7 @@ fn task_toml(
             identical_runs_after: row.identical_runs_after,
             solution_leak: row.solution_leak,
             solution_leak_matches: &row.solution_leak_matches,
+            difficulty: row.difficulty.map(kiln_schema::Difficulty::as_str),
             kiln_dataset: release.dataset,
             kiln_release: release.tag,
             kiln_run_id: &row.run_id,
@@ -453,6 +456,7 @@ mod tests {
             identical_runs_after: 2,
             solution_leak: true,
             solution_leak_matches: vec!["return a / b".into()],
+            difficulty: Some(kiln_schema::Difficulty::Medium),
             run_id: "20240901-000000".into(),
             ..ReleaseInstance::new(InstanceId::new(id).unwrap())
         }
@@ -492,6 +496,7 @@ mod tests {
             meta["solution_leak_matches"].as_array().map(Vec::len),
             Some(1)
         );
+        assert_eq!(meta["difficulty"].as_str(), Some("medium"));
         // 600 + 10 × 12.5 = 725 s, in whole minutes; the agent gets its hour.
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(780.0));
         assert_eq!(doc["agent"]["timeout_sec"].as_float(), Some(3600.0));

@@ -116,6 +116,8 @@ fn release_row(
         identical_runs_after: validation.identical_runs_after,
         solution_leak: validation.solution_leak,
         solution_leak_matches: validation.solution_leak_matches.clone(),
+        difficulty: validation.difficulty,
+        difficulty_measures: validation.difficulty_measures.clone(),
         run_id: run_id.to_string(),
     }
 }
