@@ -32,7 +32,9 @@ use crate::status::{
 /// 14: validations and release rows carry quality signals: how many runs of each side repeated
 /// the first one's statuses (`identical_runs_before`, `identical_runs_after`), and whether the
 /// problem statement or hints show the fix's code (`solution_leak`, `solution_leak_matches`),
-/// and a difficulty band from the gold patch (`difficulty`, `difficulty_measures`).
+/// and a difficulty band from the gold patch (`difficulty`, `difficulty_measures`); release rows
+/// carry the filter's verdict (`filter_judge`, `filter_label`, `filter_reason`, `filter_flags`,
+/// `filter_fallback`).
 pub const SCHEMA_VERSION: u32 = 14;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.

@@ -432,6 +432,20 @@ table! {
         /// The measures behind `difficulty` and their `points`: `lines`, `hunks`, `files`,
         /// `functions`, `fail_to_pass`.
         pub difficulty_measures: BTreeMap<String, i64>,
+        /// The filter's judge of the row: `heuristic`, or the model names of the LM judge joined
+        /// by `+`; null when no filter stage judged it (a task file taken as it is).
+        pub filter_judge: Option<String>,
+        /// The filter's label (`ok` for a kept row; see the filter table's `label`).
+        pub filter_label: Option<String>,
+        /// The filter's reason, in a sentence: what the judge found about the issue's clarity,
+        /// the tests and whether the issue gives the solution away.
+        pub filter_reason: Option<String>,
+        /// Confounder flags the LM judge raised (`exact-string-assertions`, `network-access`,
+        /// `multiple-issues`, `image-only`); empty for the heuristic judge.
+        pub filter_flags: Vec<String>,
+        /// Why the heuristic judge decided although an LM judge was configured (no usable
+        /// answer, budget reached); null otherwise.
+        pub filter_fallback: Option<String>,
         /// The kiln run that produced this row.
         pub run_id: String,
         /// The script the SWE-bench harness runs (`/bin/bash /eval.sh`) after applying a

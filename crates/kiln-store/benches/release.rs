@@ -198,6 +198,11 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         solution_leak_matches: Vec::new(),
         difficulty: Some(kiln_schema::Difficulty::Hard),
         difficulty_measures: std::collections::BTreeMap::from([("lines".to_string(), 40)]),
+        filter_judge: Some("heuristic".into()),
+        filter_label: Some("ok".into()),
+        filter_reason: Some("reports a defect".into()),
+        filter_flags: Vec::new(),
+        filter_fallback: None,
         run_id: "20261201-000000".into(),
         eval_script: format!(
             "#!/bin/bash\nset -uxo pipefail\ngit apply -v - <<'EOF_114329324912'\n{test_patch}\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest {test_file}\n: '>>>>> End Test Output'\n"

@@ -128,6 +128,14 @@ struct Metadata<'a> {
     solution_leak_matches: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     difficulty: Option<&'static str>,
+    /// The filter's verdict on the row (none when no filter judged it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter_judge: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter_label: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter_reason: Option<&'a str>,
+    filter_flags: &'a [String],
     kiln_dataset: &'a str,
     kiln_release: &'a str,
     kiln_run_id: &'a str,
@@ -276,6 +284,10 @@ fn task_toml(
             solution_leak: row.solution_leak,
             solution_leak_matches: &row.solution_leak_matches,
             difficulty: row.difficulty.map(kiln_schema::Difficulty::as_str),
+            filter_judge: row.filter_judge.as_deref(),
+            filter_label: row.filter_label.as_deref(),
+            filter_reason: row.filter_reason.as_deref(),
+            filter_flags: &row.filter_flags,
             kiln_dataset: release.dataset,
             kiln_release: release.tag,
             kiln_run_id: &row.run_id,
@@ -457,6 +469,9 @@ mod tests {
             solution_leak: true,
             solution_leak_matches: vec!["return a / b".into()],
             difficulty: Some(kiln_schema::Difficulty::Medium),
+            filter_judge: Some("heuristic".into()),
+            filter_label: Some("ok".into()),
+            filter_reason: Some("reports a defect".into()),
             run_id: "20240901-000000".into(),
             ..ReleaseInstance::new(InstanceId::new(id).unwrap())
         }
@@ -497,6 +512,9 @@ mod tests {
             Some(1)
         );
         assert_eq!(meta["difficulty"].as_str(), Some("medium"));
+        assert_eq!(meta["filter_judge"].as_str(), Some("heuristic"));
+        assert_eq!(meta["filter_label"].as_str(), Some("ok"));
+        assert_eq!(meta["filter_flags"].as_array().map(Vec::len), Some(0));
         // 600 + 10 × 12.5 = 725 s, in whole minutes; the agent gets its hour.
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(780.0));
         assert_eq!(doc["agent"]["timeout_sec"].as_float(), Some(3600.0));
@@ -514,6 +532,15 @@ mod tests {
         let doc: toml::Table = text.parse().unwrap();
         assert_eq!(doc["verifier"]["timeout_sec"].as_float(), Some(1020.0));
         assert!(doc["metadata"].get("built_by").is_none(), "{text}");
+        // A row no filter judged has no verdict to carry.
+        let unjudged = ReleaseInstance {
+            filter_judge: None,
+            filter_label: None,
+            filter_reason: None,
+            ..row("owner__repo-7")
+        };
+        let text = task_toml(&unjudged, None, &RELEASE).unwrap();
+        assert!(!text.contains("filter_judge"), "{text}");
     }
 
     /// The measured test time is the longest gold run's, not a run without the fix (which may

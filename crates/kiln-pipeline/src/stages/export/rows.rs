@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kiln_core::config::NodeKind;
 use kiln_schema::{
     Candidate, EnvironmentRecord, InstanceId, PlatformLabel, ReleaseInstance, ValidationRecord,
-    ValidationStatus, rows_by_id,
+    ValidationStatus, Verdict, rows_by_id,
 };
 
 use crate::error::PipelineError;
@@ -14,9 +14,9 @@ use crate::stages::context::{StageContext, started};
 
 /// The release rows of this run's validated instances, in the order validation wrote them.
 ///
-/// Reads the stage's inputs (candidates, environments, platform labels, validations) and says
-/// the stage started over every validation row; an instance whose candidate or environment is
-/// missing has no row.
+/// Reads the stage's inputs (candidates, environments, platform labels, validations) and the
+/// run's filter verdicts, and says the stage started over every validation row; an instance
+/// whose candidate or environment is missing has no row.
 pub(super) fn validated_rows(cx: &StageContext<'_>) -> Result<Vec<ReleaseInstance>, PipelineError> {
     let candidates = rows_by_id(cx.candidates()?);
     let environments = rows_by_id(
@@ -32,6 +32,13 @@ pub(super) fn validated_rows(cx: &StageContext<'_>) -> Result<Vec<ReleaseInstanc
     let validations = cx
         .input_rows::<ValidationRecord>(NodeKind::Validate)?
         .unwrap_or_default();
+    // The filter is no input of the export (the split stands between them): its verdicts are
+    // read from the run.
+    let verdicts = rows_by_id(crate::summary::rows::<Verdict>(
+        cx.pipeline,
+        cx.run,
+        NodeKind::Filter,
+    )?);
     started(cx, validations.len(), 0);
     let run_id = cx.run.run_id().to_string();
     let mut rows: Vec<ReleaseInstance> = Vec::new();
@@ -45,13 +52,9 @@ pub(super) fn validated_rows(cx: &StageContext<'_>) -> Result<Vec<ReleaseInstanc
             continue;
         };
         let platform = platforms.get(id).cloned().unwrap_or_else(|| "linux".into());
-        rows.push(release_row(
-            validation,
-            candidate,
-            environment,
-            platform,
-            &run_id,
-        ));
+        let mut row = release_row(validation, candidate, environment, platform, &run_id);
+        carry_verdict(&mut row, verdicts.get(id));
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -118,8 +121,25 @@ fn release_row(
         solution_leak_matches: validation.solution_leak_matches.clone(),
         difficulty: validation.difficulty,
         difficulty_measures: validation.difficulty_measures.clone(),
+        filter_judge: None,
+        filter_label: None,
+        filter_reason: None,
+        filter_flags: Vec::new(),
+        filter_fallback: None,
         run_id: run_id.to_string(),
     }
+}
+
+/// Puts the filter's verdict on the row (null columns when no filter judged it).
+fn carry_verdict(row: &mut ReleaseInstance, verdict: Option<&Verdict>) {
+    let Some(verdict) = verdict else {
+        return;
+    };
+    row.filter_judge = Some(verdict.judge.clone());
+    row.filter_label = Some(verdict.label.clone());
+    row.filter_reason = Some(verdict.reason.clone());
+    row.filter_flags = verdict.flags.clone();
+    row.filter_fallback = verdict.fallback.clone();
 }
 
 /// Why the official SWE-bench harness cannot evaluate the row unchanged (empty when it can):
@@ -155,7 +175,39 @@ fn graded(list: &[String], unread: &[String], read: bool) -> kiln_schema::TestLi
 
 #[cfg(test)]
 mod tests {
-    use super::graded;
+    use kiln_schema::{InstanceId, ReleaseInstance, Verdict};
+
+    use super::{carry_verdict, graded};
+
+    /// A kept LM verdict with a flag is on the row; a row no filter judged has none.
+    #[test]
+    fn the_filter_verdict_is_carried_when_there_is_one() {
+        let id = InstanceId::new("o__r-1").unwrap();
+        let verdict = Verdict {
+            keep: true,
+            label: "ok".into(),
+            reason: "clear steps and expected output".into(),
+            judge: "m1+m2".into(),
+            flags: vec!["exact-string-assertions".into()],
+            ..Verdict::new(id.clone())
+        };
+        let mut row = ReleaseInstance::new(id.clone());
+        carry_verdict(&mut row, Some(&verdict));
+        assert_eq!(row.filter_judge.as_deref(), Some("m1+m2"));
+        assert_eq!(row.filter_label.as_deref(), Some("ok"));
+        assert_eq!(
+            row.filter_reason.as_deref(),
+            Some("clear steps and expected output")
+        );
+        assert_eq!(row.filter_flags, ["exact-string-assertions"]);
+        assert_eq!(row.filter_fallback, None);
+        let mut unjudged = ReleaseInstance::new(id);
+        carry_verdict(&mut unjudged, None);
+        assert_eq!(
+            (unjudged.filter_judge, unjudged.filter_flags),
+            (None, Vec::<String>::new())
+        );
+    }
 
     #[test]
     fn tests_the_harness_cannot_read_are_listed_apart() {
