@@ -1,8 +1,9 @@
 //! The dataset card's body: what the release holds, how its rows were made, and its columns.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use kiln_schema::{ReleaseInstance, Row as _};
+use kiln_schema::{Difficulty, ReleaseInstance, Row as _};
 use kiln_store::analytics::{Distribution, SplitStats};
 
 use crate::release::ReleaseManifest;
@@ -167,6 +168,129 @@ fn provenance(out: &mut String, manifest: &ReleaseManifest) {
     );
 }
 
+/// `counts` as `name: n` pairs, most first (then by name), joined by `, `.
+fn tally(counts: BTreeMap<String, usize>) -> String {
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    counts
+        .iter()
+        .map(|(name, n)| format!("{name}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How many of `rows` give each value of `value`.
+fn count_by<F: Fn(&ReleaseInstance) -> Vec<String>>(
+    rows: &[ReleaseInstance],
+    value: F,
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for row in rows {
+        for key in value(row) {
+            *counts.entry(key).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The quality signals of the main split's rows: each one's values over the rows, and what it
+/// means.
+fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
+    if rows.is_empty() {
+        return;
+    }
+    let runs = count_by(rows, |r| {
+        vec![format!(
+            "before {}/{}, after {}/{}",
+            r.identical_runs_before, r.repeats, r.identical_runs_after, r.repeats
+        )]
+    });
+    let leaks = count_by(rows, |r| {
+        vec![if r.solution_leak { "leak" } else { "none" }.to_string()]
+    });
+    let mut bands: BTreeMap<String, usize> =
+        [Difficulty::Easy, Difficulty::Medium, Difficulty::Hard]
+            .iter()
+            .map(|d| (d.as_str().to_string(), 0))
+            .collect();
+    for (band, n) in count_by(rows, |r| {
+        vec![
+            r.difficulty
+                .map_or("unknown", Difficulty::as_str)
+                .to_string(),
+        ]
+    }) {
+        bands.insert(band, n);
+    }
+    let judges = count_by(rows, |r| {
+        vec![format!(
+            "{} ({})",
+            r.filter_judge.as_deref().unwrap_or("no filter"),
+            r.filter_label.as_deref().unwrap_or("-")
+        )]
+    });
+    let flags = count_by(rows, |r| {
+        if r.filter_flags.is_empty() {
+            vec!["none".to_string()]
+        } else {
+            r.filter_flags.clone()
+        }
+    });
+    let _ = writeln!(
+        out,
+        "## Quality signals\n\nEvidence per row of how far it can be trusted, in the columns named here (and in each \
+         Harbor task's `[metadata]`), counted over the {} rows of `{split}`:\n",
+        rows.len()
+    );
+    out.push_str("| signal | rows | meaning |\n|---|---|---|\n");
+    let signals = [
+        (
+            "`identical_runs_before`, `identical_runs_after` (of `repeats`)",
+            tally(runs),
+            "Validation runs each side `repeats` times in fresh containers: `before` with the test patch alone, \
+             `after` with the gold patch too. Each counts the runs whose status of every test is that of the \
+             side's first run, the first included; fewer than `repeats` means a run ended otherwise (a test \
+             that does not repeat, dropped from both lists as flaky).",
+        ),
+        (
+            "`solution_leak` (`solution_leak_matches`)",
+            tally(leaks),
+            "Whether the problem statement or the hints already show the fix, in their fenced code blocks or \
+             inline code spans: a line the gold patch adds (12 characters or more, not a comment, not a line it \
+             also removes, not in documentation), or a definition (`def name`, `fn name`, ...) of a name the \
+             patch introduces. The matches are listed.",
+        ),
+        (
+            "`difficulty` (`difficulty_measures`)",
+            tally(bands),
+            "A band from the gold patch (documentation not counted) and the tests it fixes: lines changed \
+             (≤ 6, ≤ 30, more), hunks (1, ≤ 3, more), files (1, 2, more), functions touched (≤ 1, ≤ 3, more: \
+             git's function context of each hunk and the functions the changed lines define) and FAIL_TO_PASS \
+             tests (≤ 2, ≤ 10, more) give 0, 1 or 2 points each; 0–1 points is `easy`, 7–10 `hard`, \
+             `medium` between. The bounds are set by hand, not fitted to human labels.",
+        ),
+        (
+            "`filter_judge` (`filter_label`, `filter_reason`)",
+            tally(judges),
+            "The filter's verdict on the issue: `heuristic` (deterministic checks: an issue long enough to act \
+             on that reports a defect, is no feature request or question, and holds neither a patch nor most \
+             of the fix's lines) or the models of the LM \
+             judge (clarity, tests needing unstated requirements, a leaked solution), with its label and \
+             reason; `filter_fallback` says why the heuristic judged when an LM was configured.",
+        ),
+        (
+            "`filter_flags`",
+            tally(flags),
+            "Confounders the LM judge raised: tests asserting exact strings the issue does not give, network \
+             access, several issues in one pull request, an issue whose substance is an image.",
+        ),
+    ];
+    for (signal, values, meaning) in signals {
+        let _ = writeln!(out, "| {signal} | {} | {} |", cell(&values), cell(meaning));
+    }
+    out.push('\n');
+}
+
 /// The columns of the rows, with their types and meaning.
 fn columns(out: &mut String) {
     out.push_str("## Columns\n\n| column | type | meaning |\n|---|---|---|\n");
@@ -181,8 +305,13 @@ fn columns(out: &mut String) {
     }
 }
 
-/// The card's body below the split table.
-pub(super) fn body(manifest: &ReleaseManifest, intro: &str, extra: &str) -> String {
+/// The card's body below the split table: `rows` are the main split's.
+pub(super) fn body(
+    manifest: &ReleaseManifest,
+    rows: &[ReleaseInstance],
+    intro: &str,
+    extra: &str,
+) -> String {
     let mut out = String::new();
     out.push_str(intro.trim_end());
     out.push_str("\n\n");
@@ -205,9 +334,59 @@ pub(super) fn body(manifest: &ReleaseManifest, intro: &str, extra: &str) -> Stri
     if let Some(main) = manifest.splits.get(&manifest.main_split) {
         contents(&mut out, &manifest.main_split, &main.stats);
     }
+    quality(&mut out, &manifest.main_split, rows);
     provenance(&mut out, manifest);
     out.push_str(extra.trim());
     out.push_str("\n\n");
     columns(&mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use kiln_schema::{Difficulty, InstanceId, ReleaseInstance};
+
+    use super::quality;
+
+    #[test]
+    fn the_quality_table_counts_each_signal_over_the_rows() {
+        let row = |id: &str| ReleaseInstance {
+            repeats: 3,
+            identical_runs_before: 3,
+            identical_runs_after: 3,
+            difficulty: Some(Difficulty::Easy),
+            filter_judge: Some("heuristic".into()),
+            filter_label: Some("ok".into()),
+            ..ReleaseInstance::new(InstanceId::new(id).unwrap())
+        };
+        let rows = vec![
+            row("o__r-1"),
+            ReleaseInstance {
+                identical_runs_after: 2,
+                solution_leak: true,
+                solution_leak_matches: vec!["return a | b".into()],
+                difficulty: Some(Difficulty::Hard),
+                filter_judge: None,
+                filter_label: None,
+                filter_flags: vec!["network-access".into(), "image-only".into()],
+                ..row("o__r-2")
+            },
+            row("o__r-3"),
+        ];
+        let mut out = String::new();
+        quality(&mut out, "test", &rows);
+        for line in [
+            "counted over the 3 rows of `test`",
+            "| `identical_runs_before`, `identical_runs_after` (of `repeats`) | before 3/3, after 3/3: 2, before 3/3, after 2/3: 1 |",
+            "| `solution_leak` (`solution_leak_matches`) | none: 2, leak: 1 |",
+            "| `difficulty` (`difficulty_measures`) | easy: 2, hard: 1, medium: 0 |",
+            "| `filter_judge` (`filter_label`, `filter_reason`) | heuristic (ok): 2, no filter (-): 1 |",
+            "| `filter_flags` | none: 2, image-only: 1, network-access: 1 |",
+        ] {
+            assert!(out.contains(line), "{line}\n{out}");
+        }
+        let mut empty = String::new();
+        quality(&mut empty, "test", &[]);
+        assert!(empty.is_empty());
+    }
 }

@@ -380,7 +380,7 @@ fn write_card(
         staging,
         &meta,
         &counts,
-        &card::body(manifest, &intro, &extra),
+        &card::body(manifest, main_rows, &intro, &extra),
     )?;
     Ok(())
 }
