@@ -19,8 +19,8 @@ pub(crate) const DEFINERS: &[&str] = &[
     "static",
 ];
 
-/// The words of [`DEFINERS`] that define a function.
-pub(crate) const FUNCTION_DEFINERS: &[&str] = &["def", "fn", "func", "function"];
+/// The words of [`DEFINERS`] that open a function or a class: the scopes a change is in.
+pub(crate) const SCOPE_DEFINERS: &[&str] = &["def", "fn", "func", "function", "class"];
 
 /// Whether `c` can be part of a name.
 pub(crate) fn is_name_char(c: char) -> bool {

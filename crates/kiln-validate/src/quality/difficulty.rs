@@ -14,18 +14,19 @@
 //!
 //! The band is `easy` for 0–1 points ([`EASY_UP_TO`]), `hard` for 7–10 ([`HARD_FROM`]),
 //! `medium` between. Documentation files (`.md`, `.rst`, `.adoc`) are not counted. The
-//! functions touched are, per file, the distinct function contexts git writes after the hunk
-//! headers (`@@ -1,3 +1,4 @@ def area(w, h):`, the enclosing function or class by git's rules)
-//! and the functions the changed lines define (`def name`, `fn name`, `func name`,
-//! `function name`). The bounds were set by hand, after SWE-bench Verified's bands (under
-//! 15 minutes; 15 minutes to an hour; longer), not fitted to its labels.
+//! functions touched are, per file, the functions or classes the changed lines are in (the
+//! nearest definition above each in its hunk, `def name`, `fn name`, `func name`,
+//! `function name` or `class Name`, else the function context git writes after the hunk's
+//! header, `@@ -1,3 +1,4 @@ def area(w, h):`) and those the changed lines define. The bounds
+//! were set by hand, after SWE-bench Verified's bands (under 15 minutes; 15 minutes to an
+//! hour; longer), not fitted to its labels.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kiln_schema::Difficulty;
 
-use super::code::{FUNCTION_DEFINERS, definitions};
-use super::patch::read_patch;
+use super::code::{SCOPE_DEFINERS, definitions};
+use super::patch::{Change, Hunk, read_patch};
 
 /// What the band is made of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -72,24 +73,13 @@ impl DifficultyMeasures {
         for file in files {
             measures.files += 1;
             measures.hunks += file.hunks.len();
-            let mut functions: BTreeSet<String> = BTreeSet::new();
-            for hunk in &file.hunks {
-                if !hunk.context.is_empty() {
-                    functions.insert(hunk.context.clone());
-                }
-                for line in hunk.added.iter().chain(&hunk.removed) {
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    measures.lines += 1;
-                    for (definer, name) in definitions(line) {
-                        if FUNCTION_DEFINERS.contains(&definer) {
-                            functions.insert(format!("{definer} {name}"));
-                        }
-                    }
-                }
-            }
-            measures.functions += functions.len();
+            measures.lines += file
+                .hunks
+                .iter()
+                .flat_map(|h| &h.lines)
+                .filter(|(change, line)| *change != Change::Unchanged && !line.trim().is_empty())
+                .count();
+            measures.functions += touched_scopes(&file.hunks).len();
         }
         measures
     }
@@ -139,6 +129,42 @@ impl DifficultyMeasures {
             _ => Difficulty::Medium,
         }
     }
+}
+
+/// The functions (or classes) a file's hunks touch: for each changed line that is not blank,
+/// the nearest definition above it in its hunk, else the one the hunk's header names (git's
+/// function context, taken as it is when it defines nothing git's rules know, like an
+/// `impl` line); and each one a changed line defines.
+fn touched_scopes(hunks: &[Hunk]) -> BTreeSet<String> {
+    let mut touched = BTreeSet::new();
+    for hunk in hunks {
+        let mut scope = scope_of(&hunk.context)
+            .or_else(|| (!hunk.context.is_empty()).then(|| hunk.context.clone()));
+        for (change, line) in &hunk.lines {
+            let changed = *change != Change::Unchanged;
+            if let Some(defined) = scope_of(line) {
+                if changed {
+                    touched.insert(defined.clone());
+                }
+                scope = Some(defined);
+            }
+            if changed
+                && !line.trim().is_empty()
+                && let Some(scope) = &scope
+            {
+                touched.insert(scope.clone());
+            }
+        }
+    }
+    touched
+}
+
+/// The function or class `line` defines, as `def name`.
+fn scope_of(line: &str) -> Option<String> {
+    definitions(line)
+        .into_iter()
+        .find(|(definer, _)| SCOPE_DEFINERS.contains(definer))
+        .map(|(definer, name)| format!("{definer} {name}"))
 }
 
 #[cfg(test)]
@@ -220,6 +246,23 @@ mod tests {
             }
         );
         assert_eq!((measures.points(), measures.band()), (9, Difficulty::Hard));
+    }
+
+    /// A change is in the nearest definition above it in its hunk: git's header names the
+    /// class, the hunk shows the methods.
+    #[test]
+    fn functions_touched_are_the_definitions_above_the_changes() {
+        let patch = "diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n\
+                     @@ -51,9 +51,9 @@ class _Parser:\n         return token\n \n     def expression(self):\n\
+                     -        left = self.term()\n+        value = self.term()\n         return left\n \n\
+                     \x20    def term(self):\n-        left = self.factor()\n+        value = self.factor()\n\
+                     \x20    def factor(self):\n";
+        let measures = DifficultyMeasures::of(patch, 1);
+        assert_eq!((measures.functions, measures.lines), (2, 4));
+        assert_eq!(
+            touched_scopes(&read_patch(patch)[0].hunks),
+            BTreeSet::from(["def expression".to_string(), "def term".to_string()])
+        );
     }
 
     #[test]

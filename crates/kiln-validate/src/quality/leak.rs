@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 
 use super::code::{DEFINERS, definitions, names};
-use super::patch::read_patch;
+use super::patch::{Change, read_patch};
 
 /// Characters (whitespace collapsed) an added line needs to count: shorter ones (`}`,
 /// `return None`, `else:`) appear in any text about code.
@@ -96,17 +96,21 @@ impl NewCode {
             .collect();
         let removed: BTreeSet<String> = hunks
             .iter()
-            .flat_map(|h| &h.removed)
+            .flat_map(|h| h.of(Change::Removed))
             .map(|l| collapse(l))
             .collect();
         let old_names: BTreeSet<String> = hunks
             .iter()
-            .flat_map(|h| h.removed.iter().chain(&h.unchanged))
-            .flat_map(|l| names(l))
+            .flat_map(|h| h.lines.iter().filter(|(c, _)| *c != Change::Added))
+            .flat_map(|(_, l)| names(l))
             .collect();
         let mut lines: Vec<String> = Vec::new();
         let mut new_names = BTreeSet::new();
-        for line in hunks.iter().flat_map(|h| &h.added).map(|l| collapse(l)) {
+        for line in hunks
+            .iter()
+            .flat_map(|h| h.of(Change::Added))
+            .map(|l| collapse(l))
+        {
             if is_comment(&line) || !line.chars().any(char::is_alphanumeric) {
                 continue;
             }

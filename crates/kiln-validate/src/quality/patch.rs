@@ -17,12 +17,29 @@ pub(crate) struct Hunk {
     /// What git writes after the header's second `@@`: the line that opens the enclosing
     /// function or class, by git's function-name rules (trimmed; empty when none).
     pub(crate) context: String,
-    /// Lines the hunk adds, without their `+`.
-    pub(crate) added: Vec<String>,
-    /// Lines the hunk removes, without their `-`.
-    pub(crate) removed: Vec<String>,
-    /// Lines the hunk shows unchanged, without their leading space.
-    pub(crate) unchanged: Vec<String>,
+    /// Its lines in order, each without its marker (`+`, `-` or a space).
+    pub(crate) lines: Vec<(Change, String)>,
+}
+
+/// What a hunk does to one of its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The line is new.
+    Added,
+    /// The line goes.
+    Removed,
+    /// The line is shown around the others, unchanged.
+    Unchanged,
+}
+
+impl Hunk {
+    /// Its lines of one kind, in order.
+    pub(crate) fn of(&self, change: Change) -> impl Iterator<Item = &String> {
+        self.lines
+            .iter()
+            .filter(move |(c, _)| *c == change)
+            .map(|(_, line)| line)
+    }
 }
 
 /// The files and hunks of `patch`. A hunk's lines are read by the counts in its header, so a
@@ -59,15 +76,15 @@ pub(crate) fn read_patch(patch: &str) -> Vec<PatchFile> {
             let text = &body[marker.map_or(0, char::len_utf8)..];
             match marker {
                 Some('+') => {
-                    hunk.added.push(text.to_string());
+                    hunk.lines.push((Change::Added, text.to_string()));
                     new_left -= 1;
                 }
                 Some('-') => {
-                    hunk.removed.push(text.to_string());
+                    hunk.lines.push((Change::Removed, text.to_string()));
                     old_left -= 1;
                 }
                 Some(' ') | None => {
-                    hunk.unchanged.push(text.to_string());
+                    hunk.lines.push((Change::Unchanged, text.to_string()));
                     old_left = old_left.saturating_sub(1);
                     new_left = new_left.saturating_sub(1);
                 }
@@ -112,13 +129,24 @@ mod tests {
         assert_eq!(files[0].path, "src/x.py");
         let first = &files[0].hunks[0];
         assert_eq!(first.context, "def area(w, h):");
-        assert_eq!(first.removed, ["-- not a header"]);
-        assert_eq!(first.added, ["++ not one either"]);
-        assert_eq!(first.unchanged, ["    w = int(w)", ""]);
+        let line = |change, text: &str| (change, text.to_string());
+        assert_eq!(
+            first.lines,
+            [
+                line(Change::Unchanged, "    w = int(w)"),
+                line(Change::Removed, "-- not a header"),
+                line(Change::Added, "++ not one either"),
+                line(Change::Unchanged, ""),
+            ]
+        );
         let second = &files[0].hunks[1];
-        assert_eq!((second.context.as_str(), second.removed.len()), ("", 1));
-        assert_eq!(second.added, ["y", "z"]);
+        assert_eq!(second.context, "");
+        assert_eq!(second.of(Change::Removed).count(), 1);
+        assert_eq!(second.of(Change::Added).collect::<Vec<_>>(), ["y", "z"]);
         assert_eq!(files[1].path, "b.rs");
-        assert_eq!(files[1].hunks[0].added, ["fn b() {}"]);
+        assert_eq!(
+            files[1].hunks[0].of(Change::Added).collect::<Vec<_>>(),
+            ["fn b() {}"]
+        );
     }
 }

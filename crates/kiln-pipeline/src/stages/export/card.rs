@@ -265,7 +265,8 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
             tally(bands),
             "A band from the gold patch (documentation not counted) and the tests it fixes: lines changed \
              (≤ 6, ≤ 30, more), hunks (1, ≤ 3, more), files (1, 2, more), functions touched (≤ 1, ≤ 3, more: \
-             git's function context of each hunk and the functions the changed lines define) and FAIL_TO_PASS \
+             the function or class each changed line is in, by the nearest definition above it in its hunk or \
+             git's hunk header, and those the changed lines define) and FAIL_TO_PASS \
              tests (≤ 2, ≤ 10, more) give 0, 1 or 2 points each; 0–1 points is `easy`, 7–10 `hard`, \
              `medium` between. The bounds are set by hand, not fitted to human labels.",
         ),
