@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use kiln_schema::ReleaseInstance;
+use kiln_schema::{Difficulty, ReleaseInstance};
 
 use crate::{containers_with_label, kiln, run, tempdir, text};
 
@@ -132,12 +132,58 @@ fn demo_validates_the_fixtures_exactly_and_leaves_no_container() {
         assert_eq!(row.log_parser, "parse_log_pytest_v2", "{}", row.instance_id);
         assert_eq!(row.harness_note, "", "{}", row.instance_id);
         assert_eq!(row.eval_type, "pass_and_fail");
+        // The quality signals: the fixtures' tests repeat exactly, their issues describe the
+        // bugs without the fix's code, and the heuristic filter kept them.
+        assert_eq!(
+            (
+                row.repeats,
+                row.identical_runs_before,
+                row.identical_runs_after
+            ),
+            (3, 3, 3),
+            "{}",
+            row.instance_id
+        );
+        assert!(
+            !row.solution_leak && row.solution_leak_matches.is_empty(),
+            "{}: {:?}",
+            row.instance_id,
+            row.solution_leak_matches
+        );
+        assert_eq!(row.filter_judge.as_deref(), Some("heuristic"));
+        assert_eq!(row.filter_label.as_deref(), Some("ok"));
     }
+    // calc-2 fixes three bugs in four functions of three files; textwrap2-3 one condition and
+    // one field of one class.
+    let bands: Vec<(&str, Option<Difficulty>)> = rows
+        .iter()
+        .map(|r| (r.instance_id.as_str(), r.difficulty))
+        .collect();
+    assert_eq!(
+        bands,
+        [
+            ("kiln-demo__calc-2", Some(Difficulty::Hard)),
+            ("kiln-demo__textwrap2-3", Some(Difficulty::Medium))
+        ],
+        "{:?}",
+        rows.iter()
+            .map(|r| &r.difficulty_measures)
+            .collect::<Vec<_>>()
+    );
     let card = std::fs::read_to_string(tag.join("README.md")).unwrap();
     assert!(
         card.contains("2 of 2 rows are evaluable unchanged by the official SWE-bench harness"),
         "{card}"
     );
+    for line in [
+        "## Quality signals",
+        "| `identical_runs_before`, `identical_runs_after` (of `repeats`) | before 3/3, after 3/3: 2 |",
+        "| `solution_leak` (`solution_leak_matches`) | none: 2 |",
+        "| `difficulty` (`difficulty_measures`) | hard: 1, medium: 1, easy: 0 |",
+        "| `filter_judge` (`filter_label`, `filter_reason`) | heuristic (ok): 2 |",
+    ] {
+        assert!(card.contains(line), "{line}\n{card}");
+    }
 
     // The official SWE-bench harness (swebench 5.0.2 from PyPI) evaluates the release unchanged:
     // gold patches resolve both rows, a no-op and empty patches resolve none; `datasets` and

@@ -189,6 +189,18 @@ fn harbor_runs_the_demo_release_oracle_1_and_nop_0_on_every_task() {
             task["environment"]["docker_image"].as_str(),
             Some(row.image.as_str())
         );
+        // The quality signals, as the release row has them.
+        assert_eq!(meta["repeats"].as_integer(), Some(row.repeats));
+        assert_eq!(
+            meta["identical_runs_after"].as_integer(),
+            Some(row.identical_runs_after)
+        );
+        assert_eq!(meta["solution_leak"].as_bool(), Some(row.solution_leak));
+        assert_eq!(
+            meta["difficulty"].as_str(),
+            row.difficulty.map(kiln_schema::Difficulty::as_str)
+        );
+        assert_eq!(meta["filter_judge"].as_str(), Some("heuristic"));
         let verifier = task["verifier"]["timeout_sec"].as_float().unwrap();
         assert!((600.0..3600.0).contains(&verifier), "{task:#?}");
     }
