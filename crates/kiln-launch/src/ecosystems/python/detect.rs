@@ -357,7 +357,7 @@ pub fn is_plain_requirement(spec: &str) -> bool {
 }
 
 /// The project name of a requirement, lower-cased with `_` as `-`, for de-duplication.
-fn requirement_name(spec: &str) -> String {
+pub(crate) fn requirement_name(spec: &str) -> String {
     let end = spec
         .find(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
         .unwrap_or(spec.len());

@@ -5,7 +5,7 @@
 use crate::debian::Suite;
 use crate::plan::RepairContext;
 use crate::repair::{Failed, Phase, Repair, Rule, Target};
-use crate::steps::{PipInstall, ProjectInstall, Step};
+use crate::steps::{PipInstall, PipPurpose, ProjectInstall, Step, VENV};
 
 /// Import names of common distributions whose import name differs (`import yaml` needs
 /// `pyyaml`).
@@ -175,6 +175,45 @@ fn missing_test_module(
     ))]))
 }
 
+/// The packages the CI installs that the plan added on its own initiative (the optional step
+/// of [`super::install::ci_requirements`]): when the baseline then fails at collection (a
+/// plugin that imports the project while the project imports it, `partially initialized
+/// module`), they are uninstalled and the tests run again, so the baseline is no worse for
+/// them; the row names those dropped.
+fn drop_optional_ci_packages(
+    _f: &Failed<'_>,
+    _c: &regex::Captures<'_>,
+    cx: &RepairContext,
+) -> Option<Repair> {
+    let names: Vec<String> = cx
+        .optional
+        .iter()
+        .filter_map(|step| match step {
+            Step::Pip(install)
+                if install.purpose == PipPurpose::TestRequirements && install.tolerant =>
+            {
+                Some(
+                    install
+                        .specs
+                        .iter()
+                        .map(|s| super::detect::requirement_name(s)),
+                )
+            }
+            _ => None,
+        })
+        .flatten()
+        .filter(|name| !name.is_empty() && name != "pytest")
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let list = crate::shell::join(&names);
+    Some(Repair::Before(vec![Step::Shell(format!(
+        "uv pip uninstall --python {VENV}/bin/python {list}; echo '[kiln] dropped optional packages the CI installs: {}'",
+        names.join(" ")
+    ))]))
+}
+
 /// Starts over on `target`'s Python unless the plan is there already.
 fn interpreter(target: Suite, cx: &RepairContext) -> Option<Repair> {
     (cx.suite != Some(target)).then_some(Repair::Interpreter(target))
@@ -223,6 +262,14 @@ pub static RULES: &[Rule] = &[
         repair: |_, _, cx| {
             (cx.suite == Some(Suite::Trixie)).then_some(Repair::Interpreter(Suite::Bookworm))
         },
+    },
+    Rule {
+        name: "python-optional-ci-packages",
+        phase: Phase::Tests,
+        target: Target::Any,
+        signature: r"(?i)partially initialized module|ImportError while loading conftest|Interrupted: \d+ errors? during collection|\d+ errors? during collection",
+        description: "the packages the project's CI installs, added by kiln on its own initiative, break the test session (a plugin imports the project while the project imports it): they are uninstalled and the tests run again",
+        repair: drop_optional_ci_packages,
     },
     Rule {
         name: "python-missing-test-module",
@@ -285,6 +332,49 @@ mod tests {
         let next =
             find(&failed, &cx(), &rules(), &["python-editable-backend"]).map(|(r, _, _)| r.name);
         assert_eq!(next, Some("python-old-setuptools"));
+    }
+
+    /// pydicom's CI installs pylibjpeg, whose plugin imports pydicom while pydicom imports it:
+    /// every test module fails at collection; the packages kiln added go and the tests run
+    /// again. Without such packages, or on another failure, the rule stays out.
+    #[test]
+    fn optional_ci_packages_that_break_collection_are_uninstalled() {
+        let log = "ERROR tests/test_a.py - AttributeError: partially initialized module 'pydicom' has no attribute 'config' (most likely due to a circular import)\n!!!!!!!!!!!!!!!!!!!! Interrupted: 3 errors during collection !!!!!!!!!!!!!!!!!!!!\n";
+        let command = TestCommand::plain("pytest");
+        let ci_step = Step::Pip(PipInstall {
+            purpose: PipPurpose::TestRequirements,
+            tolerant: true,
+            specs: vec!["pylibjpeg".into(), "pylibjpeg-openjpeg>=1.0".into()],
+            ..PipInstall::default()
+        });
+        let with_ci = RepairContext {
+            optional: vec![ci_step],
+            ..cx()
+        };
+        let failed = crate::repair::Failed {
+            failing: Failing::Tests(&command),
+            output: log,
+        };
+        let (rule, repair, _) = find(&failed, &with_ci, &rules(), &[]).unwrap();
+        assert_eq!(rule.name, "python-optional-ci-packages");
+        let Repair::Before(steps) = repair else {
+            panic!("{repair:?}")
+        };
+        assert_eq!(
+            steps[0].render(),
+            "uv pip uninstall --python /opt/kiln/venv/bin/python pylibjpeg pylibjpeg-openjpeg; echo '[kiln] dropped optional packages the CI installs: pylibjpeg pylibjpeg-openjpeg'"
+        );
+        // No package of the CI's was added: nothing to drop.
+        assert!(
+            find(&failed, &cx(), &rules(), &[])
+                .is_none_or(|(r, _, _)| r.name != "python-optional-ci-packages")
+        );
+        // A test failing on its own is no collection failure.
+        let plain = crate::repair::Failed {
+            failing: Failing::Tests(&command),
+            output: "FAILED tests/test_a.py::test_x - assert 1 == 2\n",
+        };
+        assert!(find(&plain, &with_ci, &rules(), &[]).is_none());
     }
 
     #[test]
