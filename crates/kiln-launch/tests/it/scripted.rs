@@ -251,7 +251,9 @@ async fn a_setup_failure_a_rule_knows_is_repaired_once_and_recorded() {
     assert!(!commands[failed].contains("--no-build-isolation"));
     let repaired = &commands[failed + 1];
     assert!(
-        repaired.contains("'setuptools>=64'") && repaired.contains("--no-build-isolation -e"),
+        repaired.contains("'setuptools>=64'")
+            && repaired.contains("-r pyproject.toml --extra test")
+            && repaired.contains("--no-build-isolation --no-deps -e"),
         "{repaired}"
     );
     assert_eq!(
@@ -483,7 +485,7 @@ async fn a_repair_that_asks_for_an_older_setuptools_gets_it() {
     // the install that follows.
     let runtime = Arc::new(ScriptedRuntime::new());
     runtime.script(
-        Script::contains("--no-build-isolation -e").answer(Answer::exit(1).output(
+        Script::contains("--no-build-isolation --no-deps -e").answer(Answer::exit(1).output(
             "      error in demo setup command: use_2to3 is invalid.\n      [end of output]\n",
         )),
     );
