@@ -368,6 +368,9 @@ pub struct ContainerInfo {
     pub running: bool,
     /// Its labels (its image's and its own, as the engine lists them).
     pub labels: BTreeMap<String, String>,
+    /// When it was created, in seconds since the Unix epoch by the engine's clock; 0 when the
+    /// engine does not say.
+    pub created: i64,
 }
 
 /// Engine identity, for logs and error messages.

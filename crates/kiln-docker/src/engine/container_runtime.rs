@@ -145,6 +145,7 @@ impl ContainerRuntime for DockerRuntime {
                 image: c.image_id.map(content_id).unwrap_or_default(),
                 running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
+                created: c.created.unwrap_or_default(),
             })
             .collect())
     }

@@ -262,6 +262,28 @@ async fn committed_images_run_with_the_container_state() {
     let image_id = rt.commit(&c.0, &tag, &labels, &env).await.unwrap();
     eprintln!("commit of a small container: {:?}", started.elapsed());
     assert!(image_id.starts_with("sha256:"), "{image_id}");
+    // As listed (what `kiln gc` reads): the container's labels, and a creation time no later
+    // than its commit's.
+    let listed = rt.list_containers().await.unwrap();
+    let container = listed.iter().find(|l| l.id == c.0.0).unwrap();
+    assert_eq!(
+        container.labels.get(LABEL_MANAGED).map(String::as_str),
+        Some("1")
+    );
+    let committed = rt
+        .list_all_images()
+        .await
+        .unwrap()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|i| i.id == image_id)
+        .unwrap();
+    assert!(
+        container.created > 0 && container.created <= committed.created,
+        "{} against {}",
+        container.created,
+        committed.created
+    );
     rt.remove(&c.0).await.unwrap();
 
     assert!(rt.image_exists(&tag).await.unwrap());

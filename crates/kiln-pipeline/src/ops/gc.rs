@@ -140,9 +140,10 @@ pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(60 * 60);
 /// creation times against this host's clock: an engine whose clock runs behind this host's by
 /// more than `min_age` shortens it.
 struct InUse {
-    /// Images containers were made from, each with the dataset labels of those containers
-    /// (`None` for a container of no dataset: a build's step, another program's).
-    under_containers: BTreeMap<String, Vec<Option<String>>>,
+    /// Images containers were made from, each with the dataset label (`None` for a container
+    /// of no dataset: a build's step, another program's) and the creation time of those
+    /// containers.
+    under_containers: BTreeMap<String, Vec<(Option<String>, i64)>>,
     /// Seconds since the Unix epoch: an image made later is young.
     young_since: i64,
 }
@@ -156,7 +157,7 @@ impl InUse {
                     by_image
                         .entry(c.image.clone())
                         .or_insert_with(Vec::new)
-                        .push(c.labels.get(LABEL_DATASET).cloned());
+                        .push((c.labels.get(LABEL_DATASET).cloned(), c.created));
                     by_image
                 },
             ),
@@ -173,19 +174,23 @@ impl InUse {
     }
 
     /// Whether `image` may be the commit of a container that exists: it was made from that
-    /// container's image. An image of a dataset is the commit of that dataset's containers (or
-    /// of a build's step, which carries no dataset), never of another dataset's: a container
-    /// another run left on a shared base image does not keep every image made from that base.
+    /// container's image, after the container was created (a commit comes after its
+    /// container; a time the engine does not give counts as earlier). An image of a dataset is
+    /// the commit of that dataset's containers (or of a build's step, which carries no
+    /// dataset), never of another dataset's: a container another run left on a shared base
+    /// image does not keep every image made from that base, nor does one made after the image.
     fn may_be_a_commit(&self, image: &ImageInfo) -> bool {
-        let Some(datasets) = self.under_containers.get(&image.parent) else {
+        let Some(containers) = self.under_containers.get(&image.parent) else {
             return false;
         };
-        match image.labels.get(LABEL_DATASET) {
-            Some(own) => datasets
-                .iter()
-                .any(|dataset| dataset.as_ref().is_none_or(|d| d == own)),
-            None => true,
-        }
+        let own = image.labels.get(LABEL_DATASET);
+        containers.iter().any(|(dataset, created)| {
+            *created <= image.created
+                && match own {
+                    Some(own) => dataset.as_ref().is_none_or(|d| d == own),
+                    None => true,
+                }
+        })
     }
 }
 
@@ -599,6 +604,7 @@ mod tests {
             labels: dataset
                 .map(|d| BTreeMap::from([(LABEL_DATASET.to_string(), d.to_string())]))
                 .unwrap_or_default(),
+            created: 0,
         };
         let env = |dataset: &str| ImageInfo {
             id: format!("env-{dataset}"),
@@ -623,9 +629,22 @@ mod tests {
             ..ImageInfo::default()
         };
         assert!(other.holds(&base_step, false));
-        // A container of no dataset (a build's step, another program's) may have made anything.
+        // A container of no dataset (a build's step, another program's) may have made anything
+        // made after it was created, and nothing made before.
         let unlabelled = InUse::new(&[of_dataset("step", "python", None)], Duration::ZERO, now);
         assert!(unlabelled.holds(&env("/data/demo"), true));
+        let later = ContainerInfo {
+            created: 2_000,
+            ..of_dataset("step", "python", None)
+        };
+        let made_at = |created| ImageInfo {
+            created,
+            ..env("/data/demo")
+        };
+        let in_use = InUse::new(&[later], Duration::ZERO, now);
+        assert!(!in_use.holds(&made_at(1_999), true));
+        assert!(in_use.holds(&made_at(2_000), true));
+        assert!(in_use.holds(&made_at(2_500), true));
     }
 
     fn image(id: &str, parent: &str, size: i64, tagged: bool) -> ImageInfo {

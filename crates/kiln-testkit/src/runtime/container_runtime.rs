@@ -77,6 +77,8 @@ impl ContainerRuntime for ScriptedRuntime {
                 image: c.image_id.clone(),
                 running: c.stopped.is_none(),
                 labels: c.labels.clone(),
+                // The scripted engine keeps no clock: unknown, so any image may be its commit.
+                created: 0,
             })
             .collect())
     }
