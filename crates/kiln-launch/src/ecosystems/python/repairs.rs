@@ -207,10 +207,12 @@ fn drop_optional_ci_packages(
     if names.is_empty() {
         return None;
     }
+    // Only what is installed goes, and only that is named: the CI's lines may name more.
     let list = crate::shell::join(&names);
+    let python = format!("{VENV}/bin/python");
     Some(Repair::Before(vec![Step::Shell(format!(
-        "uv pip uninstall --python {VENV}/bin/python {list}; echo '[kiln] dropped optional packages the CI installs: {}'",
-        names.join(" ")
+        "d=; for p in {list}; do uv pip show --python {python} \"$p\" >/dev/null 2>&1 && d=\"$d $p\"; done; \
+if [ -n \"$d\" ]; then uv pip uninstall --python {python} $d && echo \"[kiln] dropped optional packages the CI installs:$d\"; fi"
     ))]))
 }
 
@@ -362,7 +364,7 @@ mod tests {
         };
         assert_eq!(
             steps[0].render(),
-            "uv pip uninstall --python /opt/kiln/venv/bin/python pylibjpeg pylibjpeg-openjpeg; echo '[kiln] dropped optional packages the CI installs: pylibjpeg pylibjpeg-openjpeg'"
+            "d=; for p in pylibjpeg pylibjpeg-openjpeg; do uv pip show --python /opt/kiln/venv/bin/python \"$p\" >/dev/null 2>&1 && d=\"$d $p\"; done; if [ -n \"$d\" ]; then uv pip uninstall --python /opt/kiln/venv/bin/python $d && echo \"[kiln] dropped optional packages the CI installs:$d\"; fi"
         );
         // No package of the CI's was added: nothing to drop.
         assert!(
