@@ -86,6 +86,7 @@ def harness(shard, predictions, run_id, ids, work, timeout):
         "--report_dir", str(work),
         "--instance_ids", *ids,
     ]
+    raced_once = False
     for _ in range(3):
         result = subprocess.run(command, cwd=work, capture_output=True, text=True)
         # The harness's final report lists every image and every container of the engine and
@@ -95,6 +96,7 @@ def harness(shard, predictions, run_id, ids, work, timeout):
         raced = ("ImageNotFound" in result.stderr and "in list_images" in result.stderr) or (
             "NotFound" in result.stderr and "client.containers.list(" in result.stderr
         )
+        raced_once = raced_once or raced
         if result.returncode == 0 or not raced:
             break
         print(f"{run_id}: an image or container vanished while the harness listed them; reporting again", file=sys.stderr)
@@ -103,7 +105,17 @@ def harness(shard, predictions, run_id, ids, work, timeout):
         check(False, f"{run_id}: run_evaluation exits {result.returncode}")
         return {}
     model = "gold" if predictions == "gold" else "kiln-check"
-    return json.loads((work / f"{model}.{run_id}.json").read_text())
+    report = json.loads((work / f"{model}.{run_id}.json").read_text())
+    # An instance the same race cut off mid-evaluation is an error of the harness's, not a
+    # verdict: those are evaluated once more under a run id of their own.
+    errored = sorted(set(report.get("error_ids", [])) & set(ids))
+    if raced_once and errored and not run_id.endswith("-again"):
+        print(f"{run_id}: evaluating {errored} again after the race", file=sys.stderr)
+        again = harness(shard, predictions, f"{run_id}-again", errored, work, timeout)
+        for key in ("resolved_ids", "unresolved_ids", "completed_ids"):
+            report[key] = sorted(set(report.get(key, [])) | set(again.get(key, [])))
+        report["error_ids"] = sorted(set(again.get("error_ids", [])))
+    return report
 
 
 def predictions(path, ids, patch):
@@ -148,6 +160,11 @@ def main():
             resolved = set(gold.get("resolved_ids", []))
             missing = ", ".join(sorted(set(ids) - resolved))
             check(not missing, f"{shard.name}: gold resolves {len(resolved)} of {len(ids)}" + (f" (not: {missing})" if missing else ""))
+            for instance in sorted(set(ids) - resolved):
+                # What the harness logged of it, to tell a verdict from a harness error.
+                for log in sorted(work.glob(f"logs/run_evaluation/kiln-gold-{tag}*/gold/{instance}/run_instance.log")):
+                    tail = log.read_text(errors="replace").splitlines()[-25:]
+                    print(f"     {log}:\n" + "\n".join(f"       {line}" for line in tail), file=sys.stderr)
             noop = harness(shard, predictions(work / f"noop-{tag}.jsonl", ids, NOOP_PATCH), f"kiln-noop-{tag}", ids, work, args.timeout)
             check(
                 not noop.get("resolved_ids") and sorted(noop.get("completed_ids", [])) == sorted(ids),
