@@ -97,7 +97,8 @@ pub(super) async fn run_baseline(
 
 /// Applies a test-phase repair: setup steps that run before the next commit (the baseline ran
 /// in a container of its own, so this one is still what was committed), an environment
-/// variable the next commit carries, or another test command. Any other repair, or a repair step that fails, ends the attempt with `failure`.
+/// variable the next commit carries, or another test command. Any other repair, or a repair
+/// step that fails, ends the attempt with `failure`.
 async fn apply_test_repair(
     session: &mut Session,
     request: &LaunchRequest,
