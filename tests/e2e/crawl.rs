@@ -119,10 +119,35 @@ fn kill_9_during_a_crawl_loses_and_repeats_nothing() {
         expected,
         "the resumed crawl differs"
     );
-    let runs = std::fs::read_dir(tmp.path().join("datasets/killed/runs"))
-        .map(Iterator::count)
-        .unwrap_or(0);
-    assert_eq!(runs, 1, "every re-run resumed the same run");
+    // Every re-run resumed the run a kill left incomplete: one run holds the rows, and every
+    // run is complete. A kill that lands after a run wrote its end (the process was still
+    // exiting) leaves it complete, and the next re-run rightly starts a new one, which finds
+    // nothing new.
+    let runs = tmp.path().join("datasets/killed/runs");
+    let ids = kiln_store::run_ids(tmp.path().join("datasets").as_path(), "killed").unwrap();
+    let with_rows: Vec<&String> = ids
+        .iter()
+        .filter(|id| {
+            let stage = runs.join(id).join("github");
+            stage.join("manifest.json").exists()
+                && !kiln_store::read_rows::<Candidate>(&stage)
+                    .unwrap()
+                    .is_empty()
+        })
+        .collect();
+    assert_eq!(with_rows.len(), 1, "the rows are split over runs {ids:?}");
+    for id in &ids {
+        let run = kiln_store::RunStore::open(tmp.path().join("datasets").as_path(), "killed", id)
+            .unwrap();
+        assert_eq!(
+            run.info().status,
+            kiln_store::Status::Complete,
+            "run {id} of {ids:?} was left incomplete"
+        );
+    }
+    // Nothing but runs: what a kill left of a run being created is gone.
+    let entries = std::fs::read_dir(&runs).map(Iterator::count).unwrap_or(0);
+    assert_eq!(entries, ids.len(), "{ids:?}");
 
     // A new run of the same window finds nothing new and asks GitHub nothing: the earlier run
     // finished the window long after it ended.
