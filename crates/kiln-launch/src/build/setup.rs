@@ -188,13 +188,7 @@ pub(super) fn apply_repair(
     match repair {
         Repair::Env(name, value) => {
             record.environment.insert(name, value);
-            session.set_env(
-                record
-                    .environment
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            );
+            super::use_row_environment(session, record);
             work.queue.push_front(failed);
         }
         Repair::Before(steps) => {
