@@ -265,6 +265,17 @@ pub struct ProjectInstall {
     pub extras: Vec<String>,
 }
 
+impl ProjectInstall {
+    /// What the install names: `.`, or `'.[extra,...]'` with its extras.
+    fn target(&self) -> String {
+        if self.extras.is_empty() {
+            ".".to_string()
+        } else {
+            shell::quote(&format!(".[{}]", self.extras.join(",")))
+        }
+    }
+}
+
 /// `uv pip install` into [`VENV`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PipInstall {
@@ -350,11 +361,7 @@ impl PipInstall {
             dependencies.push(' ');
             dependencies.push_str(&shell::quote(spec));
         }
-        let target = if project.extras.is_empty() {
-            ".".to_string()
-        } else {
-            shell::quote(&format!(".[{}]", project.extras.join(",")))
-        };
+        let target = project.target();
         Some(format!(
             "{dependencies} && {base} --no-build-isolation --no-deps -e {target}"
         ))
@@ -374,11 +381,7 @@ impl PipInstall {
                 command.push_str(" --no-build-isolation");
             }
             if let Some(project) = &self.project {
-                let target = if project.extras.is_empty() {
-                    ".".to_string()
-                } else {
-                    shell::quote(&format!(".[{}]", project.extras.join(",")))
-                };
+                let target = project.target();
                 command.push_str(if project.editable { " -e " } else { " " });
                 command.push_str(&target);
             }
