@@ -211,9 +211,10 @@ impl Session {
         }
     }
 
-    /// Environment variables passed to every later command.
-    pub fn set_env(&mut self, env: Vec<(String, String)>) {
-        self.env = env;
+    /// Environment variables passed to every later command, and to the image it commits
+    /// (a row's `environment`: those repairs, recipes and the agent set).
+    pub fn set_env(&mut self, env: &std::collections::BTreeMap<String, String>) {
+        self.env = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     }
 
     /// Writes a line to the log.

@@ -151,7 +151,7 @@ async fn replay(
     for (name, value) in &recipe.environment {
         record.environment.insert(name.clone(), value.clone());
     }
-    crate::build::use_row_environment(session, record);
+    session.set_env(&record.environment);
     let runtime = std::sync::Arc::clone(session.runtime());
     let mut watch = kiln_core::checkout::Watch::new(
         std::sync::Arc::clone(&known.tree),

@@ -154,13 +154,7 @@ pub(super) async fn act(call: &ToolCall, cx: &mut Ctx<'_>) -> Result<Done, Runti
         Action::SetEnv { name, value } => {
             cx.record.environment.insert(name.clone(), value.clone());
             cx.learned.environment.insert(name.clone(), value.clone());
-            cx.session.set_env(
-                cx.record
-                    .environment
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            );
+            cx.session.set_env(&cx.record.environment);
             cx.session.note(&format!("# kiln agent: set {name}"));
             Done::said(
                 one_line("set_env", &format!("{name}={value}")),

@@ -118,7 +118,7 @@ async fn apply_test_repair(
         // environment goes into the image), so the tests, and validation, run with it.
         Repair::Env(name, value) => {
             record.environment.insert(name, value);
-            super::use_row_environment(session, record);
+            session.set_env(&record.environment);
             Vec::new()
         }
         _ => return Ok(Repaired::Ends(Attempt::Done(Some(failure)))),

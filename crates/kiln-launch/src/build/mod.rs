@@ -19,18 +19,3 @@ mod work;
 pub use checkout::{PackedCheckout, packed_checkout};
 pub use error::LaunchError;
 pub use launch::launch;
-
-/// Gives every later command of `session`, and the image it commits, the row's environment
-/// variables (those repairs and recipes set).
-pub(crate) fn use_row_environment(
-    session: &mut kiln_core::Session,
-    record: &kiln_schema::EnvironmentRecord,
-) {
-    session.set_env(
-        record
-            .environment
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
-}

@@ -188,7 +188,7 @@ pub(super) fn apply_repair(
     match repair {
         Repair::Env(name, value) => {
             record.environment.insert(name, value);
-            super::use_row_environment(session, record);
+            session.set_env(&record.environment);
             work.queue.push_front(failed);
         }
         Repair::Before(steps) => {
