@@ -496,6 +496,18 @@ jobs:
     }
 
     #[test]
+    fn a_comment_after_a_pip_install_names_no_packages() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".github/workflows")).unwrap();
+        std::fs::write(
+            dir.path().join(".github/workflows/ci.yml"),
+            "jobs:\n  test:\n    steps:\n      - run: |\n          python -m pip install -U pip # to ensure version > 20 to have cache dir\n          pip install pytest numpy  # the suite's\n",
+        )
+        .unwrap();
+        assert_eq!(pip_packages(&commands(dir.path())), ["pytest", "numpy"]);
+    }
+
+    #[test]
     fn the_files_of_every_ci_system_are_read() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".github/workflows")).unwrap();
