@@ -35,7 +35,9 @@ use crate::status::{
 /// and a difficulty band from the gold patch (`difficulty`, `difficulty_measures`); release rows
 /// carry the filter's verdict (`filter_judge`, `filter_label`, `filter_reason`, `filter_flags`,
 /// `filter_fallback`).
-pub const SCHEMA_VERSION: u32 = 14;
+/// 15: validations and release rows carry how many of the tests the test patch's files define
+/// the runs reported (`tests_defined`, `tests_collected`; validations also `tests_not_collected`).
+pub const SCHEMA_VERSION: u32 = 15;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

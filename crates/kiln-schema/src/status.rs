@@ -226,6 +226,9 @@ pub enum FailureClass {
     /// The environment changed or deleted a tracked file of the checkout that its plan does not
     /// declare (a lockfile its package manager rewrites): the tests must see the commit as it is.
     EnvironmentEditsCheckout,
+    /// The runs with the gold patch reported too few of the tests the test patch's files
+    /// define (`[stages.validate] min_collected`): the environment lost tests it should run.
+    TestsNotCollected,
 }
 
 impl FailureClass {
@@ -255,6 +258,7 @@ impl FailureClass {
             Self::GoldWithoutCode => "gold-without-code",
             Self::EnvironmentEditsTests => "environment-edits-tests",
             Self::EnvironmentEditsCheckout => "environment-edits-checkout",
+            Self::TestsNotCollected => "tests-not-collected",
         }
     }
 }

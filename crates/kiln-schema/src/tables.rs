@@ -323,6 +323,16 @@ table! {
         /// The measures behind `difficulty`: `lines`, `hunks`, `files`, `functions` (touched),
         /// `fail_to_pass`, and their `points`.
         pub difficulty_measures: BTreeMap<String, i64>,
+        /// Test names the test patch's files define, read from the files at the patched commit
+        /// in the row's language (kiln-validate's `quality::tests_collected` gives the rules);
+        /// 0 when they define none kiln reads.
+        pub tests_defined: i64,
+        /// The share of `tests_defined` that the runs with the gold patch reported, in [0, 1];
+        /// null when `tests_defined` is 0. Under `[stages.validate] min_collected` the row is
+        /// rejected (`tests-not-collected`): its environment lost tests it should have run.
+        pub tests_collected: Option<f64>,
+        /// The defined tests no run with the gold patch reported, as `path::name` (at most 50).
+        pub tests_not_collected: Vec<String>,
         /// Network mode of the test containers (`none` or `bridge`).
         pub network: String,
         /// Per run: side, repeat, exit code, counts, patch method and seconds.
@@ -432,6 +442,14 @@ table! {
         /// The measures behind `difficulty` and their `points`: `lines`, `hunks`, `files`,
         /// `functions`, `fail_to_pass`.
         pub difficulty_measures: BTreeMap<String, i64>,
+        /// Test names the test patch's files define (Python `def test…`, Go `func Test…`, Rust
+        /// `#[test]` functions, JUnit `@Test` methods, literal `it`/`test` titles), read from the
+        /// files at the patched commit; 0 when they define none kiln reads (C and C++ suites).
+        pub tests_defined: i64,
+        /// The share of `tests_defined` that validation's runs with the gold patch reported;
+        /// null when `tests_defined` is 0. A row under `[stages.validate] min_collected` is not
+        /// released.
+        pub tests_collected: Option<f64>,
         /// The filter's judge of the row: `heuristic`, or the model names of the LM judge joined
         /// by `+`; null when no filter stage judged it (a task file taken as it is).
         pub filter_judge: Option<String>,
@@ -591,6 +609,9 @@ mod tests {
             solution_leak_matches: vec!["return a / b".into()],
             difficulty: Some(crate::status::Difficulty::Medium),
             difficulty_measures: BTreeMap::from([("points".to_string(), 3)]),
+            tests_defined: 0,
+            tests_collected: None,
+            tests_not_collected: Vec::new(),
             network: "none".into(),
             runs: BTreeMap::new(),
             run_statuses,

@@ -198,6 +198,8 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         solution_leak_matches: Vec::new(),
         difficulty: Some(kiln_schema::Difficulty::Hard),
         difficulty_measures: std::collections::BTreeMap::from([("lines".to_string(), 40)]),
+        tests_defined: 4,
+        tests_collected: Some(1.0),
         filter_judge: Some("heuristic".into()),
         filter_label: Some("ok".into()),
         filter_reason: Some("reports a defect".into()),

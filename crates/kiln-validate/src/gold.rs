@@ -53,6 +53,9 @@ pub struct Effect {
     pub before: Side,
     /// With the test patch and the gold patch.
     pub after: Side,
+    /// The files the test patch changes, as both patches leave them (path and content; files
+    /// over the content cap and deleted files left out): what the tests define is read there.
+    pub test_sources: Vec<(String, Vec<u8>)>,
 }
 
 /// Files read whole to judge a change: manifests and code files are small.
@@ -181,10 +184,28 @@ pub fn examine(
         })
     };
     let after_paths = paths(&patched.diff(&base, &after).map_err(infra)?);
+    let test_sources = {
+        let tests: Vec<&kiln_git::scratch::TreeEntry> = after_entries
+            .iter()
+            .filter(|e| {
+                test_paths.contains(&e.path) && e.mode != MODE_SYMLINK && e.mode != MODE_GITLINK
+            })
+            .collect();
+        let oids: Vec<&str> = tests.iter().map(|e| e.oid.as_str()).collect();
+        let blobs = patched.blobs(&oids).map_err(infra)?;
+        tests
+            .iter()
+            .filter_map(|e| {
+                let content = blobs.get(&e.oid).filter(|b| b.len() <= CONTENT_CAP)?;
+                Some((e.path.clone(), content.clone()))
+            })
+            .collect()
+    };
     Ok(Effect {
         base: side(&base, BTreeSet::new()).map_err(infra)?,
         before: side(&before, test_paths).map_err(infra)?,
         after: side(&after, after_paths).map_err(infra)?,
+        test_sources,
     })
 }
 

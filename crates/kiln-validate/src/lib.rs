@@ -160,7 +160,7 @@ async fn validate_charged(
         Ok(runs) => runs,
         Err((class, reason)) => return Ok(ended(record, class, reason)),
     };
-    decide_and_record(&mut record, runs, request);
+    decide_and_record(&mut record, runs, request, &effect.test_sources);
     record.total_seconds = started.elapsed().as_secs_f64();
     Ok(record)
 }
@@ -200,6 +200,9 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         solution_leak_matches: leak.matches,
         difficulty: None,
         difficulty_measures: BTreeMap::new(),
+        tests_defined: 0,
+        tests_collected: None,
+        tests_not_collected: Vec::new(),
         network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),
@@ -500,11 +503,46 @@ fn side_tag(tag: &str, side: Side) -> String {
 /// each side repeated its first run's statuses, FAIL_TO_PASS, PASS_TO_PASS (and, validated,
 /// the difficulty band), flaky tests, the tests that needed a network, the agreement with the
 /// published lists, and the SWE-bench harness parser that reads the runs as kiln did.
-fn decide_and_record(record: &mut ValidationRecord, runs: Runs, request: &ValidateRequest) {
+fn decide_and_record(
+    record: &mut ValidationRecord,
+    runs: Runs,
+    request: &ValidateRequest,
+    test_sources: &[(String, Vec<u8>)],
+) {
     let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
     record.identical_runs_before = identical(Side::Before);
     record.identical_runs_after = identical(Side::After);
-    let decision = decide(&runs.results);
+    let collected = quality::tests_collected(
+        &request.environment.language,
+        test_sources,
+        runs.results
+            .iter()
+            .filter(|r| r.side == Side::After)
+            .flat_map(|r| r.statuses.keys().map(String::as_str)),
+    );
+    if let Some(collected) = &collected {
+        record.tests_defined = i64::try_from(collected.defined).unwrap_or(i64::MAX);
+        record.tests_collected = Some(collected.share());
+        record.tests_not_collected.clone_from(&collected.missing);
+    }
+    let mut decision = decide(&runs.results);
+    if decision.rejection.is_none()
+        && let Some(collected) = &collected
+        && collected.share() < request.settings.min_collected
+    {
+        decision.rejection = Some((
+            FailureClass::TestsNotCollected,
+            format!(
+                "the runs with the gold patch reported {} of the {} tests the test patch's files \
+                 define ({:.0} %, under min_collected {:.0} %); not reported: {}",
+                collected.reported,
+                collected.defined,
+                collected.share() * 100.0,
+                request.settings.min_collected * 100.0,
+                decide::preview(&collected.missing)
+            ),
+        ));
+    }
     // A test that failed for want of a network in some run and is in neither list says
     // nothing about the patch; the row names it.
     record.needs_network = runs

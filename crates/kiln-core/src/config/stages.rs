@@ -121,6 +121,9 @@ pub struct ValidateSettings {
     /// Also run the tests once on the untouched base commit, to catch regressions the test
     /// patch hides (a test it skips or removes that the gold patch breaks).
     pub base_run: bool,
+    /// The share of the tests the test patch's files define that the runs with the gold patch
+    /// must report (kiln-validate's `quality::tests_collected`); 0 turns the check off.
+    pub min_collected: f64,
 }
 
 /// The network of a stage's test runs (`network`, `network_repos`): none but loopback unless
@@ -291,6 +294,7 @@ pub(super) const VALIDATE_KEYS: &[&str] = &[
     "network",
     "network_repos",
     "base_run",
+    "min_collected",
 ];
 
 /// Keys of an `export` stage.
@@ -590,12 +594,14 @@ impl Compiler<'_> {
         let test_timeout = self.read(keys, "test_timeout", Duration::from_secs(30 * 60), ..);
         let tests = self.test_network(keys);
         let base_run = self.read(keys, "base_run", false, ..);
+        let min_collected = self.read(keys, "min_collected", 0.9, 0.0..=1.0);
         Ok(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
             test_timeout: test_timeout?,
             tests: tests?,
             base_run: base_run?,
+            min_collected: min_collected?,
         })
     }
 

@@ -125,6 +125,7 @@ fn settings(repeats: i64) -> ValidateSettings {
         test_timeout: Duration::from_secs(900),
         tests: kiln_core::config::TestNetwork::default(),
         base_run: false,
+        min_collected: 0.9,
     }
 }
 
@@ -143,6 +144,7 @@ fn demo_request(
         image: Some(IMAGE.into()),
         test_command: TEST_COMMAND.into(),
         parser: "pytest".into(),
+        language: "python".into(),
         ..EnvironmentRecord::new(id.clone())
     };
     environment(&mut env);
@@ -299,6 +301,12 @@ async fn a_test_the_gold_patch_fixes_is_fail_to_pass() {
         (record.identical_runs_before, record.identical_runs_after),
         (3, 3)
     );
+    // The test file defines two tests, and the runs with the fix reported both.
+    assert_eq!(
+        (record.tests_defined, record.tests_collected),
+        (2, Some(1.0))
+    );
+    assert!(record.tests_not_collected.is_empty());
     // A one-line fix for one test.
     assert_eq!(record.difficulty, Some(kiln_schema::Difficulty::Easy));
     assert_eq!(record.difficulty_measures["lines"], 2);
@@ -422,6 +430,48 @@ async fn the_row_carries_the_cpu_of_the_sides_builds_and_of_their_test_runs() {
         "{}",
         record.cpu_test_seconds
     );
+}
+
+#[tokio::test]
+async fn runs_that_lose_a_test_the_test_file_defines_reject_the_row_under_min_collected() {
+    // An environment where `test_old` never runs (as when a module fails to import): the
+    // fix still turns `test_new` from failing to passing.
+    let script = |runtime: &ScriptedRuntime| {
+        runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
+        runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    };
+    let runtime = runtime();
+    script(&runtime);
+    let record = validated(validate_on(&runtime, &[], settings(2)).await);
+    assert_eq!(record.status.as_str(), "rejected");
+    assert_eq!(
+        record.failure_class,
+        Some(FailureClass::TestsNotCollected),
+        "{:?}",
+        record.reason
+    );
+    assert_eq!(
+        (record.tests_defined, record.tests_collected),
+        (2, Some(0.5))
+    );
+    assert_eq!(record.tests_not_collected, ["tests/test_demo.py::test_old"]);
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains("reported 1 of the 2 tests") && reason.contains("test_old"),
+        "{reason}"
+    );
+
+    // With the check off the same runs validate, and the row still says what was lost.
+    let runtime = self::runtime();
+    script(&runtime);
+    let lenient = ValidateSettings {
+        min_collected: 0.0,
+        ..settings(2)
+    };
+    let record = validated(validate_on(&runtime, &[], lenient).await);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    assert_eq!(record.FAIL_TO_PASS, [NEW]);
+    assert_eq!(record.tests_collected, Some(0.5));
 }
 
 #[tokio::test]
@@ -582,8 +632,8 @@ async fn patch_methods_are_read_from_the_apply_commands_exit_codes() {
     let runtime = runtime();
     runtime.script(Script::contains(applies("test")).answer(applied("test", Method::ThreeWay)));
     runtime.script(Script::contains(applies("gold")).answer(applied("gold", Method::Fuzz)));
-    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED")])));
-    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED")])));
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
     let record = validated(validate_on(&runtime, &[], settings(1)).await);
     assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(

@@ -222,6 +222,14 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
     }) {
         bands.insert(band, n);
     }
+    let collected = count_by(rows, |r| {
+        vec![match r.tests_collected {
+            None => "no definitions read".to_string(),
+            Some(share) if share >= 1.0 => "all".to_string(),
+            Some(share) if share >= 0.9 => "90–99 %".to_string(),
+            Some(_) => "under 90 %".to_string(),
+        }]
+    });
     let judges = count_by(rows, |r| {
         vec![format!(
             "{} ({})",
@@ -269,6 +277,17 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
              git's hunk header, and those the changed lines define) and FAIL_TO_PASS \
              tests (≤ 2, ≤ 10, more) give 0, 1 or 2 points each; 0–1 points is `easy`, 7–10 `hard`, \
              `medium` between. The bounds are set by hand, not fitted to human labels.",
+        ),
+        (
+            "`tests_collected` (`tests_defined`)",
+            tally(collected),
+            "The share of the tests the test patch's files define that the runs with the gold patch reported. \
+             Definitions are read from the files at the patched commit in the row's language (Python `def \
+             test…`, Go `func Test…`, Rust `#[test]` functions, JUnit `@Test` methods, literal JavaScript and \
+             TypeScript `it`/`test` titles) and found among the reported test ids by name; a module the \
+             environment could not import shows here as missing tests. Validation rejects a row under \
+             `[stages.validate] min_collected` (0.9 by default); null where no definition is read (C and \
+             C++ suites, titles built at run time).",
         ),
         (
             "`filter_judge` (`filter_label`, `filter_reason`)",
@@ -356,6 +375,8 @@ mod tests {
             identical_runs_before: 3,
             identical_runs_after: 3,
             difficulty: Some(Difficulty::Easy),
+            tests_defined: 4,
+            tests_collected: Some(1.0),
             filter_judge: Some("heuristic".into()),
             filter_label: Some("ok".into()),
             ..ReleaseInstance::new(InstanceId::new(id).unwrap())
@@ -367,6 +388,8 @@ mod tests {
                 solution_leak: true,
                 solution_leak_matches: vec!["return a | b".into()],
                 difficulty: Some(Difficulty::Hard),
+                tests_defined: 0,
+                tests_collected: None,
                 filter_judge: None,
                 filter_label: None,
                 filter_flags: vec!["network-access".into(), "image-only".into()],
@@ -381,6 +404,7 @@ mod tests {
             "| `identical_runs_before`, `identical_runs_after` (of `repeats`) | before 3/3, after 3/3: 2, before 3/3, after 2/3: 1 |",
             "| `solution_leak` (`solution_leak_matches`) | none: 2, leak: 1 |",
             "| `difficulty` (`difficulty_measures`) | easy: 2, hard: 1, medium: 0 |",
+            "| `tests_collected` (`tests_defined`) | all: 2, no definitions read: 1 |",
             "| `filter_judge` (`filter_label`, `filter_reason`) | heuristic (ok): 2, no filter (-): 1 |",
             "| `filter_flags` | none: 2, image-only: 1, network-access: 1 |",
         ] {

@@ -128,6 +128,9 @@ struct Metadata<'a> {
     solution_leak_matches: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     difficulty: Option<&'static str>,
+    tests_defined: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tests_collected: Option<f64>,
     /// The filter's verdict on the row (none when no filter judged it).
     #[serde(skip_serializing_if = "Option::is_none")]
     filter_judge: Option<&'a str>,
@@ -284,6 +287,8 @@ fn task_toml(
             solution_leak: row.solution_leak,
             solution_leak_matches: &row.solution_leak_matches,
             difficulty: row.difficulty.map(kiln_schema::Difficulty::as_str),
+            tests_defined: row.tests_defined,
+            tests_collected: row.tests_collected,
             filter_judge: row.filter_judge.as_deref(),
             filter_label: row.filter_label.as_deref(),
             filter_reason: row.filter_reason.as_deref(),

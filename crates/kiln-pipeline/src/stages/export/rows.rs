@@ -121,6 +121,8 @@ fn release_row(
         solution_leak_matches: validation.solution_leak_matches.clone(),
         difficulty: validation.difficulty,
         difficulty_measures: validation.difficulty_measures.clone(),
+        tests_defined: validation.tests_defined,
+        tests_collected: validation.tests_collected,
         filter_judge: None,
         filter_label: None,
         filter_reason: None,
