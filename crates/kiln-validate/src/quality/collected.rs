@@ -2,15 +2,16 @@
 //! cannot import a test module (a missing optional package, a plugin that breaks collection)
 //! loses that module's tests silently, and FAIL_TO_PASS and PASS_TO_PASS shrink with it.
 //!
-//! The tests a file defines are read from the file itself, as the patched commit holds it
-//! (no container, no extra run): the names of test functions (Python `def test…`, Go
-//! `func Test…(t *testing.T)`, Rust functions under a `#[…test]` attribute, JUnit methods
-//! under `@Test`) and the literal titles of JavaScript and TypeScript `it(…)` / `test(…)`
-//! calls. Only the files of the row's language count: a test patch that also edits another
-//! language's tests is not judged by a runner that never reads them. A name is reported when
-//! some test id of the `after` runs holds it as a whole word (a title: as a substring), so a
-//! parametrised `test_parse[a-1]`, a class method `TestX::test_parse`, a subtest
-//! `TestParse/empty` and a nested `describe › it` title all count for their definition.
+//! The tests a file defines are read from the file itself, as the patched commit holds it (no
+//! container, no extra run): the names of test functions (Python `def test…` at module level or
+//! in a class, not nested in a function; Go `func Test…(t *testing.T)`; Rust functions under a
+//! `#[…test]` attribute; JUnit methods under `@Test`) and the literal titles of JavaScript and
+//! TypeScript `it(…)` / `test(…)` calls. Only the files of the row's language count: a test
+//! patch that also edits another language's tests is not judged by a runner that never reads
+//! them. A name is reported when some test id of the `after` runs holds it as a whole word (a
+//! title: as a substring), so a parametrised `test_parse[a-1]`, a class method
+//! `TestX::test_parse`, a subtest `TestParse/empty` and a nested `describe › it` title all
+//! count for their definition.
 //! Names the language builds at run time (template titles, `test.each`) are not read, so they
 //! neither count nor go missing. Files of other languages (C and C++, whose suites are often
 //! driven through CTest names unrelated to the source) define nothing here: the signal is then
@@ -50,15 +51,17 @@ impl Collected {
 
 /// How a language writes its test definitions.
 enum Syntax {
+    /// Python: `test…` functions at module level or methods of a class, not functions nested
+    /// in a function; matched as whole words.
+    Python,
     /// Names that are identifiers: matched as whole words.
     Names(&'static LazyLock<Regex>),
     /// Titles in string literals: matched as substrings.
     Titles(&'static LazyLock<Regex>),
 }
 
-static PYTHON: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?m)^[ \t]*(?:async[ \t]+)?def[ \t]+(test\w*)[ \t]*\(").expect("regex")
-});
+static PYTHON_DEF: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(").expect("regex"));
 static GO: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^func[ \t]+(Test\w*)[ \t]*\([ \t]*\w+[ \t]+\*testing\.T[ \t]*\)")
         .expect("regex")
@@ -83,7 +86,7 @@ static JS: LazyLock<Regex> = LazyLock::new(|| {
 fn syntax(language: &str, path: &str) -> Option<Syntax> {
     let extension = path.rsplit_once('.').map(|(_, e)| e)?;
     match (language, extension) {
-        ("python", "py") => Some(Syntax::Names(&PYTHON)),
+        ("python", "py") => Some(Syntax::Python),
         ("go", "go") if path.ends_with("_test.go") => Some(Syntax::Names(&GO)),
         ("rust", "rs") => Some(Syntax::Names(&RUST)),
         ("java" | "kotlin", "java") => Some(Syntax::Names(&JAVA)),
@@ -117,7 +120,7 @@ pub fn tests_collected<'a>(
         for name in &names {
             defined += 1;
             let seen = match syntax {
-                Syntax::Names(_) => reported.iter().any(|id| holds_word(id, name)),
+                Syntax::Python | Syntax::Names(_) => reported.iter().any(|id| holds_word(id, name)),
                 Syntax::Titles(_) => reported.iter().any(|id| id.contains(name.as_str())),
             };
             if seen {
@@ -137,6 +140,7 @@ pub fn tests_collected<'a>(
 /// The names (or titles) `text` defines, each once.
 fn definitions(syntax: &Syntax, text: &str) -> BTreeSet<String> {
     match syntax {
+        Syntax::Python => python_tests(text),
         Syntax::Names(regex) => regex
             .captures_iter(text)
             .filter_map(|c| c.get(1))
@@ -149,6 +153,34 @@ fn definitions(syntax: &Syntax, text: &str) -> BTreeSet<String> {
             .filter(|title| !title.trim().is_empty())
             .collect(),
     }
+}
+
+/// The `test…` functions of a Python module that pytest collects: at module level (under an
+/// `if` or `try` too) or methods of a class, not functions defined inside a function.
+fn python_tests(text: &str) -> BTreeSet<String> {
+    // The enclosing definitions of the current line: indentation, and whether a class.
+    let mut enclosing: Vec<(usize, bool)> = Vec::new();
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.trim_start();
+        if code.is_empty() || code.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - code.len();
+        while enclosing.last().is_some_and(|(at, _)| *at >= indent) {
+            enclosing.pop();
+        }
+        if code.starts_with("class ") {
+            enclosing.push((indent, true));
+        } else if let Some(name) = PYTHON_DEF.captures(code).and_then(|c| c.get(1)) {
+            if name.as_str().starts_with("test") && enclosing.last().is_none_or(|(_, class)| *class)
+            {
+                out.insert(name.as_str().to_string());
+            }
+            enclosing.push((indent, false));
+        }
+    }
+    out
 }
 
 /// A JavaScript string literal's content without its escapes (`\'` → `'`).
@@ -188,7 +220,7 @@ mod tests {
         let files = [
             file(
                 "tests/test_io.py",
-                "import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_read(x):\n    pass\n\nclass TestWrite:\n    async def test_write(self):\n        pass\n\ndef helper():\n    pass\n",
+                "import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_read(x):\n    pass\n\nclass TestWrite:\n    async def test_write(self):\n        def test(x):\n            return x\n        pass\n\nif True:\n    def test_guarded():\n        pass\n\ndef helper():\n    pass\n",
             ),
             file(
                 "tests/test_plugin.py",
@@ -200,10 +232,12 @@ mod tests {
             "tests/test_io.py::test_read[1]",
             "tests/test_io.py::test_read[2]",
             "tests/test_io.py::TestWrite::test_write",
+            "tests/test_io.py::test_guarded",
             "tests/test_io.py::test_read_more",
         ];
+        // `test` nested in a method is no test; `test_guarded` under an `if` is.
         let got = tests_collected("python", &files, ids).unwrap();
-        assert_eq!((got.defined, got.reported), (4, 2));
+        assert_eq!((got.defined, got.reported), (5, 3));
         assert_eq!(
             got.missing,
             [
@@ -211,7 +245,7 @@ mod tests {
                 "tests/test_plugin.py::test_unload"
             ]
         );
-        assert!((got.share() - 0.5).abs() < 1e-9);
+        assert!((got.share() - 0.6).abs() < 1e-9);
         // Every test reported: the whole share.
         let all = ids.iter().copied().chain([
             "tests/test_plugin.py::test_load",
