@@ -105,13 +105,30 @@ def agreement(given, ours):
     return (exact, meaning)
 
 
+def quality(val):
+    """The row's quality signals (identical runs per side of the repeats, solution leak,
+    difficulty, tests collected); "-" for a row without runs or from a kiln before them."""
+    if not val or "identical_runs_before" not in val or not val.get("run_statuses"):
+        return ["-"] * 4
+    repeats = val.get("repeats") or 0
+    runs = f"{val['identical_runs_before']}/{repeats}, {val['identical_runs_after']}/{repeats}"
+    leak = "leak" if val.get("solution_leak") else "none"
+    difficulty = val.get("difficulty") or "-"
+    share = val.get("tests_collected")
+    if share is None:
+        collected = "-" if "tests_collected" not in val else "n/a"
+    else:
+        collected = f"{round(share * val['tests_defined'])}/{val['tests_defined']}"
+    return [runs, leak, difficulty, collected]
+
+
 def table(run_dir, markdown=False):
     run_dir = Path(run_dir)
     stages = {p.name: p for p in run_dir.iterdir() if (p / "manifest.json").exists()}
     candidates = {r["instance_id"]: r for r in read_table(stages["tasks"])} if "tasks" in stages else {}
     launches = {r["instance_id"]: r for r in read_table(stages["launch"])} if "launch" in stages else {}
     validations = {r["instance_id"]: r for r in read_table(stages["validate"])} if "validate" in stages else {}
-    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "harness parser", "failure", "repairs", "launch s", "commands s", "validate s"]
+    header = ["instance", "language", "built", "validated", "F2P", "published F2P", "agreement", "harness parser", "identical runs", "leak", "difficulty", "collected", "failure", "repairs", "launch s", "commands s", "validate s"]
     lines = []
     totals = {"n": 0, "built": 0, "validated": 0, "compared": 0, "exact": 0, "meaning": 0}
     for iid in sorted(candidates):
@@ -152,6 +169,7 @@ def table(run_dir, markdown=False):
             str(len(given)),
             f"{agree[0]}/{agree[1]}{mark}" if agree else "-",
             (val.get("log_parser") or "none") if validated else "-",
+            *quality(val),
             failure,
             repairs,
             f"{env.get('total_seconds', 0):.0f}" if env else "-",
