@@ -28,8 +28,10 @@ pub(crate) struct Stopped<'a> {
     pub(crate) known: &'a Known,
 }
 
-/// Tries the repository's recipe for the plan, then the agent, where the rules stopped;
-/// `Ok(None)` when one of them built the environment, else the failure that stands.
+/// Tries the repository's recipe for the plan, then the agent, where the rules stopped (in
+/// setup, or in the test phase where no rule helped or a rule's repair failed), for every
+/// failure class but infrastructure and budget; `Ok(None)` when one of them built the
+/// environment, else the failure that stands.
 ///
 /// # Errors
 /// Engine failures only.
@@ -48,6 +50,14 @@ pub(crate) async fn fall_back(
         spec,
         known,
     } = stopped;
+    // The engine's failures and a spent budget are not the repository's: nothing a recipe or
+    // the agent runs mends them.
+    if matches!(
+        failure.class,
+        FailureClass::Infra | FailureClass::AgentBudget
+    ) {
+        return Ok(Some(failure));
+    }
     let mut note = None;
     let found = request
         .recipes

@@ -15,14 +15,6 @@ use crate::request::LaunchRequest;
 use crate::steps::Step;
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 
-/// What one test-phase repair leads to.
-enum Repaired {
-    /// Run the baseline again.
-    Again,
-    /// The attempt ends.
-    Ends(Attempt),
-}
-
 /// Commits the environment and runs its baseline until it counts, a repair fails, or no rule
 /// knows the failure (then the recipe and the agent are tried). The environment is committed
 /// before the baseline run, so that nothing the tests write (temporary files, caches, files in
@@ -70,35 +62,54 @@ pub(super) async fn run_baseline(
             .may_repair(&outcome)
             .then(|| repair::find(&failed, &work.context, &rules, &work.tried))
             .flatten();
-        let Some((rule, repair, matched)) = found else {
-            // The image of a failed launch is no environment.
-            runtime.remove_image(&request.image_tag).await?;
-            let stopped = Stopped {
-                failure,
-                plan: &attempted.plan.name,
-                language: attempted.plan.language,
-                remaining: Vec::new(),
-                spec: attempted.spec,
-                known: attempted.known,
-            };
-            let end = fall_back(session, request, record, stopped, step).await?;
-            return Ok(Attempt::Done(end));
-        };
-        work.record_repair(session, record, rule, &repair, &matched);
-        match apply_test_repair(session, request, record, work, repair, failure, step).await? {
-            Repaired::Again => {}
-            Repaired::Ends(end) => {
-                runtime.remove_image(&request.image_tag).await?;
-                return Ok(end);
+        // Where no rule helps, or the repair a rule gave failed, the recipe and the agent take
+        // over from the failure that stands, in the same container.
+        let stands = match found {
+            None => failure,
+            Some((rule, repair, matched)) => {
+                work.record_repair(session, record, rule, &repair, &matched);
+                match apply_test_repair(session, request, record, work, repair, failure, step)
+                    .await?
+                {
+                    Repaired::Again => continue,
+                    Repaired::Failed(stands) => stands,
+                    Repaired::Stopped(stopped) => {
+                        runtime.remove_image(&request.image_tag).await?;
+                        return Ok(Attempt::Done(Some(stopped)));
+                    }
+                }
             }
-        }
+        };
+        // The image of a failed launch is no environment.
+        runtime.remove_image(&request.image_tag).await?;
+        let stopped = Stopped {
+            failure: stands,
+            plan: &attempted.plan.name,
+            language: attempted.plan.language,
+            remaining: Vec::new(),
+            spec: attempted.spec,
+            known: attempted.known,
+        };
+        let end = fall_back(session, request, record, stopped, step).await?;
+        return Ok(Attempt::Done(end));
     }
+}
+
+/// What one test-phase repair leads to.
+enum Repaired {
+    /// Run the baseline again.
+    Again,
+    /// The repair did not apply (a kind the test phase cannot apply, or a step that exited
+    /// non-zero): the baseline's failure stands, and the recipe and the agent may take over.
+    Failed(Failure),
+    /// A repair step timed out or was killed: the attempt ends with its failure, as a setup
+    /// step's would.
+    Stopped(Failure),
 }
 
 /// Applies a test-phase repair: setup steps that run before the next commit (the baseline ran
 /// in a container of its own, so this one is still what was committed), an environment
-/// variable the next commit carries, or another test command. Any other repair, or a repair
-/// step that fails, ends the attempt with `failure`.
+/// variable the next commit carries, or another test command.
 async fn apply_test_repair(
     session: &mut Session,
     request: &LaunchRequest,
@@ -121,7 +132,7 @@ async fn apply_test_repair(
             session.set_env(&record.environment);
             Vec::new()
         }
-        _ => return Ok(Repaired::Ends(Attempt::Done(Some(failure)))),
+        _ => return Ok(Repaired::Failed(failure)),
     };
     for setup_step in steps {
         let command = Step::render(&setup_step);
@@ -135,10 +146,10 @@ async fn apply_test_repair(
         .await?
         {
             Ok(outcome) => outcome,
-            Err(stopped) => return Ok(Repaired::Ends(Attempt::Done(Some(stopped)))),
+            Err(stopped) => return Ok(Repaired::Stopped(stopped)),
         };
         if outcome.exit_code != 0 {
-            return Ok(Repaired::Ends(Attempt::Done(Some(failure))));
+            return Ok(Repaired::Failed(failure));
         }
         work.note_repair_output(record, &outcome.output);
         record.setup_commands.push(command);

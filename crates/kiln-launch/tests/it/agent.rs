@@ -169,6 +169,59 @@ fn the_agents_build() -> Vec<Vec<(&'static str, Value)>> {
 }
 
 #[tokio::test]
+async fn a_test_phase_repair_that_fails_hands_the_failure_to_the_agent() {
+    // The baseline fails on a module nothing installed; the rule that installs it fails too
+    // (no such distribution); the agent, given the failure that stands, installs what the
+    // tests need.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        Script::contains("-m pytest")
+            .after("apt-get install -y jq")
+            .answer(crate::scripted::pytest_baseline()),
+    );
+    runtime.script(
+        Script::contains("for `import weatherlib`").answer(
+            Answer::exit(1).output("ERROR: No matching distribution found for weatherlib\n"),
+        ),
+    );
+    runtime.script(Script::contains("-m pytest").answer(Answer::exit(2).output(
+        "E   ModuleNotFoundError: No module named 'weatherlib'\n1 error during collection\n",
+    )));
+    let model = PlannedModel::new(vec![
+        vec![("run", json!({"command": "apt-get install -y jq"}))],
+        vec![(
+            "finish",
+            json!({"test_command": "python -m pytest -rA tests", "parser": "pytest", "summary": "weatherlib is jq's"}),
+        )],
+    ]);
+    let launched = launch_with(&runtime, PYTHON, with_agent(Some(&model), 10, None)).await;
+    let record = launched.record();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?}",
+        record.log_tail
+    );
+    assert_eq!(record.built_by, Some(BuiltBy::Agent));
+    assert!(
+        record
+            .repairs
+            .iter()
+            .any(|r| r.starts_with("python-missing-test-module")),
+        "{:?}",
+        record.repairs
+    );
+    // The agent was told what stands: the module the tests could not import.
+    let first = model.requests()[0]
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(first.contains("No module named 'weatherlib'"), "{first}");
+}
+
+#[tokio::test]
 async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_leaves_a_recipe() {
     let recipes = tempfile::tempdir().unwrap();
     let runtime = runtime_needing_jq();
