@@ -59,10 +59,14 @@ pub(crate) async fn fall_back(
         return Ok(Some(failure));
     }
     let mut note = None;
-    let found = request
-        .recipes
-        .as_deref()
-        .and_then(|dir| recipe::find(dir, &record.repo, plan));
+    let found = request.recipes.as_deref().and_then(|dir| {
+        recipe::find(
+            dir,
+            &record.repo,
+            plan,
+            &recipe::dependency_key(&known.tree).0,
+        )
+    });
     if let Some(recipe) = found {
         step("recipe");
         match replay(session, request, record, spec, known, &recipe, step).await? {

@@ -8,9 +8,13 @@
 //! setup step no repair fixes, or a baseline run that does not count), the recipe is replayed
 //! at that point before any LM call; only when it does not build is the agent asked.
 //!
+//! A recipe relies on the repository's dependency manifests as the commit that taught it had
+//! them ([`dependency_key`]): it replays only for commits whose manifests are the same, so that
+//! a repository that moved its build on is asked about again rather than given old steps.
+//!
 //! Recipes live in the dataset's store, one reviewable JSON file per repository
-//! (`<root>/<dataset>/recipes/<owner>__<name>.json`), one entry per plan, so that a later
-//! month's refresh starts from them and a user may read, edit or commit them.
+//! (`<root>/<dataset>/recipes/<owner>__<name>.json`), one entry per plan and key, so that a
+//! later month's refresh starts from them and a user may read, edit or commit them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,6 +62,45 @@ pub struct Recipe {
     /// The parser script, when the agent wrote one.
     #[serde(default)]
     pub parser_script: Option<String>,
+    /// What the recipe relies on: [`dependency_key`] of the checkout that taught it. A later
+    /// launch replays it only where its checkout gives the same key; empty in recipes written
+    /// before kiln kept it, which replay for any commit of their plan.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub depends_on: String,
+    /// The files behind `depends_on`, for a reviewer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on_files: Vec<String>,
+}
+
+/// At most this many path components deep are the manifests a recipe relies on: the root's
+/// and those of its first-level directories (a workspace's members), not every test
+/// fixture's `package.json` or `CMakeLists.txt`.
+const KEY_DEPTH: usize = 2;
+
+/// What a recipe learned at `tree` relies on: a SHA-256 over the path and blob id of each
+/// dependency manifest ([`crate::steps::is_dependency_manifest`]) within [`KEY_DEPTH`]
+/// components of the root, and those paths. A commit that changes one of them (a new
+/// requirement, another lockfile, a moved build system) gets another key, and the recipe is not
+/// replayed there.
+#[must_use]
+pub fn dependency_key(tree: &kiln_core::checkout::Tree) -> (String, Vec<String>) {
+    use sha2::{Digest, Sha256};
+    let files: Vec<String> = tree
+        .paths()
+        .filter(|p| p.split('/').count() <= KEY_DEPTH && crate::steps::is_dependency_manifest(p))
+        .map(str::to_string)
+        .collect();
+    let mut hash = Sha256::new();
+    for path in &files {
+        let oid = tree.get(path).map_or("", |t| t.oid.as_str());
+        hash.update(format!("{path}\0{oid}\n").as_bytes());
+    }
+    let key = hash
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    (key, files)
 }
 
 /// Why a recipe file could not be read or written.
@@ -120,12 +163,25 @@ pub fn parse(text: &str) -> Result<RecipeFile, String> {
     Ok(file)
 }
 
-/// The recipe of `repo` for `plan` in `dir`, if any. A file that cannot be read is reported
-/// and counts as none: a broken recipe must not stop a launch.
+/// The recipe of `repo` for `plan` in `dir` that relies on what the checkout of key `key`
+/// holds ([`dependency_key`]), if any; a recipe without a key (written before kiln kept one)
+/// serves when none has the key. A file that cannot be read is reported and counts as none: a
+/// broken recipe must not stop a launch.
 #[must_use]
-pub fn find(dir: &Path, repo: &str, plan: &str) -> Option<Recipe> {
+pub fn find(dir: &Path, repo: &str, plan: &str, key: &str) -> Option<Recipe> {
     match read(dir, repo) {
-        Ok(file) => file?.recipes.into_iter().find(|r| r.plan == plan),
+        Ok(file) => {
+            let mut of_plan: Vec<Recipe> = file?
+                .recipes
+                .into_iter()
+                .filter(|r| r.plan == plan)
+                .collect();
+            let at = of_plan
+                .iter()
+                .position(|r| r.depends_on == key)
+                .or_else(|| of_plan.iter().position(|r| r.depends_on.is_empty()))?;
+            Some(of_plan.swap_remove(at))
+        }
         Err(e) => {
             tracing::warn!("recipe not used: {e}");
             None
@@ -133,7 +189,8 @@ pub fn find(dir: &Path, repo: &str, plan: &str) -> Option<Recipe> {
     }
 }
 
-/// Stores `recipe` for `repo` in `dir`, replacing the repository's recipe for the same plan;
+/// Stores `recipe` for `repo` in `dir`, replacing the repository's recipe for the same plan
+/// and key (and a keyless one of the plan: what it did is now known by its key);
 /// written to a temporary file and renamed, so a crash leaves the old file or the new one.
 ///
 /// # Errors
@@ -152,9 +209,12 @@ pub fn store(dir: &Path, repo: &str, recipe: Recipe) -> Result<PathBuf, RecipeEr
         repo: repo.to_string(),
         recipes: Vec::new(),
     });
-    file.recipes.retain(|r| r.plan != recipe.plan);
+    file.recipes.retain(|r| {
+        r.plan != recipe.plan || !(r.depends_on == recipe.depends_on || r.depends_on.is_empty())
+    });
     file.recipes.push(recipe);
-    file.recipes.sort_by(|a, b| a.plan.cmp(&b.plan));
+    file.recipes
+        .sort_by(|a, b| (&a.plan, &a.depends_on).cmp(&(&b.plan, &b.depends_on)));
     let mut text = serde_json::to_string_pretty(&file).map_err(|e| error(&e))?;
     text.push('\n');
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| error(&e))?;
@@ -300,13 +360,15 @@ mod tests {
             rebuild_commands: Vec::new(),
             parser: "pytest".into(),
             parser_script: None,
+            depends_on: "k1".into(),
+            depends_on_files: vec!["setup.py".into()],
         }
     }
 
     #[test]
     fn stored_recipes_are_found_by_repository_and_plan_and_replaced_per_plan() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(find(dir.path(), "o/r", "python-pip"), None);
+        assert_eq!(find(dir.path(), "o/r", "python-pip", "k1"), None);
         store(
             dir.path(),
             "o/r",
@@ -321,12 +383,81 @@ mod tests {
         )
         .unwrap();
         assert_eq!(path, dir.path().join("o__r.json"));
-        let found = find(dir.path(), "o/r", "python-pip").unwrap();
+        let found = find(dir.path(), "o/r", "python-pip", "k1").unwrap();
         assert_eq!(found.steps, ["apt-get install -y yq"]);
-        assert_eq!(find(dir.path(), "o/other", "python-pip"), None);
+        assert_eq!(find(dir.path(), "o/other", "python-pip", "k1"), None);
         let listed = list(dir.path());
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].as_ref().unwrap().recipes.len(), 2);
+    }
+
+    #[test]
+    fn a_recipe_replays_only_where_the_manifests_it_relied_on_are_the_same() {
+        let tree = |setup: &str| {
+            kiln_core::checkout::Tree::new(
+                [
+                    ("setup.py".to_string(), 0o100_644, setup.to_string()),
+                    (
+                        "src/pkg/__init__.py".to_string(),
+                        0o100_644,
+                        "a1".to_string(),
+                    ),
+                    (
+                        "tests/fixtures/app/package.json".to_string(),
+                        0o100_644,
+                        "b1".to_string(),
+                    ),
+                ],
+                BTreeMap::new(),
+            )
+        };
+        let (key, files) = dependency_key(&tree("c1"));
+        assert_eq!(
+            files,
+            ["setup.py"],
+            "a fixture's manifest three levels down is left out"
+        );
+        assert_eq!(key.len(), 64);
+        // Code changed, manifests did not: the same key.
+        let same = kiln_core::checkout::Tree::new(
+            [
+                ("setup.py".to_string(), 0o100_644, "c1".to_string()),
+                (
+                    "src/pkg/__init__.py".to_string(),
+                    0o100_644,
+                    "a2".to_string(),
+                ),
+            ],
+            BTreeMap::new(),
+        );
+        assert_eq!(dependency_key(&same).0, key);
+        let (moved, _) = dependency_key(&tree("c2"));
+        assert_ne!(moved, key);
+
+        let dir = tempfile::tempdir().unwrap();
+        let keyed = |key: &str, step: &str| Recipe {
+            depends_on: key.into(),
+            ..recipe("python-pip", step)
+        };
+        store(dir.path(), "o/r", keyed(&key, "apt-get install -y jq")).unwrap();
+        assert!(find(dir.path(), "o/r", "python-pip", &key).is_some());
+        assert_eq!(find(dir.path(), "o/r", "python-pip", &moved), None);
+        // A recipe from before keys serves any key until one of the plan has it; learning one
+        // with a key replaces it.
+        store(dir.path(), "o/r", keyed("", "make")).unwrap();
+        assert_eq!(
+            find(dir.path(), "o/r", "python-pip", &moved).unwrap().steps,
+            ["make"]
+        );
+        assert_eq!(
+            find(dir.path(), "o/r", "python-pip", &key).unwrap().steps,
+            ["apt-get install -y jq"]
+        );
+        store(dir.path(), "o/r", keyed(&moved, "make install")).unwrap();
+        let file = read(dir.path(), "o/r").unwrap().unwrap();
+        let keys: Vec<&str> = file.recipes.iter().map(|r| r.depends_on.as_str()).collect();
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        assert!(!keys.contains(&""));
     }
 
     #[test]
@@ -334,12 +465,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         store_pending(dir.path(), "o__r-1", "o/r", recipe("python-pip", "make")).unwrap();
         store_pending(dir.path(), "o__r-2", "o/r", recipe("python-setup", "make")).unwrap();
-        assert_eq!(find(dir.path(), "o/r", "python-pip"), None);
+        assert_eq!(find(dir.path(), "o/r", "python-pip", "k1"), None);
         assert!(list(dir.path()).is_empty());
         assert!(promote(dir.path(), "o__r-1").unwrap().is_some());
         discard(dir.path(), "o__r-2").unwrap();
-        assert!(find(dir.path(), "o/r", "python-pip").is_some());
-        assert_eq!(find(dir.path(), "o/r", "python-setup"), None);
+        assert!(find(dir.path(), "o/r", "python-pip", "k1").is_some());
+        assert_eq!(find(dir.path(), "o/r", "python-setup", "k1"), None);
         assert_eq!(promote(dir.path(), "o__r-2").unwrap(), None);
         assert_eq!(promote(dir.path(), "o__r-1").unwrap(), None);
     }
@@ -353,7 +484,7 @@ mod tests {
             error.contains("o__r.json") && error.contains("line 1"),
             "{error}"
         );
-        assert_eq!(find(dir.path(), "o/r", "p"), None);
+        assert_eq!(find(dir.path(), "o/r", "p", "k1"), None);
         std::fs::write(
             dir.path().join("o__r.json"),
             "{\"format\": 9, \"repo\": \"o/r\", \"recipes\": []}",

@@ -47,6 +47,15 @@ pub fn run(cx: &Context) -> Result<u8, Failure> {
                 "  learned from {} on {} by {}",
                 recipe.learned_from, recipe.created_at, recipe.model
             );
+            if recipe.depends_on_files.is_empty() {
+                println!("  relies on: no key (replayed for any commit of the plan)");
+            } else {
+                println!(
+                    "  relies on: {} as they were ({})",
+                    recipe.depends_on_files.join(", "),
+                    recipe.depends_on.get(..12).unwrap_or(&recipe.depends_on)
+                );
+            }
             if !recipe.environment.is_empty() {
                 let env: Vec<String> = recipe
                     .environment

@@ -34,7 +34,14 @@ pub(super) struct Learned {
 }
 
 impl Learned {
-    pub(super) fn recipe(&self, record: &EnvironmentRecord, plan: &str, model: &str) -> Recipe {
+    pub(super) fn recipe(
+        &self,
+        record: &EnvironmentRecord,
+        plan: &str,
+        model: &str,
+        tree: &kiln_core::checkout::Tree,
+    ) -> Recipe {
+        let (depends_on, depends_on_files) = crate::recipe::dependency_key(tree);
         Recipe {
             plan: plan.to_string(),
             learned_from: record.instance_id.to_string(),
@@ -46,6 +53,8 @@ impl Learned {
             rebuild_commands: record.rebuild_commands.clone(),
             parser: record.parser.clone(),
             parser_script: record.parser_script.clone(),
+            depends_on,
+            depends_on_files,
         }
     }
 }

@@ -291,7 +291,7 @@ fn keep_recipe(
     let Some(dir) = &place.request.recipes else {
         return;
     };
-    let recipe = learned.recipe(record, plan, &place.settings.model);
+    let recipe = learned.recipe(record, plan, &place.settings.model, &place.known.tree);
     match crate::recipe::store_pending(dir, record.instance_id.as_str(), &record.repo, recipe) {
         Ok(path) => place.session.note(&format!(
             "# kiln agent: recipe kept in {} until the instance validates",

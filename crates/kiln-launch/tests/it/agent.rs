@@ -371,6 +371,33 @@ async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_l
     assert_eq!(record.built_by, Some(BuiltBy::Recipe));
     assert_eq!(record.agent_steps, 0);
     assert_eq!(silent.requests().len(), 0, "a recipe build asks nothing");
+    assert_eq!(recipe.depends_on_files, ["pyproject.toml"]);
+
+    // A commit whose manifest changed (a new test requirement) is not what the recipe relied
+    // on: it is not replayed, and the agent is asked.
+    let moved: Vec<(&str, &str)> = PYTHON
+        .iter()
+        .map(|(path, text)| match *path {
+            "pyproject.toml" => (*path, "[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"demo\"\nversion = \"0.1.0\"\nrequires-python = \">=3.8\"\n\n[project.optional-dependencies]\ntest = [\"pytest\", \"pytest-timeout\"]\n"),
+            _ => (*path, *text),
+        })
+        .collect();
+    let runtime = runtime_needing_jq();
+    let asked = PlannedModel::new(the_agents_build());
+    let moved_on = launch_with(
+        &runtime,
+        &moved,
+        with_agent(Some(&asked), 10, Some(recipes.path())),
+    )
+    .await;
+    let record = moved_on.record();
+    assert_eq!(
+        record.built_by,
+        Some(BuiltBy::Agent),
+        "{:?}",
+        record.log_tail
+    );
+    assert!(!asked.requests().is_empty());
 }
 
 #[tokio::test]
@@ -687,6 +714,9 @@ async fn a_recipe_that_forges_is_refused_at_its_step_naming_the_file() {
         rebuild_commands: Vec::new(),
         parser: "pytest".into(),
         parser_script: None,
+        // Written by hand, with no key: it serves any commit of its plan.
+        depends_on: String::new(),
+        depends_on_files: Vec::new(),
     };
     let plan = {
         // The plan the rules choose for the demo, as the row names it.
