@@ -134,7 +134,10 @@ fn prepare_with(
         scope: TestScope::parse(&request.settings.test_scope),
         case_timeout: request.settings.case_timeout,
     };
-    let Some((ecosystem, plan)) = ecosystems::choose(&plan_cx) else {
+    // A repository no planner recognises is the agent's, when there is one.
+    let agent = request.settings.agent.is_some() && request.lm.is_some();
+    let chosen = ecosystems::choose(&plan_cx).or_else(|| agent.then(|| ecosystems::bare(&plan_cx)));
+    let Some((ecosystem, plan)) = chosen else {
         return Ok(Err(Failure::new(
             FailureClass::UnsupportedProject,
             None,

@@ -13,6 +13,6 @@ pub(crate) mod rust;
 
 pub use entry::Ecosystem;
 pub use registry::{
-    applies_everywhere, choose, fresh_install, interpreter_image, interpreter_name, package_index,
-    rewrites, rule_table, rules,
+    applies_everywhere, bare, choose, fresh_install, interpreter_image, interpreter_name,
+    package_index, rewrites, rule_table, rules,
 };

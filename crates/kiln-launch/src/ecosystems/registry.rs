@@ -36,6 +36,13 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
     Some((ecosystem, plan))
 }
 
+/// The plan of a repository no ecosystem recognises, for the launch agent: C/C++'s toolchain
+/// image with the checkout and nothing to run ([`native::bare`]).
+#[must_use]
+pub fn bare(cx: &PlanContext<'_>) -> (Ecosystem, Plan) {
+    (Ecosystem(&native::ENTRY), native::bare(cx))
+}
+
 /// What `ecosystem`'s interpreter images hold, in words (`Python`, `toolchain`): what a repair
 /// that starts over on another Debian suite changes.
 #[must_use]

@@ -222,6 +222,68 @@ async fn a_test_phase_repair_that_fails_hands_the_failure_to_the_agent() {
 }
 
 #[tokio::test]
+async fn a_repository_no_planner_recognises_is_the_agents_when_there_is_one() {
+    // Shell scripts and a test script: no manifest any planner reads.
+    const SHELL: &[(&str, &str)] = &[
+        ("lib/demo.sh", "add() { echo $(($1 + $2)); }\n"),
+        ("tests/test_demo.py", "from demo import add\n"),
+        ("run-tests", "#!/bin/sh\n. lib/demo.sh\n"),
+    ];
+    let shell_suite = || {
+        let runtime = Arc::new(ScriptedRuntime::new());
+        runtime.script(Script::contains("sh run-tests").answer(
+            Answer::exit(1).output("TAP version 13\nok 1 - adds\nnot ok 2 - fails\n1..2\n"),
+        ));
+        runtime
+    };
+    // Without the agent: no plan, no container.
+    let runtime = shell_suite();
+    let launched = launch_with(&runtime, SHELL, with_agent(None, 5, None)).await;
+    let record = launched.record();
+    assert_eq!(record.failure_class, Some(FailureClass::UnsupportedProject));
+    assert!(runtime.containers().is_empty());
+
+    // With it: the bare plan's container, its failing test command, then the agent's.
+    let runtime = shell_suite();
+    let model = PlannedModel::new(vec![vec![(
+        "finish",
+        json!({"test_command": "sh run-tests", "parser": "tap", "summary": "a shell suite"}),
+    )]]);
+    let launched = launch_with(&runtime, SHELL, with_agent(Some(&model), 5, None)).await;
+    let record = launched.record();
+    assert_eq!(
+        record.status,
+        EnvironmentStatus::Built,
+        "{:?} {}",
+        record.log_tail,
+        model.results_seen_by(1)
+    );
+    assert_eq!(record.plan, "bare");
+    assert_eq!(record.built_by, Some(BuiltBy::Agent));
+    assert_eq!(record.test_command, "sh run-tests");
+    assert_eq!(
+        record
+            .baseline
+            .values()
+            .filter(|s| **s == TestStatus::Pass)
+            .count(),
+        1,
+        "{:?}",
+        record.baseline
+    );
+    let first = model.requests()[0]
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        first.contains("no build plan matched the repository"),
+        "{first}"
+    );
+}
+
+#[tokio::test]
 async fn the_agent_builds_where_the_rules_stop_rolls_back_a_failed_command_and_leaves_a_recipe() {
     let recipes = tempfile::tempdir().unwrap();
     let runtime = runtime_needing_jq();
@@ -541,7 +603,16 @@ async fn a_parser_script_is_accepted_when_it_agrees_with_the_exit_code() {
     );
     assert_eq!(record.parser, "status-lines");
     assert_eq!(record.parser_script.as_deref(), Some(PARSER));
-    assert_eq!(record.baseline.get("adds"), Some(&TestStatus::Pass));
+    assert_eq!(
+        record
+            .baseline
+            .values()
+            .filter(|s| **s == TestStatus::Pass)
+            .count(),
+        1,
+        "{:?}",
+        record.baseline
+    );
     assert_eq!(record.baseline.get("fails"), Some(&TestStatus::Fail));
     // The script read the output in a container of its own, from the environment image (by
     // the id its commit gave), without network.

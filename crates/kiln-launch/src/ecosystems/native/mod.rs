@@ -481,6 +481,38 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     })
 }
 
+/// The test command of [`bare`]: it says why there is nothing to run, and fails.
+pub const BARE_TEST: &str = "echo '[kiln] no build plan matched the repository: the agent sets how to build and test it'; exit 1";
+
+/// The plan of a repository no planner recognises, for the launch agent to build from (only
+/// with `agent = true`): the era's toolchain image (git, compilers, make, CMake) holding the
+/// checkout, no setup beyond git's, and a test command that fails ([`BARE_TEST`]), so the
+/// baseline hands the container to the recipe and the agent, which set the test command.
+#[must_use]
+pub fn bare(cx: &PlanContext<'_>) -> Plan {
+    let (suite, why) = toolchain::suite_for(cx.cutoff, None, None);
+    Plan {
+        name: "bare".into(),
+        language: "unknown",
+        image: image(suite, cx.ca_bundle),
+        version_reason: format!(
+            "no planner recognised the repository; {}: {why}",
+            toolchain::compilers(suite)
+        ),
+        setup: vec![Step::git_setup()],
+        rebuild: Vec::new(),
+        test: TestCommand::plain(BARE_TEST),
+        test_scope: "all".into(),
+        parser: "status-lines",
+        resolution: "none: the agent installs what the repository needs".into(),
+        cutoff: None,
+        repair: RepairContext {
+            suite: Some(suite),
+            ..RepairContext::default()
+        },
+    }
+}
+
 /// A build that recurses into an empty submodule directory stops at `No rule to make target
 /// 'all'`: a Makefile there that does nothing lets it go on with the system copy (made before
 /// configuring: automake also wants the directory to exist).
