@@ -240,6 +240,7 @@ test_timeout = "{args.timeout}"
 [stages.export]
 kind = "export"
 inputs = ["tasks", "launch", "validate"]
+{'formats = ["parquet", "harbor"]' if args.harbor else ""}
 """
     path = work / "pipeline.toml"
     path.write_text(config)
@@ -275,6 +276,7 @@ def main():
     r.add_argument("--reuse", action="store_true", help="launch with reuse = true (an instance starts from an ancestor commit's environment)")
     r.add_argument("--verify-reuse", type=int, default=0, metavar="N", help="with --reuse: launch every Nth reused instance cold too and compare")
     r.add_argument("--test-scope", choices=["auto", "touched", "all"], default="auto", help="[stages.launch] test_scope: which tests the recorded command runs")
+    r.add_argument("--harbor", action="store_true", help="also export the release as Harbor tasks (formats = [\"parquet\", \"harbor\"]), for scripts/harbor-check.sh")
     r.add_argument("--repeats", type=int, default=2)
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--timeout", default="60m")
