@@ -4,8 +4,9 @@
 //!
 //! The tests a file defines are read from the file itself, as the patched commit holds it (no
 //! container, no extra run): the names of test functions (Python `def test…` at module level or
-//! in a class, not nested in a function; Go `func Test…(t *testing.T)`; Rust functions under a
-//! `#[…test]` attribute; JUnit methods under `@Test`) and the literal titles of JavaScript and
+//! in a class, not nested in a function; Go `func Test…(t *testing.T)`, not in a file under a
+//! build constraint; Rust functions under a `#[…test]` attribute and no `#[cfg(…)]`, which may
+//! leave them out of this build; JUnit methods under `@Test`) and the literal titles of JavaScript and
 //! TypeScript `it(…)` / `test(…)` calls. Only the files of the row's language count: a test
 //! patch that also edits another language's tests is not judged by a runner that never reads
 //! them. A name is reported when some test id of the `after` runs holds it as a whole word (a
@@ -54,6 +55,8 @@ enum Syntax {
     /// Python: `test…` functions at module level or methods of a class, not functions nested
     /// in a function; matched as whole words.
     Python,
+    /// Rust: functions under a `#[…test]` attribute and no `#[cfg(…)]`; whole words.
+    Rust,
     /// Names that are identifiers: matched as whole words.
     Names(&'static LazyLock<Regex>),
     /// Titles in string literals: matched as substrings.
@@ -66,9 +69,11 @@ static GO: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^func[ \t]+(Test\w*)[ \t]*\([ \t]*\w+[ \t]+\*testing\.T[ \t]*\)")
         .expect("regex")
 });
+/// A test function with the attributes around its `#[test]` (a `#[cfg(...)]` among them may
+/// leave it out of the build on this platform or with these features).
 static RUST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"#\[(?:\w+::)*test\b[^\]]*\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)",
+        r"((?:#\[[^\]]*\]\s*)*)#\[(?:\w+::)*test\b[^\]]*\]\s*((?:#\[[^\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)",
     )
     .expect("regex")
 });
@@ -88,7 +93,7 @@ fn syntax(language: &str, path: &str) -> Option<Syntax> {
     match (language, extension) {
         ("python", "py") => Some(Syntax::Python),
         ("go", "go") if path.ends_with("_test.go") => Some(Syntax::Names(&GO)),
-        ("rust", "rs") => Some(Syntax::Names(&RUST)),
+        ("rust", "rs") => Some(Syntax::Rust),
         ("java" | "kotlin", "java") => Some(Syntax::Names(&JAVA)),
         (
             "javascript" | "typescript" | "js" | "ts",
@@ -116,11 +121,22 @@ pub fn tests_collected<'a>(
             continue;
         };
         let text = String::from_utf8_lossy(content);
+        // A Go file under a build constraint (`//go:build integration`) is built only when the
+        // constraint holds: what it defines says nothing of this run.
+        if path.ends_with(".go")
+            && text
+                .lines()
+                .any(|l| l.starts_with("//go:build") || l.starts_with("// +build"))
+        {
+            continue;
+        }
         let names = definitions(&syntax, &text);
         for name in &names {
             defined += 1;
             let seen = match syntax {
-                Syntax::Python | Syntax::Names(_) => reported.iter().any(|id| holds_word(id, name)),
+                Syntax::Python | Syntax::Rust | Syntax::Names(_) => {
+                    reported.iter().any(|id| holds_word(id, name))
+                }
                 Syntax::Titles(_) => reported.iter().any(|id| id.contains(name.as_str())),
             };
             if seen {
@@ -141,6 +157,16 @@ pub fn tests_collected<'a>(
 fn definitions(syntax: &Syntax, text: &str) -> BTreeSet<String> {
     match syntax {
         Syntax::Python => python_tests(text),
+        Syntax::Rust => RUST
+            .captures_iter(text)
+            .filter(|c| {
+                let gated =
+                    |m: Option<regex::Match<'_>>| m.is_some_and(|m| m.as_str().contains("#[cfg("));
+                !gated(c.get(1)) && !gated(c.get(2))
+            })
+            .filter_map(|c| c.get(3))
+            .map(|m| m.as_str().to_string())
+            .collect(),
         Syntax::Names(regex) => regex
             .captures_iter(text)
             .filter_map(|c| c.get(1))
@@ -283,11 +309,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!((got.defined, got.reported), (2, 1));
+        let tagged = file(
+            "pkg/db_test.go",
+            "//go:build integration\n\npackage pkg\n\nfunc TestDB(t *testing.T) {}\n",
+        );
+        assert_eq!(tests_collected("go", &[tagged], ["x"]), None);
 
         let rust = file(
             "tests/parse.rs",
-            "#[test]\nfn parses() {}\n\n#[tokio::test]\n#[ignore]\nasync fn fetches() {}\n\n#[cfg(test)]\nmod tests {}\nfn helper() {}\n",
+            "#[test]\nfn parses() {}\n\n#[tokio::test]\n#[ignore]\nasync fn fetches() {}\n\n#[cfg(windows)]\n#[test]\nfn on_windows() {}\n\n#[test]\n#[cfg(feature = \"serde\")]\nfn with_serde() {}\n\n#[cfg(test)]\nmod tests {}\nfn helper() {}\n",
         );
+        // Tests a `#[cfg(...)]` may leave out of the build are not counted.
         let got = tests_collected("rust", &[rust], ["parse::parses", "parse::fetches"]).unwrap();
         assert_eq!((got.defined, got.reported), (2, 2));
 
