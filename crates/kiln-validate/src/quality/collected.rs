@@ -6,10 +6,10 @@
 //! container, no extra run): the names of test functions (Python `def test…` at module level or
 //! in a class, not nested in a function; Go `func Test…(t *testing.T)`, not in a file under a
 //! build constraint; Rust functions under a `#[…test]` attribute and no `#[cfg(…)]`, which may
-//! leave them out of this build; JUnit methods under `@Test`) and the literal titles of JavaScript and
-//! TypeScript `it(…)` / `test(…)` calls. Only the files of the row's language count: a test
-//! patch that also edits another language's tests is not judged by a runner that never reads
-//! them. A name is reported when some test id of the `after` runs holds it as a whole word (a
+//! leave them out of this build; JUnit methods under `@Test`) and the literal titles of
+//! JavaScript and TypeScript `it(…)` / `test(…)` calls. Only the files of the row's language
+//! count: a test patch that also edits another language's tests is not judged by a runner that
+//! never reads them. A name is reported when some test id of the `after` runs holds it as a whole word (a
 //! title: as a substring), so a parametrised `test_parse[a-1]`, a class method
 //! `TestX::test_parse`, a subtest `TestParse/empty` and a nested `describe › it` title all
 //! count for their definition.
