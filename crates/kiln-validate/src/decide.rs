@@ -94,6 +94,24 @@ pub struct Decision {
     pub flaky: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// Whether some test of `runs` could still be FAIL_TO_PASS: one that passes in the first run
+/// with the gold patch and does not pass in the first run without it. FAIL_TO_PASS asks that
+/// in every run, so when no test does it in the first runs, more runs cannot make one.
+#[must_use]
+pub fn may_fail_to_pass(runs: &[RunResult]) -> bool {
+    let first = |side: Side| {
+        runs.iter()
+            .filter(|r| r.side == side)
+            .min_by_key(|r| r.repeat)
+    };
+    let (Some(before), Some(after)) = (first(Side::Before), first(Side::After)) else {
+        return true;
+    };
+    after.statuses.iter().any(|(test, status)| {
+        *status == TestStatus::Pass && before.statuses.get(test) != Some(&TestStatus::Pass)
+    })
+}
+
 /// Applies the rules to the runs of both sides (each side repeated one or more times).
 #[must_use]
 pub fn decide(runs: &[RunResult]) -> Decision {
@@ -234,6 +252,44 @@ mod tests {
     }
     use Side::{After, Before};
     use TestStatus::{Error, Fail, Pass, Skip};
+
+    #[test]
+    fn a_test_may_become_fail_to_pass_only_if_it_passes_after_and_not_before_in_the_first_runs() {
+        let run = |side, repeat, statuses: &[(&str, TestStatus)]| RunResult {
+            side,
+            repeat,
+            exit_code: 1,
+            statuses: statuses
+                .iter()
+                .map(|(t, s)| ((*t).to_string(), *s))
+                .collect(),
+            parse_problems: Vec::new(),
+        };
+        use TestStatus::{Fail, Pass, Skip};
+        let before = run(Side::Before, 1, &[("a", Pass), ("b", Fail)]);
+        assert!(!may_fail_to_pass(&[
+            before.clone(),
+            run(Side::After, 1, &[("a", Pass), ("b", Fail)]),
+        ]));
+        // Fixed, skipped before, or new after (absent before): each may be.
+        for after in [
+            run(Side::After, 1, &[("a", Pass), ("b", Pass)]),
+            run(Side::After, 1, &[("a", Pass), ("c", Pass)]),
+        ] {
+            assert!(may_fail_to_pass(&[before.clone(), after]));
+        }
+        assert!(may_fail_to_pass(&[
+            run(Side::Before, 1, &[("a", Skip)]),
+            run(Side::After, 1, &[("a", Pass)]),
+        ]));
+        // Only the first runs count; a side without runs leaves everything open.
+        assert!(!may_fail_to_pass(&[
+            before.clone(),
+            run(Side::After, 1, &[("b", Fail)]),
+            run(Side::After, 2, &[("b", Pass)]),
+        ]));
+        assert!(may_fail_to_pass(&[before]));
+    }
 
     #[test]
     fn classes_and_lists() {

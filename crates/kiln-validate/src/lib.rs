@@ -275,6 +275,9 @@ struct Runs {
     harness: Vec<HarnessView>,
     /// Tests that failed for want of a network in some run.
     offline: BTreeSet<String>,
+    /// The repeats were not run: after the first run of each side no test could become
+    /// FAIL_TO_PASS ([`decide::may_fail_to_pass`]).
+    stopped_after_first: bool,
 }
 
 /// One side's build: its image, or why it did not build (the `before` side only: its new
@@ -317,7 +320,9 @@ impl Sides<'_> {
 
     /// Builds every side once, then runs their tests `repeats` times, the sides interleaved so
     /// that a slow drift of the machine affects both equally; `Ok(Err(..))` is the row's
-    /// failure. The sides built are pushed to `built`, for the caller to remove.
+    /// failure. When the first run of each side leaves no test that could become FAIL_TO_PASS
+    /// (none fails before and passes after), the repeats are not run: they can only confirm
+    /// a rejection. The sides built are pushed to `built`, for the caller to remove.
     async fn run(
         &self,
         record: &mut ValidationRecord,
@@ -340,6 +345,10 @@ impl Sides<'_> {
                 if let Err(failure) = self.test(side, repeat, record, &mut runs).await? {
                     return Ok(Err(failure));
                 }
+            }
+            if repeat == 1 && repeats > 1 && !decide::may_fail_to_pass(&runs.results) {
+                runs.stopped_after_first = true;
+                break;
             }
         }
         Ok(Ok(runs))
@@ -509,6 +518,7 @@ fn decide_and_record(
     request: &ValidateRequest,
     test_sources: &[(String, Vec<u8>)],
 ) {
+    let runs_stopped = runs.stopped_after_first;
     let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
     record.identical_runs_before = identical(Side::Before);
     record.identical_runs_after = identical(Side::After);
@@ -606,6 +616,12 @@ fn decide_and_record(
                     record.network,
                     decide::preview(&record.needs_network)
                 ));
+            }
+            if runs_stopped {
+                reason.push_str(
+                    "; validation stopped after the first run of each side, where no test \
+                     failed before the gold patch and passed after it",
+                );
             }
             record.status = ValidationStatus::Rejected;
             record.failure_class = Some(class);

@@ -581,6 +581,30 @@ async fn an_instance_whose_only_fix_is_flaky_is_rejected_as_flaky() {
 }
 
 #[tokio::test]
+async fn a_gold_patch_that_fixes_nothing_in_the_first_runs_is_rejected_without_the_repeats() {
+    // The new test fails with and without the fix: no repeat can make it FAIL_TO_PASS.
+    let runtime = runtime();
+    runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+    let record = validated(validate_on(&runtime, &[], settings(3)).await);
+    assert_eq!(record.status.as_str(), "rejected");
+    assert_eq!(record.failure_class, Some(FailureClass::NoFailToPass));
+    let labels: Vec<&str> = record.runs.keys().map(String::as_str).collect();
+    assert_eq!(labels, ["after:1", "before:1"], "one run a side, not three");
+    let reason = record.reason.unwrap_or_default();
+    assert!(
+        reason.contains("stopped after the first run of each side"),
+        "{reason}"
+    );
+    let test_runs = runtime
+        .containers()
+        .iter()
+        .filter(|c| c.commands().iter().any(|c| c.contains(TEST_COMMAND)))
+        .count();
+    assert_eq!(test_runs, 2);
+}
+
+#[tokio::test]
 async fn a_test_the_gold_patch_breaks_rejects_the_instance() {
     let runtime = runtime();
     runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "FAILED")])));
