@@ -524,6 +524,7 @@ fn decide_and_record(
     record.identical_runs_after = identical(Side::After);
     let collected = quality::tests_collected(
         &request.environment.language,
+        &request.environment.parser,
         test_sources,
         runs.results
             .iter()
