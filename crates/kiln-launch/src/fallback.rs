@@ -26,6 +26,8 @@ pub(crate) struct Stopped<'a> {
     pub(crate) spec: &'a ContainerSpec,
     /// The commit's tree and the test patch's files.
     pub(crate) known: &'a Known,
+    /// What the rules tried that did not help (a repair whose step failed), for the agent.
+    pub(crate) tried: Option<String>,
 }
 
 /// Tries the repository's recipe for the plan, then the agent, where the rules stopped (in
@@ -49,6 +51,7 @@ pub(crate) async fn fall_back(
         remaining,
         spec,
         known,
+        tried,
     } = stopped;
     // The engine's failures and a spent budget are not the repository's: nothing a recipe or
     // the agent runs mends them.
@@ -58,7 +61,7 @@ pub(crate) async fn fall_back(
     ) {
         return Ok(Some(failure));
     }
-    let mut note = None;
+    let mut note = tried;
     let found = request.recipes.as_deref().and_then(|dir| {
         recipe::find(
             dir,
@@ -81,8 +84,10 @@ pub(crate) async fn fall_back(
             {
                 return Ok(Some(refused));
             }
+            // The engine failed under the replay: nothing the agent runs mends that.
+            Some(stop) if stop.class == FailureClass::Infra => return Ok(Some(stop)),
             Some(recipe_failure) => {
-                note = Some(format!(
+                let replayed = format!(
                     "the recipe learned from {} was replayed where the rules stopped, and \
                      did not build ({}{}); the container holds what it did",
                     recipe.learned_from,
@@ -92,7 +97,11 @@ pub(crate) async fn fall_back(
                         .as_deref()
                         .map(|c| format!(" at `{c}`"))
                         .unwrap_or_default()
-                ));
+                );
+                note = Some(match note {
+                    Some(tried) => format!("{tried}\n{replayed}"),
+                    None => replayed,
+                });
                 failure = recipe_failure;
             }
         }

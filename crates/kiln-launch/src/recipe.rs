@@ -72,22 +72,67 @@ pub struct Recipe {
     pub depends_on_files: Vec<String>,
 }
 
-/// At most this many path components deep are the manifests a recipe relies on: the root's
-/// and those of its first-level directories (a workspace's members), not every test
-/// fixture's `package.json` or `CMakeLists.txt`.
-const KEY_DEPTH: usize = 2;
+/// At most this many path components deep are the manifests a recipe relies on: the root's,
+/// and those of workspace members (`crates/core/Cargo.toml`, `packages/app/package.json`).
+const KEY_DEPTH: usize = 3;
+
+/// Directories whose manifests are the tests' data or examples, not the project's build.
+const KEY_SKIPPED_DIRS: &[&str] = &[
+    "test",
+    "tests",
+    "testdata",
+    "fixtures",
+    "__fixtures__",
+    "examples",
+    "example",
+    "docs",
+    "doc",
+    "benches",
+    "vendor",
+    "third_party",
+];
+
+/// Lockfiles: they change on most commits (a bot's update, a new dependency's own lock) while
+/// what a recipe did (a system package, a variable, a test command) still holds.
+const LOCKFILES: &[&str] = &[
+    "Cargo.lock",
+    "go.sum",
+    "go.work.sum",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "bun.lockb",
+    "Pipfile.lock",
+    "poetry.lock",
+    "pdm.lock",
+    "uv.lock",
+];
+
+/// At most this many recipes are kept per plan (the newest): each new state of the manifests
+/// the agent was asked about adds one.
+pub const RECIPES_PER_PLAN: usize = 8;
 
 /// What a recipe learned at `tree` relies on: a SHA-256 over the path and blob id of each
-/// dependency manifest ([`crate::steps::is_dependency_manifest`]) within [`KEY_DEPTH`]
-/// components of the root, and those paths. A commit that changes one of them (a new
-/// requirement, another lockfile, a moved build system) gets another key, and the recipe is not
-/// replayed there.
+/// dependency manifest ([`crate::steps::is_dependency_manifest`], lockfiles left out) of the
+/// root and of workspace members (within [`KEY_DEPTH`] components, not under tests, examples or
+/// vendored code), and those paths. A commit that changes one of them (a new requirement, a
+/// moved build system) gets another key, and the recipe is not replayed there.
 #[must_use]
 pub fn dependency_key(tree: &kiln_core::checkout::Tree) -> (String, Vec<String>) {
     use sha2::{Digest, Sha256};
     let files: Vec<String> = tree
         .paths()
-        .filter(|p| p.split('/').count() <= KEY_DEPTH && crate::steps::is_dependency_manifest(p))
+        .filter(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            let (name, dirs) = parts.split_last().unwrap_or((&"", &[]));
+            parts.len() <= KEY_DEPTH
+                && !dirs
+                    .iter()
+                    .any(|d| KEY_SKIPPED_DIRS.contains(d) || d.starts_with('.'))
+                && !LOCKFILES.contains(name)
+                && crate::steps::is_dependency_manifest(p)
+        })
         .map(str::to_string)
         .collect();
     let mut hash = Sha256::new();
@@ -212,7 +257,21 @@ pub fn store(dir: &Path, repo: &str, recipe: Recipe) -> Result<PathBuf, RecipeEr
     file.recipes.retain(|r| {
         r.plan != recipe.plan || !(r.depends_on == recipe.depends_on || r.depends_on.is_empty())
     });
+    let plan = recipe.plan.clone();
     file.recipes.push(recipe);
+    // The newest of the plan's recipes are kept (RFC 3339 times sort as text).
+    let mut of_plan: Vec<(String, String)> = file
+        .recipes
+        .iter()
+        .filter(|r| r.plan == plan)
+        .map(|r| (r.created_at.clone(), r.depends_on.clone()))
+        .collect();
+    of_plan.sort();
+    let dropped = of_plan.len().saturating_sub(RECIPES_PER_PLAN);
+    for (created_at, key) in &of_plan[..dropped] {
+        file.recipes
+            .retain(|r| !(r.plan == plan && &r.created_at == created_at && &r.depends_on == key));
+    }
     file.recipes
         .sort_by(|a, b| (&a.plan, &a.depends_on).cmp(&(&b.plan, &b.depends_on)));
     let mut text = serde_json::to_string_pretty(&file).map_err(|e| error(&e))?;
@@ -407,21 +466,30 @@ mod tests {
                         0o100_644,
                         "b1".to_string(),
                     ),
+                    (
+                        "crates/core/Cargo.toml".to_string(),
+                        0o100_644,
+                        "m1".to_string(),
+                    ),
+                    ("Cargo.lock".to_string(), 0o100_644, setup.to_string()),
                 ],
                 BTreeMap::new(),
             )
         };
         let (key, files) = dependency_key(&tree("c1"));
-        assert_eq!(
-            files,
-            ["setup.py"],
-            "a fixture's manifest three levels down is left out"
-        );
+        // A workspace member's manifest counts; a test fixture's and the lockfile do not.
+        assert_eq!(files, ["crates/core/Cargo.toml", "setup.py"]);
         assert_eq!(key.len(), 64);
-        // Code changed, manifests did not: the same key.
+        // Code and the lockfile changed, manifests did not: the same key.
         let same = kiln_core::checkout::Tree::new(
             [
                 ("setup.py".to_string(), 0o100_644, "c1".to_string()),
+                (
+                    "crates/core/Cargo.toml".to_string(),
+                    0o100_644,
+                    "m1".to_string(),
+                ),
+                ("Cargo.lock".to_string(), 0o100_644, "l9".to_string()),
                 (
                     "src/pkg/__init__.py".to_string(),
                     0o100_644,
@@ -458,6 +526,33 @@ mod tests {
         let keys: Vec<&str> = file.recipes.iter().map(|r| r.depends_on.as_str()).collect();
         assert_eq!(keys.len(), 2, "{keys:?}");
         assert!(!keys.contains(&""));
+    }
+
+    #[test]
+    fn a_plan_keeps_its_newest_recipes() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 0..RECIPES_PER_PLAN + 2 {
+            let recipe = Recipe {
+                depends_on: format!("key{n:02}"),
+                created_at: format!("2026-12-05T00:00:{n:02}Z"),
+                ..recipe("python-pip", "make")
+            };
+            store(dir.path(), "o/r", recipe).unwrap();
+        }
+        store(dir.path(), "o/r", recipe("python-setup", "true")).unwrap();
+        let file = read(dir.path(), "o/r").unwrap().unwrap();
+        let keys: Vec<&str> = file
+            .recipes
+            .iter()
+            .filter(|r| r.plan == "python-pip")
+            .map(|r| r.depends_on.as_str())
+            .collect();
+        assert_eq!(keys.len(), RECIPES_PER_PLAN);
+        assert!(
+            !keys.contains(&"key00") && !keys.contains(&"key01"),
+            "{keys:?}"
+        );
+        assert!(file.recipes.iter().any(|r| r.plan == "python-setup"));
     }
 
     #[test]

@@ -64,15 +64,21 @@ pub(super) async fn run_baseline(
             .flatten();
         // Where no rule helps, or the repair a rule gave failed, the recipe and the agent take
         // over from the failure that stands, in the same container.
-        let stands = match found {
-            None => failure,
+        let (stands, tried) = match found {
+            None => (failure, None),
             Some((rule, repair, matched)) => {
                 work.record_repair(session, record, rule, &repair, &matched);
                 match apply_test_repair(session, request, record, work, repair, failure, step)
                     .await?
                 {
                     Repaired::Again => continue,
-                    Repaired::Failed(stands) => stands,
+                    Repaired::Failed(stands, why) => (
+                        stands,
+                        Some(format!(
+                            "the repair rule {} was tried and did not help: {why}",
+                            rule.name
+                        )),
+                    ),
                     Repaired::Stopped(stopped) => {
                         runtime.remove_image(&request.image_tag).await?;
                         return Ok(Attempt::Done(Some(stopped)));
@@ -89,6 +95,7 @@ pub(super) async fn run_baseline(
             remaining: Vec::new(),
             spec: attempted.spec,
             known: attempted.known,
+            tried,
         };
         let end = fall_back(session, request, record, stopped, step).await?;
         return Ok(Attempt::Done(end));
@@ -100,8 +107,9 @@ enum Repaired {
     /// Run the baseline again.
     Again,
     /// The repair did not apply (a kind the test phase cannot apply, or a step that exited
-    /// non-zero): the baseline's failure stands, and the recipe and the agent may take over.
-    Failed(Failure),
+    /// non-zero, said how): the baseline's failure stands, and the recipe and the agent may
+    /// take over.
+    Failed(Failure, String),
     /// A repair step timed out or was killed: the attempt ends with its failure, as a setup
     /// step's would.
     Stopped(Failure),
@@ -132,7 +140,12 @@ async fn apply_test_repair(
             session.set_env(&record.environment);
             Vec::new()
         }
-        _ => return Ok(Repaired::Failed(failure)),
+        _ => {
+            return Ok(Repaired::Failed(
+                failure,
+                "its repair does not apply in the test phase".into(),
+            ));
+        }
     };
     for setup_step in steps {
         let command = Step::render(&setup_step);
@@ -149,7 +162,17 @@ async fn apply_test_repair(
             Err(stopped) => return Ok(Repaired::Stopped(stopped)),
         };
         if outcome.exit_code != 0 {
-            return Ok(Repaired::Failed(failure));
+            let tail: Vec<&str> = outcome.output.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Ok(Repaired::Failed(
+                failure,
+                format!(
+                    "`{}` exited {}:\n{}",
+                    short(&command),
+                    outcome.exit_code,
+                    tail.join("\n")
+                ),
+            ));
         }
         work.note_repair_output(record, &outcome.output);
         record.setup_commands.push(command);

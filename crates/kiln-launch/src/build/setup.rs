@@ -146,6 +146,7 @@ pub(super) async fn run_setup(
                 remaining: work.queue.iter().map(Step::render).collect(),
                 spec: attempted.spec,
                 known: attempted.known,
+                tried: None,
             };
             // The agent's commands, whatever they build, are setup.
             session.set_phase(CpuPhase::Setup);

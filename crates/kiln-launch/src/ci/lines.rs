@@ -31,8 +31,16 @@ pub(super) fn shell_lines(lines: &[&str]) -> Vec<String> {
 fn without_comment(line: &str) -> &str {
     let mut quote = None;
     let mut previous = ' ';
+    let mut escaped = false;
     for (at, c) in line.char_indices() {
+        if escaped {
+            // `\"` inside double quotes and `\#` outside stand for themselves.
+            escaped = false;
+            previous = 'x';
+            continue;
+        }
         match (quote, c) {
+            (None | Some('"'), '\\') => escaped = true,
             (None, '#') if previous.is_whitespace() => return &line[..at],
             (None, '\'' | '"') => quote = Some(c),
             (Some(open), _) if c == open => quote = None,
@@ -57,11 +65,13 @@ mod tests {
                 "  \"a # b\" # ends here",
                 "",
                 "echo done#not-a-comment",
+                "echo \"a \\\" # b\" \\# c # d",
             ]),
             [
                 "python -m pip install -U pip",
                 "pip install 'git+https://example.org/x.git#egg=x' \"a # b\"",
                 "echo done#not-a-comment",
+                "echo \"a \\\" # b\" \\# c",
             ]
         );
     }

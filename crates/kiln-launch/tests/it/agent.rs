@@ -219,6 +219,12 @@ async fn a_test_phase_repair_that_fails_hands_the_failure_to_the_agent() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(first.contains("No module named 'weatherlib'"), "{first}");
+    // And what the rules tried: the rule, and how its step failed.
+    assert!(
+        first.contains("python-missing-test-module was tried and did not help")
+            && first.contains("No matching distribution found for weatherlib"),
+        "{first}"
+    );
 }
 
 #[tokio::test]
