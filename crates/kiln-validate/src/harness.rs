@@ -270,7 +270,8 @@ pub fn harness_view(parser: &str, parser_script: Option<&str>) -> HarnessView {
 /// the test patch from a heredoc, run the rebuild commands, then the test command between the
 /// harness's markers (the test command last, where the harness captures its exit code), and
 /// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
-/// `-u` lifted, as kiln's own runs have no `-u`. When the kiln parser `parser` has an output
+/// `-u` lifted, as kiln's own runs have no `-u`, and standard error joins standard output, so
+/// the trace's markers and the results reach the harness in the order they were written. When the kiln parser `parser` has an output
 /// filter ([`kiln_testlog::swebench::output_filter`]), or the row has a parser script
 /// ([`script_filter`]), the test command's output (both streams) is piped through it; `pipefail`
 /// keeps the test command's exit code.
@@ -284,7 +285,11 @@ pub fn eval_script(
     parser_script: Option<&str>,
 ) -> String {
     let reset = reset_test_files(base_commit, test_patch);
-    let mut script = String::from("#!/bin/bash\nset -uxo pipefail\nset +u\n");
+    // One stream: the harness reads the markers from the shell's trace (standard error) and the
+    // results from standard output, which the engine forwards as two pipes with no order
+    // between them; a large output then ends past the end marker, and the harness reads only
+    // what lies between the markers (seen on PrismJS: 3.5 MB of output, most results cut off).
+    let mut script = String::from("#!/bin/bash\nset -uxo pipefail\nset +u\nexec 2>&1\n");
     let _ = writeln!(script, "cd {WORKDIR}");
     for command in &reset {
         let _ = writeln!(script, "{command}");
@@ -382,7 +387,10 @@ new file mode 100644
             None,
         );
         let lines: Vec<&str> = script.lines().collect();
-        assert_eq!(&lines[..2], &["#!/bin/bash", "set -uxo pipefail"]);
+        assert_eq!(
+            &lines[..4],
+            &["#!/bin/bash", "set -uxo pipefail", "set +u", "exec 2>&1"]
+        );
         let end = lines
             .iter()
             .position(|l| l.contains(END_TEST_OUTPUT))
