@@ -266,8 +266,14 @@ pub fn harness_view(parser: &str, parser_script: Option<&str>) -> HarnessView {
     }
 }
 
+/// What the eval script prints, and exits on, when a rebuild command fails: the tests do not
+/// run on the previous build.
+pub const REBUILD_FAILED: &str =
+    "[kiln] a rebuild command failed: the tests do not run on the previous build";
+
 /// The harness's `eval_script` for an instance: reset the test files to the base commit, apply
-/// the test patch from a heredoc, run the rebuild commands, then the test command between the
+/// the test patch from a heredoc, run the rebuild commands (the script ends, with no test
+/// output, when one fails), then the test command between the
 /// harness's markers (the test command last, where the harness captures its exit code), and
 /// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
 /// `-u` lifted, as kiln's own runs have no `-u`, and standard error joins standard output, so
@@ -301,8 +307,16 @@ pub fn eval_script(
         script.push('\n');
     }
     let _ = writeln!(script, "{delimiter}");
+    // A rebuild that fails leaves the last build's binaries in place: tests run on them would
+    // pass with any patch (fmt's test patch does not compile without the fix, and a no-op
+    // patch then "resolved" the instance on the stale build). kiln's own runs count such a
+    // side's tests as absent; the harness gets no test output at all.
     for command in rebuild_commands {
-        let _ = writeln!(script, "{command}");
+        let _ = writeln!(
+            script,
+            "{{ {}\n}} || {{ echo '{REBUILD_FAILED}'; exit 1; }}",
+            command.trim_end()
+        );
     }
     let filter = match harness_view(parser, parser_script) {
         HarnessView::Output => None,
@@ -398,7 +412,11 @@ new file mode 100644
         // The harness inserts `SWEBENCH_TEST_EXIT_CODE=$?` before the end marker.
         assert_eq!(lines[end - 1], "pytest -rA tests");
         assert_eq!(lines[end - 2], format!(": '{START_TEST_OUTPUT}'"));
-        assert_eq!(lines[end - 3], "make");
+        assert_eq!(lines[end - 4], "{ make");
+        assert_eq!(
+            lines[end - 3],
+            format!("}} || {{ echo '{REBUILD_FAILED}'; exit 1; }}")
+        );
         assert_eq!(
             lines
                 .iter()
