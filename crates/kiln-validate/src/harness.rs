@@ -273,14 +273,14 @@ pub const REBUILD_FAILED: &str =
 
 /// The harness's `eval_script` for an instance: reset the test files to the base commit, apply
 /// the test patch from a heredoc, run the rebuild commands (the script ends, with no test
-/// output, when one fails), then the test command between the
-/// harness's markers (the test command last, where the harness captures its exit code), and
-/// reset the test files again. The shell options are the harness's (`set -uxo pipefail`), with
-/// `-u` lifted, as kiln's own runs have no `-u`, and standard error joins standard output, so
-/// the trace's markers and the results reach the harness in the order they were written. When the kiln parser `parser` has an output
-/// filter ([`kiln_testlog::swebench::output_filter`]), or the row has a parser script
-/// ([`script_filter`]), the test command's output (both streams) is piped through it; `pipefail`
-/// keeps the test command's exit code.
+/// output, when one fails), then the test command between the harness's markers (the test
+/// command last, where the harness captures its exit code), and reset the test files again.
+/// The shell options are the harness's (`set -uxo pipefail`), with `-u` lifted, as kiln's own
+/// runs have no `-u`, and standard error joins standard output, so the trace's markers and the
+/// results reach the harness in the order they were written. When the kiln parser `parser`
+/// has an output filter ([`kiln_testlog::swebench::output_filter`]), or the row has a parser
+/// script ([`script_filter`]), the test command's output (both streams) is piped through it;
+/// `pipefail` keeps the test command's exit code.
 #[must_use]
 pub fn eval_script(
     base_commit: &str,
