@@ -226,8 +226,7 @@ async fn replay(
     record.rebuild_commands.clone_from(&recipe.rebuild_commands);
     step("recipe: baseline tests");
     let run = BaselineRun::new(request, spec, known);
-    let (failure, _) = baseline(session, &run, record).await?;
-    match failure {
+    match baseline(session, &run, record).await?.failure {
         None => {
             record.built_by = Some(BuiltBy::Recipe);
             record

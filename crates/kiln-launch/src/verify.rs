@@ -173,7 +173,7 @@ pub(crate) async fn baseline(
     session: &mut Session,
     run: &BaselineRun<'_>,
     record: &mut EnvironmentRecord,
-) -> Result<(Option<Failure>, Option<ExecOutcome>), RuntimeError> {
+) -> Result<Baseline, RuntimeError> {
     let settings = &run.request.settings;
     // Before the commit: an environment that changed the checkout is no environment, whoever
     // built it, and nothing of it becomes an image.
@@ -184,7 +184,7 @@ pub(crate) async fn baseline(
             session.note(&format!(
                 "# kiln: the checkout check refused the environment: {reason}"
             ));
-            return Ok((Some(Failure::new(class, None, &reason)), None));
+            return Ok(Baseline::stopped(Failure::new(class, None, &reason)));
         }
     };
     let image_id = session.commit(&run.request.image_tag, &run.labels).await?;
@@ -215,7 +215,7 @@ pub(crate) async fn baseline(
     tests.close_later(&run.request.removals);
     let outcome = match result? {
         Ok(outcome) => outcome,
-        Err(failure) => return Ok((Some(failure), None)),
+        Err(failure) => return Ok(Baseline::stopped(failure)),
     };
     record.test_seconds = outcome.duration.as_secs_f64();
     let parsed = crate::output::read_output(
@@ -227,6 +227,10 @@ pub(crate) async fn baseline(
         cpu.as_ref().map(|(ledger, phase)| (ledger, *phase)),
     )
     .await?;
+    let offline = parsed
+        .as_ref()
+        .map(|parsed| parsed.offline.iter().cloned().collect())
+        .unwrap_or_default();
     let failure = judge_tests(&outcome, parsed, record, settings.min_pass_ratio);
     if failure.is_none() {
         record.environment_files = files;
@@ -234,5 +238,31 @@ pub(crate) async fn baseline(
         record.image_digest = Some(image_id).filter(|id| !id.is_empty());
         record.dockerfile = Some(crate::dockerfile::dockerfile(record));
     }
-    Ok((failure, Some(outcome)))
+    Ok(Baseline {
+        failure,
+        outcome: Some(outcome),
+        offline,
+    })
+}
+
+/// What a baseline run gave.
+pub(crate) struct Baseline {
+    /// Why the run does not count as a working build, if it does not.
+    pub(crate) failure: Option<Failure>,
+    /// The run's outcome, when it finished (`None`: the checkout check refused the
+    /// environment, or the run stopped its container).
+    pub(crate) outcome: Option<ExecOutcome>,
+    /// The tests the parser read as failed for want of a network
+    /// ([`kiln_testlog::ParsedLog::offline`]), sorted.
+    pub(crate) offline: Vec<String>,
+}
+
+impl Baseline {
+    fn stopped(failure: Failure) -> Self {
+        Self {
+            failure: Some(failure),
+            outcome: None,
+            offline: Vec::new(),
+        }
+    }
 }

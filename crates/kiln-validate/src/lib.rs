@@ -555,9 +555,11 @@ fn decide_and_record(
         ));
     }
     // A test that failed for want of a network in some run and is in neither list says
-    // nothing about the patch; the row names it.
-    record.needs_network = runs
-        .offline
+    // nothing about the patch; the row names it, and those the environment's test command
+    // leaves out for that reason, which no run reported.
+    let mut offline = runs.offline;
+    offline.extend(request.environment.tests_left_out.iter().cloned());
+    record.needs_network = offline
         .into_iter()
         .filter(|t| {
             decision.fail_to_pass.binary_search(t).is_err()

@@ -475,7 +475,8 @@ async fn finish_build(cx: &mut Ctx<'_>, finish: Finish) -> Result<Done, RuntimeE
 
     let runtime = Arc::clone(cx.session.runtime());
     let run = BaselineRun::new(cx.request, cx.spec, cx.known);
-    let (verdict, outcome) = baseline(cx.session, &run, cx.record).await?;
+    let ran = baseline(cx.session, &run, cx.record).await?;
+    let (verdict, outcome) = (ran.failure, ran.outcome);
     if let (Some(stopped), None) = (&verdict, &outcome) {
         // The tests ran in a container of their own, which they ended; the agent's container
         // is as it was.

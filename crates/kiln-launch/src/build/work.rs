@@ -138,6 +138,11 @@ impl TestCommandSlot {
         record.test_command = command.render();
         self.command = command;
     }
+
+    /// A command this attempt ran before, whole, prelude and all.
+    pub(super) fn restore(&mut self, command: TestCommand, record: &mut EnvironmentRecord) {
+        *self = Self::new(command, record);
+    }
 }
 
 /// The first 60 characters of a command, for progress lines.

@@ -7,7 +7,11 @@ use kiln_core::ImageBuild;
 use crate::debian::Suite;
 use crate::plan::{Plan, PlanContext};
 use crate::repair::Rule;
-use crate::steps::FreshInstall;
+use crate::steps::{FreshInstall, TestCommand};
+
+/// The test command without `tests` (ids as the parser named by `parser` reads them), when
+/// the command's runner has a way to leave tests out; `None` otherwise.
+pub(crate) type LeaveOut = fn(&TestCommand, &str, &[String]) -> Option<TestCommand>;
 
 /// The image of a Debian suite's interpreter, with a CA bundle.
 pub(crate) type InterpreterImage = fn(Suite, Option<&[u8]>) -> ImageBuild;
@@ -33,6 +37,9 @@ pub(crate) struct Entry {
     /// dependency failure (`crate::package_index`). `None` when its dependencies come from no
     /// single index (C and C++).
     pub(crate) package_index: Option<&'static str>,
+    /// How its test commands leave tests out, if they can: tests that failed for want of a
+    /// network in the baseline cost every validation run their timeouts otherwise.
+    pub(crate) leave_out: Option<LeaveOut>,
 }
 
 /// An ecosystem kiln has a planner for: a handle on its registry entry.

@@ -14,5 +14,5 @@ pub(crate) mod rust;
 pub use entry::Ecosystem;
 pub use registry::{
     applies_everywhere, bare, choose, fresh_install, interpreter_image, interpreter_name,
-    package_index, rewrites, rule_table, rules,
+    leave_out, package_index, rewrites, rule_table, rules,
 };

@@ -8,7 +8,7 @@ use super::{go, java, native, node, python, rust};
 use crate::debian::Suite;
 use crate::plan::{Plan, PlanContext};
 use crate::repair::Rule;
-use crate::steps::FreshInstall;
+use crate::steps::{FreshInstall, TestCommand};
 
 /// The ecosystems in the order they are asked: Python first (a repository with bindings in
 /// several languages is most often tested from Python), then Rust, Node, Go, C/C++ and Java.
@@ -69,6 +69,24 @@ pub fn rewrites(ecosystem: Ecosystem) -> &'static [&'static str] {
 #[must_use]
 pub fn fresh_install(ecosystem: Ecosystem) -> Option<FreshInstall> {
     ecosystem.entry().fresh
+}
+
+/// `command` without `tests` (ids as `parser` reads them), when `ecosystem`'s runner for that
+/// parser can leave tests out.
+#[must_use]
+pub fn leave_out(
+    ecosystem: Ecosystem,
+    command: &TestCommand,
+    parser: &str,
+    tests: &[String],
+) -> Option<TestCommand> {
+    if tests.is_empty() {
+        return None;
+    }
+    ecosystem
+        .entry()
+        .leave_out
+        .and_then(|leave_out| leave_out(command, parser, tests))
 }
 
 /// The repair rules of `ecosystem`'s plans, in the order they are tried.

@@ -601,6 +601,107 @@ async fn a_test_run_repair_installs_the_missing_module_in_the_setup_container_an
     );
 }
 
+/// A baseline where `tests/test_net.py::test_download` fails for want of a network, read
+/// from its traceback, beside `test_adds`, which passes, and `test_fails`, when `with_failure`.
+fn pytest_with_a_test_offline(with_failure: bool) -> Answer {
+    let (failing, summary, totals) = if with_failure {
+        (
+            "tests/test_demo.py::test_fails FAILED\n",
+            "FAILED tests/test_demo.py::test_fails\n",
+            "2 failed, 1 passed",
+        )
+    } else {
+        ("", "", "1 failed, 1 passed")
+    };
+    Answer::exit(1).output(format!(
+        "============================= test session starts ==============================\n\
+         tests/test_demo.py::test_adds PASSED\n{failing}\
+         tests/test_net.py::test_download FAILED\n\n\
+         =================================== FAILURES ===================================\n\
+         ________________________________ test_download _________________________________\n\
+         E   urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>\n\
+         =========================== short test summary info ============================\n\
+         PASSED tests/test_demo.py::test_adds\n{summary}\
+         FAILED tests/test_net.py::test_download\n\
+         ========================= {totals} in 30.12s =========================\n"
+    ))
+}
+
+#[tokio::test]
+async fn tests_that_failed_for_want_of_a_network_are_left_out_of_the_command_and_the_row_says_so() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(
+        // 1 of 3 passed: below the pass ratio until the test that needs a network is out.
+        Script::contains("-m pytest")
+            .answers([pytest_with_a_test_offline(true), pytest_baseline()]),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
+    assert_eq!(record.tests_left_out, ["tests/test_net.py::test_download"]);
+    // The baseline ran again with the narrowed command, which the row records, and which is
+    // what validation runs; its statuses are the row's.
+    let commands = runtime.commands();
+    let runs: Vec<&String> = commands
+        .iter()
+        .filter(|c| c.contains("-m pytest"))
+        .collect();
+    assert_eq!(runs.len(), 2, "{commands:#?}");
+    assert!(!runs[0].contains("PYTEST_ADDOPTS"), "{}", runs[0]);
+    assert!(
+        runs[1].contains("export PYTEST_ADDOPTS=")
+            && runs[1].contains("--deselect=tests/test_net.py::test_download"),
+        "{}",
+        runs[1]
+    );
+    assert_eq!(&record.test_command, runs[1]);
+    assert!(
+        !record
+            .baseline
+            .contains_key("tests/test_net.py::test_download")
+    );
+    assert_eq!(record.built_by, Some(kiln_schema::BuiltBy::Rules));
+}
+
+#[tokio::test]
+async fn a_runner_that_cannot_leave_tests_out_keeps_the_whole_command() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    // pytest before 3.5 knows no --deselect: a usage error, no test.
+    let usage = Answer::exit(4).output(
+        "ERROR: usage: python -m pytest [options] [file_or_dir] [file_or_dir] [...]\n\
+         python -m pytest: error: unrecognized arguments: --deselect=tests/test_net.py::test_download\n",
+    );
+    runtime.script(Script::contains("-m pytest").answers([
+        pytest_with_a_test_offline(false),
+        usage,
+        pytest_with_a_test_offline(false),
+    ]));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
+    assert!(
+        record.tests_left_out.is_empty(),
+        "{:?}",
+        record.tests_left_out
+    );
+    let commands = runtime.commands();
+    let runs: Vec<&String> = commands
+        .iter()
+        .filter(|c| c.contains("-m pytest"))
+        .collect();
+    assert_eq!(runs.len(), 3, "{commands:#?}");
+    assert_eq!(runs[0], runs[2]);
+    assert_eq!(&record.test_command, runs[2]);
+    assert_eq!(
+        record.baseline.get("tests/test_net.py::test_download"),
+        Some(&TestStatus::Fail)
+    );
+    // Leaving out is no repair, and is not tried twice.
+    assert!(record.repairs.is_empty(), "{:?}", record.repairs);
+}
+
 #[tokio::test]
 async fn a_test_run_rule_is_not_tried_twice() {
     let runtime = Arc::new(ScriptedRuntime::new());

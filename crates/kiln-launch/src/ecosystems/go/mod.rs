@@ -187,6 +187,7 @@ pub(crate) static ENTRY: Entry = Entry {
     // `go mod download` and `go test` may add missing sums and tidy requirements.
     rewrites: &["go.mod", "go.sum"],
     package_index: Some("$(p=${GOPROXY:-https://proxy.golang.org}; echo ${p%%[,|]*})"),
+    leave_out: None,
 };
 
 #[cfg(test)]

@@ -262,6 +262,7 @@ pub(crate) static ENTRY: Entry = Entry {
     fresh: None,
     rewrites: &[],
     package_index: Some("https://repo.maven.apache.org/maven2/"),
+    leave_out: None,
 };
 
 #[cfg(test)]

@@ -774,6 +774,7 @@ pub(crate) static ENTRY: Entry = Entry {
     rewrites: &[],
     // Their dependencies come from Debian's archive and the repository, no single index.
     package_index: None,
+    leave_out: None,
 };
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::steps::{FreshInstall, NodeInstall, NodeManager, Step, TestCommand, re
 
 use super::entry::Entry;
 use detect::{NodeProject, PackageManager, Runner, detect};
+use selection::{JEST_REPORT, MOCHA_REPORT, VITEST_REPORT};
 
 pub use version::image;
 
@@ -144,7 +145,7 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
     match project.runner {
         Runner::Jest => (
             command(
-                format!("{exec} jest{args} --ci --json --outputFile=/tmp/kiln-jest.json 2>&1"),
+                format!("{exec} jest{args}{JEST_REPORT} --outputFile=/tmp/kiln-jest.json 2>&1"),
                 Some("/tmp/kiln-jest.json"),
             ),
             "jest-json",
@@ -152,7 +153,7 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
         Runner::ReactScripts => (
             command(
                 format!(
-                    "{exec} react-scripts test{args} --watchAll=false --ci --json --outputFile=/tmp/kiln-jest.json 2>&1"
+                    "{exec} react-scripts test{args} --watchAll=false{JEST_REPORT} --outputFile=/tmp/kiln-jest.json 2>&1"
                 ),
                 Some("/tmp/kiln-jest.json"),
             ),
@@ -161,14 +162,14 @@ fn test_command(project: &NodeProject) -> (TestCommand, &'static str) {
         Runner::Vitest => (
             command(
                 format!(
-                    "{exec} vitest run{args} --reporter=json --outputFile=/tmp/kiln-vitest.json 2>&1"
+                    "{exec} vitest run{args}{VITEST_REPORT} --outputFile=/tmp/kiln-vitest.json 2>&1"
                 ),
                 Some("/tmp/kiln-vitest.json"),
             ),
             "vitest-json",
         ),
         Runner::Mocha => (
-            command(format!("{exec} mocha{args} --reporter json 2>&1"), None),
+            command(format!("{exec} mocha{args}{MOCHA_REPORT} 2>&1"), None),
             "mocha-json",
         ),
         Runner::NodeTest => (
@@ -350,6 +351,7 @@ pub(crate) static ENTRY: Entry = Entry {
     package_index: Some(
         "$(npm config get registry 2>/dev/null || echo https://registry.npmjs.org/)",
     ),
+    leave_out: Some(selection::leave_out),
 };
 
 #[cfg(test)]

@@ -12,6 +12,16 @@
 use std::path::Path;
 
 use crate::plan::TestScope;
+use crate::shell::quote;
+use crate::steps::TestCommand;
+
+/// What follows the runner's own arguments in a jest (or react-scripts) command: where the
+/// arguments that leave tests out go ([`leave_out`]).
+pub const JEST_REPORT: &str = " --ci --json";
+/// The same in a vitest command.
+pub const VITEST_REPORT: &str = " --reporter=json";
+/// The same in a mocha command.
+pub const MOCHA_REPORT: &str = " --reporter json";
 
 /// Test files above which `auto` runs only the touched directories.
 pub const AUTO_FILES: usize = 300;
@@ -250,6 +260,96 @@ fn is_script(path: &str) -> bool {
         .any(|ext| path.ends_with(ext))
 }
 
+/// Node's ways of leaving tests out, by the runner whose report the parser reads: jest and
+/// vitest skip the tests whose full name (describe titles and title, space-joined) a
+/// `--testNamePattern` with a negative lookahead excludes; mocha skips those its `--grep`
+/// matches under `--invert`, and for a failed hook (`"before each" hook for "x"`) the whole
+/// suite it guards, whose tests the report does not name (mocha runs no hook of a suite left
+/// with no test). `None` when the command already selects tests by name, or a root hook
+/// failed (every test would go).
+#[must_use]
+pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Option<TestCommand> {
+    let selects = |flags: &[&str]| flags.iter().any(|flag| command.run.contains(flag));
+    let (anchor, words) = match parser {
+        "jest-json" | "vitest-json" => {
+            if selects(&[" -t ", " -t=", " --testNamePattern"]) {
+                return None;
+            }
+            let names: Vec<String> = tests
+                .iter()
+                .map(|id| {
+                    let titles = id
+                        .split_once("::")
+                        .map_or(id.as_str(), |(_, titles)| titles);
+                    regex_escape(&titles.replace(" › ", " "))
+                })
+                .collect();
+            let pattern = format!("^(?!(?:{})$)", names.join("|"));
+            let anchor = if parser == "jest-json" {
+                JEST_REPORT
+            } else {
+                VITEST_REPORT
+            };
+            (anchor, format!(" --testNamePattern {}", quote(&pattern)))
+        }
+        "mocha-json" => {
+            if selects(&[" -g ", " --grep", " -f ", " --fgrep", " -i ", " --invert"]) {
+                return None;
+            }
+            let mut alternatives = Vec::new();
+            for id in tests {
+                // Ids are `<file>::<full title>` when the report names the file.
+                let title = match id.split_once("::") {
+                    Some((file, title)) if file.contains('/') => title,
+                    _ => id.as_str(),
+                };
+                match hooked_suite(title) {
+                    Some("") => return None,
+                    Some(suite) => alternatives.push(format!("{} ", regex_escape(suite))),
+                    None => alternatives.push(format!("{}$", regex_escape(title))),
+                }
+            }
+            let pattern = format!("^(?:{})", alternatives.join("|"));
+            (
+                MOCHA_REPORT,
+                format!(" --grep {} --invert", quote(&pattern)),
+            )
+        }
+        _ => return None,
+    };
+    let at = command.run.find(anchor)?;
+    let mut command = command.clone();
+    command.run.insert_str(at, &words);
+    Some(command)
+}
+
+/// The full title of the suite a mocha hook's full title names (`<suite> "before each" hook
+/// for "x"`; mocha 7 on: `"before each" hook: name for "x"`), when it is a hook's.
+fn hooked_suite(full_title: &str) -> Option<&str> {
+    [
+        "\"before each\" hook",
+        "\"before all\" hook",
+        "\"after each\" hook",
+        "\"after all\" hook",
+    ]
+    .iter()
+    .filter_map(|hook| full_title.find(hook))
+    .min()
+    .map(|at| full_title[..at].trim_end())
+}
+
+/// `text` as a JavaScript regular expression that matches it literally.
+fn regex_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}/".contains(c) {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,5 +518,57 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn mocha_leaves_out_failed_tests_and_the_suites_of_failed_hooks() {
+        let command = TestCommand::plain(format!("npx mocha --require x{MOCHA_REPORT} 2>&1"));
+        let narrowed = leave_out(
+            &command,
+            "mocha-json",
+            &[
+                "/testbed/test/a.js::Client fetches (v1.2)".to_string(),
+                "Plugins: installed \"before each\" hook for \"keeps semver\"".to_string(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            narrowed.run,
+            "npx mocha --require x --grep '^(?:Client fetches \\(v1\\.2\\)$|Plugins: installed )' \
+             --invert --reporter json 2>&1"
+        );
+        // A root hook guards every test; a command that already selects by name keeps it.
+        let root = ["\"before all\" hook for \"x\"".to_string()];
+        assert_eq!(leave_out(&command, "mocha-json", &root), None);
+        let grep = TestCommand::plain(format!("npx mocha --grep fast{MOCHA_REPORT} 2>&1"));
+        assert_eq!(leave_out(&grep, "mocha-json", &root[..0]), None);
+        assert_eq!(
+            hooked_suite("A b \"after all\" hook: stop for \"c\""),
+            Some("A b")
+        );
+        assert_eq!(hooked_suite("A b \"c\""), None);
+    }
+
+    #[test]
+    fn jest_and_vitest_leave_out_tests_by_their_full_names() {
+        let tests = ["src/a.test.js::api › fetch › gets [1]".to_string()];
+        let jest = TestCommand::plain(format!(
+            "npx jest src{JEST_REPORT} --outputFile=/tmp/kiln-jest.json 2>&1"
+        ));
+        assert_eq!(
+            leave_out(&jest, "jest-json", &tests).unwrap().run,
+            "npx jest src --testNamePattern '^(?!(?:api fetch gets \\[1\\])$)' --ci --json \
+             --outputFile=/tmp/kiln-jest.json 2>&1"
+        );
+        let vitest = TestCommand::plain(format!("npx vitest run{VITEST_REPORT} 2>&1"));
+        assert!(
+            leave_out(&vitest, "vitest-json", &tests)
+                .unwrap()
+                .run
+                .starts_with("npx vitest run --testNamePattern '^(?!(?:api fetch gets")
+        );
+        let named = TestCommand::plain(format!("npx jest -t slow{JEST_REPORT} 2>&1"));
+        assert_eq!(leave_out(&named, "jest-json", &tests), None);
+        assert_eq!(leave_out(&jest, "tap", &tests), None);
     }
 }

@@ -216,6 +216,7 @@ pub(crate) static ENTRY: Entry = Entry {
     fresh: Some(FRESH),
     rewrites: &[],
     package_index: Some("${PIP_INDEX_URL:-${UV_INDEX_URL:-https://pypi.org/simple/}}"),
+    leave_out: Some(selection::leave_out),
 };
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::plan::{TestScope, glob_match};
 use crate::shell::quote as shell_quote;
+use crate::steps::TestCommand;
 
 /// Test functions (`def test...` lines in test modules) above which `auto` runs only the
 /// touched modules: astropy has about 7 200, sympy 9 000 to 11 000, pytest itself 3 000; most
@@ -145,6 +146,36 @@ pub fn selected_command(command: &str, modules: &[String]) -> String {
     )
 }
 
+/// pytest's way of leaving tests out: each test's node id deselected (`--deselect`, pytest 3.5
+/// on), and a module that failed to import (its id is the file's) not collected (`--ignore`),
+/// through `PYTEST_ADDOPTS`, which every pytest the command starts reads whatever the
+/// command's shape (a selection of modules, the CI's variables before it), added to what the
+/// environment sets there already. pytest splits the variable as a shell would, so each option
+/// is quoted. Deselected tests neither run nor set up their fixtures.
+#[must_use]
+pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Option<TestCommand> {
+    if parser != "pytest" || tests.is_empty() {
+        return None;
+    }
+    let options: Vec<String> = tests
+        .iter()
+        .map(|id| {
+            let option = if id.contains("::") {
+                "deselect"
+            } else {
+                "ignore"
+            };
+            shell_quote(&format!("--{option}={id}"))
+        })
+        .collect();
+    let mut command = command.clone();
+    command.prelude.push(format!(
+        "export PYTEST_ADDOPTS=\"${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}\"{}",
+        shell_quote(&options.join(" "))
+    ));
+    Some(command)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +301,43 @@ mod tests {
         let empty = crate::plan::testutil::tree(&[]);
         assert_eq!(run_in(empty.path(), &command), "RUN\n");
         assert_eq!(selected_command("pytest", &[]), "pytest");
+    }
+
+    #[test]
+    fn tests_left_out_reach_pytest_as_deselect_options_added_to_its_variable() {
+        let tests = strings(&[
+            "tests/test_fetch_at_import.py",
+            "tests/test_net.py::test_download",
+            "tests/test_net.py::test_mirror[it's a url]",
+        ]);
+        let command = TestCommand {
+            prelude: vec!["export PYTEST_ADDOPTS=-x".into()],
+            // pytest splits its variable as a shell does: print what it would read.
+            ..TestCommand::plain(
+                "python3 -c 'import os, shlex; print(*shlex.split(os.environ[\"PYTEST_ADDOPTS\"]), sep=\"\\n\")'",
+            )
+        };
+        let narrowed = leave_out(&command, "pytest", &tests).unwrap();
+        let dir = crate::plan::testutil::tree(&[]);
+        assert_eq!(
+            run_in(dir.path(), &narrowed.render()),
+            "-x\n--ignore=tests/test_fetch_at_import.py\n\
+             --deselect=tests/test_net.py::test_download\n\
+             --deselect=tests/test_net.py::test_mirror[it's a url]\n"
+        );
+        // Without a value before, nothing but the options.
+        let bare = leave_out(
+            &TestCommand::plain(command.run.clone()),
+            "pytest",
+            &tests[1..2],
+        )
+        .unwrap();
+        assert_eq!(
+            run_in(dir.path(), &bare.render()),
+            "--deselect=tests/test_net.py::test_download\n"
+        );
+        // Only pytest's parser has the way; no test, no change.
+        assert_eq!(leave_out(&command, "django", &tests), None);
+        assert_eq!(leave_out(&command, "pytest", &[]), None);
     }
 }

@@ -302,6 +302,7 @@ pub(crate) static ENTRY: Entry = Entry {
     fresh: Some(FRESH),
     rewrites: &["Cargo.lock"],
     package_index: Some("https://index.crates.io/config.json"),
+    leave_out: None,
 };
 
 #[cfg(test)]
