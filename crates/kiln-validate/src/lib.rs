@@ -522,6 +522,8 @@ fn decide_and_record(
     let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
     record.identical_runs_before = identical(Side::Before);
     record.identical_runs_after = identical(Side::After);
+    // The tests the environment's command leaves out for want of a network are accounted
+    // for: the row names them (`needs_network`), and no run could report them.
     let collected = quality::tests_collected(
         &request.environment.language,
         &request.environment.parser,
@@ -529,7 +531,8 @@ fn decide_and_record(
         runs.results
             .iter()
             .filter(|r| r.side == Side::After)
-            .flat_map(|r| r.statuses.keys().map(String::as_str)),
+            .flat_map(|r| r.statuses.keys().map(String::as_str))
+            .chain(request.environment.tests_left_out.iter().map(String::as_str)),
     );
     if let Some(collected) = &collected {
         record.tests_defined = i64::try_from(collected.defined).unwrap_or(i64::MAX);

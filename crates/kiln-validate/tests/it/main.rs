@@ -193,11 +193,21 @@ async fn validate_on(
     rebuild: &[&str],
     settings: ValidateSettings,
 ) -> Result<ValidationRecord, ValidateError> {
+    validate_with(runtime, settings, |env| {
+        env.rebuild_commands = rebuild.iter().map(|c| (*c).to_string()).collect();
+    })
+    .await
+}
+
+/// [`validate_on`], with the environment row changed by `environment`.
+async fn validate_with(
+    runtime: &Arc<ScriptedRuntime>,
+    settings: ValidateSettings,
+    environment: impl FnOnce(&mut EnvironmentRecord),
+) -> Result<ValidationRecord, ValidateError> {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Repo::new();
-    let request = demo_request(tmp.path(), &repo, settings, |env| {
-        env.rebuild_commands = rebuild.iter().map(|c| (*c).to_string()).collect();
-    });
+    let request = demo_request(tmp.path(), &repo, settings, environment);
     patches_apply(runtime);
     let engine: Arc<dyn ContainerRuntime> = Arc::clone(runtime) as _;
     let result = tokio::time::timeout(
@@ -472,6 +482,21 @@ async fn runs_that_lose_a_test_the_test_file_defines_reject_the_row_under_min_co
     assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.FAIL_TO_PASS, [NEW]);
     assert_eq!(record.tests_collected, Some(0.5));
+
+    // A test the environment's command leaves out for want of a network is accounted for:
+    // the row names it among those that need one, and nothing is lost.
+    let runtime = self::runtime();
+    script(&runtime);
+    let old = "tests/test_demo.py::test_old".to_string();
+    let record = validated(
+        validate_with(&runtime, settings(2), |env| {
+            env.tests_left_out = vec![old.clone()];
+        })
+        .await,
+    );
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    assert_eq!(record.tests_collected, Some(1.0));
+    assert_eq!(record.needs_network, [old]);
 }
 
 #[tokio::test]
