@@ -236,6 +236,7 @@ inputs = ["tasks", "launch"]
 repeats = {args.repeats}
 concurrency = {args.concurrency}
 test_timeout = "{args.timeout}"
+full_suite_every = {args.full_suite_every}
 
 [stages.export]
 kind = "export"
@@ -278,6 +279,7 @@ def main():
     r.add_argument("--test-scope", choices=["auto", "touched", "all"], default="auto", help="[stages.launch] test_scope: which tests the recorded command runs")
     r.add_argument("--harbor", action="store_true", help="also export the release as Harbor tasks (formats = [\"parquet\", \"harbor\"]), for scripts/harbor-check.sh")
     r.add_argument("--repeats", type=int, default=2)
+    r.add_argument("--full-suite-every", type=int, default=10, help="[stages.validate] full_suite_every: where test_scope narrowed the tests, 1 validated row in N also runs the whole suite (1: every row, 0: none)")
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--timeout", default="60m")
     r.add_argument("--memory", default="8g")

@@ -61,6 +61,9 @@ pub(crate) async fn fall_back(
     ) {
         return Ok(Some(failure));
     }
+    // A recipe's or the agent's test command is its own: the plan's whole-suite command does
+    // not go with it.
+    record.whole_test_command = None;
     let mut note = tried;
     let found = request.recipes.as_deref().and_then(|dir| {
         recipe::find(

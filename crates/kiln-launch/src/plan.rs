@@ -76,6 +76,9 @@ pub struct Plan {
     /// Which tests the test command runs, for the environment row: `all`, or the files it
     /// selects and why (`touched: 2 of 812 test modules`).
     pub test_scope: String,
+    /// When `test_scope` narrows the tests: the command that runs the whole suite, for
+    /// validation's sampled whole-suite check (the environment row's `whole_test_command`).
+    pub whole_test: Option<TestCommand>,
     /// The kiln-testlog parser that reads the test command's output.
     pub parser: &'static str,
     /// How dependency versions are fixed: the lockfile that pins them, the cut-off applied, or

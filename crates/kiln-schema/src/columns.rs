@@ -38,7 +38,9 @@ use crate::status::{
 /// 15: validations and release rows carry how many of the tests the test patch's files define
 /// the runs reported (`tests_defined`, `tests_collected`; validations also `tests_not_collected`).
 /// 16: environments name the tests that failed for want of a network in the baseline and that
-/// the test command leaves out (`tests_left_out`).
+/// the test command leaves out (`tests_left_out`), and the whole suite's command where the
+/// test command is narrowed (`whole_test_command`); validations and release rows carry the
+/// sampled whole-suite check (`whole_suite`, `broken_outside_scope`).
 pub const SCHEMA_VERSION: u32 = 16;
 
 /// Logical type of one column, as stored in Parquet and described in JSON Schema.

@@ -204,6 +204,11 @@ table! {
         /// on them again; they are in neither list. A failed mocha hook leaves out the suite it
         /// guards. Empty when the runner has no way to leave tests out.
         pub tests_left_out: Vec<String>,
+        /// When `test_scope` narrowed the tests: the command that runs the whole suite (with
+        /// what the test command runs before it), which validation runs on a sample of its
+        /// rows (`[stages.validate] full_suite_every`); null when the command runs the whole
+        /// suite, or a repair changed the test command.
+        pub whole_test_command: Option<String>,
         /// Name of the test-log parser that reads the test command's output.
         pub parser: String,
         /// When `parser` is `status-lines`: the `sh` script, written by the launch agent, that
@@ -338,6 +343,13 @@ table! {
         pub tests_collected: Option<f64>,
         /// The defined tests no run with the gold patch reported, as `path::name` (at most 50).
         pub tests_not_collected: Vec<String>,
+        /// The whole-suite check, when this validated row was in its sample (the environment's
+        /// `whole_test_command`, once with the test patch and once with both patches): what
+        /// each run reported, `before: 812 passed, 3 failed; after: ...`; null when not run.
+        pub whole_suite: Option<String>,
+        /// Tests outside the narrowed scope that passed in the whole suite's run with the test
+        /// patch and did not pass with the gold patch too: what the fix breaks elsewhere.
+        pub broken_outside_scope: Vec<String>,
         /// Network mode of the test containers (`none` or `bridge`).
         pub network: String,
         /// Per run: side, repeat, exit code, counts, patch method and seconds.
@@ -455,6 +467,12 @@ table! {
         /// null when `tests_defined` is 0. A row under `[stages.validate] min_collected` is not
         /// released.
         pub tests_collected: Option<f64>,
+        /// Validation's whole-suite check of the row, when it was in the sample
+        /// (`[stages.validate] full_suite_every`): what each run reported; null when not run.
+        pub whole_suite: Option<String>,
+        /// Tests outside the narrowed scope that the whole suite's run passed with the test
+        /// patch alone and did not with the gold patch: what the fix breaks elsewhere.
+        pub broken_outside_scope: Vec<String>,
         /// The filter's judge of the row: `heuristic`, or the model names of the LM judge joined
         /// by `+`; null when no filter stage judged it (a task file taken as it is).
         pub filter_judge: Option<String>,
@@ -617,6 +635,8 @@ mod tests {
             tests_defined: 0,
             tests_collected: None,
             tests_not_collected: Vec::new(),
+            whole_suite: None,
+            broken_outside_scope: Vec::new(),
             network: "none".into(),
             runs: BTreeMap::new(),
             run_statuses,

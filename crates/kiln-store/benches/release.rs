@@ -200,6 +200,8 @@ fn row(i: usize, salt: u64) -> ReleaseInstance {
         difficulty_measures: std::collections::BTreeMap::from([("lines".to_string(), 40)]),
         tests_defined: 4,
         tests_collected: Some(1.0),
+        whole_suite: None,
+        broken_outside_scope: Vec::new(),
         filter_judge: Some("heuristic".into()),
         filter_label: Some("ok".into()),
         filter_reason: Some("reports a defect".into()),

@@ -13,6 +13,7 @@ pub mod harbor;
 pub mod harness;
 pub mod quality;
 pub mod run;
+pub mod whole;
 
 /// How validation applies a patch (the chain is kiln-core's: the host applies it too).
 pub use kiln_core::apply as patch;
@@ -203,6 +204,8 @@ fn new_record(request: &ValidateRequest) -> ValidationRecord {
         tests_defined: 0,
         tests_collected: None,
         tests_not_collected: Vec::new(),
+        whole_suite: None,
+        broken_outside_scope: Vec::new(),
         network: request.settings.tests.for_repo(&env.repo).as_str().into(),
         runs: BTreeMap::new(),
         run_statuses: BTreeMap::new(),
@@ -278,6 +281,8 @@ struct Runs {
     /// The repeats were not run: after the first run of each side no test could become
     /// FAIL_TO_PASS ([`decide::may_fail_to_pass`]).
     stopped_after_first: bool,
+    /// The sampled whole-suite check, when this row had one.
+    whole: Option<whole::WholeSuite>,
 }
 
 /// One side's build: its image, or why it did not build (the `before` side only: its new
@@ -351,7 +356,61 @@ impl Sides<'_> {
                 break;
             }
         }
+        runs.whole = self.whole_suite(built, &runs).await?;
         Ok(Ok(runs))
+    }
+
+    /// The sampled whole-suite check ([`whole`]) of a row the runs validate, where launch
+    /// narrowed the tests: the whole suite's command once in each side's build. A run that
+    /// gives no statuses (a timeout) is said in the row, never the row's failure.
+    async fn whole_suite(
+        &self,
+        built: &[Built],
+        runs: &Runs,
+    ) -> Result<Option<whole::WholeSuite>, ValidateError> {
+        let env = &self.request.environment;
+        let Some(command) = env.whole_test_command.as_deref() else {
+            return Ok(None);
+        };
+        if !whole::sampled(
+            env.instance_id.as_str(),
+            self.request.settings.full_suite_every,
+        ) || runs.stopped_after_first
+            || decide(&runs.results).rejection.is_some()
+        {
+            return Ok(None);
+        }
+        let mut sides = Vec::new();
+        for side in [Side::Before, Side::After] {
+            let Some(build) = built
+                .iter()
+                .find(|b| b.side == side)
+                .and_then(|b| b.build.as_ref())
+            else {
+                sides.push(whole::SideRun::Missing("did not build".into()));
+                continue;
+            };
+            self.step(format!("{} whole suite", side.as_str()));
+            let mut spec = self.spec(side, &format!("{}-whole", side.as_str()));
+            spec.test_command = command;
+            spec.harness_view = false;
+            sides.push(
+                match run::test_run(Arc::clone(self.runtime), &spec, build).await {
+                    Ok(output) => whole::SideRun::Ran(output.statuses),
+                    Err(RunFailure::Engine(e)) => return Err(ValidateError::Engine(e)),
+                    Err(RunFailure::Item(class, reason)) => {
+                        whole::SideRun::Missing(format!("{}: {reason}", class.as_str()))
+                    }
+                },
+            );
+        }
+        let after = sides
+            .pop()
+            .unwrap_or(whole::SideRun::Missing(String::new()));
+        let before = sides
+            .pop()
+            .unwrap_or(whole::SideRun::Missing(String::new()));
+        Ok(Some(whole::WholeSuite { before, after }))
     }
 
     /// The spec of a run of `side` (its log named by `label`).
@@ -532,7 +591,13 @@ fn decide_and_record(
             .iter()
             .filter(|r| r.side == Side::After)
             .flat_map(|r| r.statuses.keys().map(String::as_str))
-            .chain(request.environment.tests_left_out.iter().map(String::as_str)),
+            .chain(
+                request
+                    .environment
+                    .tests_left_out
+                    .iter()
+                    .map(String::as_str),
+            ),
     );
     if let Some(collected) = &collected {
         record.tests_defined = i64::try_from(collected.defined).unwrap_or(i64::MAX);
@@ -560,6 +625,23 @@ fn decide_and_record(
     // A test that failed for want of a network in some run and is in neither list says
     // nothing about the patch; the row names it, and those the environment's test command
     // leaves out for that reason, which no run reported.
+    if let Some(check) = &runs.whole {
+        // Outside the scope: what no narrowed run reported, nor the command left out.
+        let scope: BTreeSet<&str> = runs
+            .results
+            .iter()
+            .flat_map(|r| r.statuses.keys().map(String::as_str))
+            .chain(
+                request
+                    .environment
+                    .tests_left_out
+                    .iter()
+                    .map(String::as_str),
+            )
+            .collect();
+        record.whole_suite = Some(check.summary());
+        record.broken_outside_scope = check.broken_outside(&scope);
+    }
     let mut offline = runs.offline;
     offline.extend(request.environment.tests_left_out.iter().cloned());
     record.needs_network = offline

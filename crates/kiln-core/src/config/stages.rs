@@ -124,6 +124,10 @@ pub struct ValidateSettings {
     /// The share of the tests the test patch's files define that the runs with the gold patch
     /// must report (kiln-validate's `quality::tests_collected`); 0 turns the check off.
     pub min_collected: f64,
+    /// Where launch narrowed the tests (`test_scope`), one validated row in this many (by a
+    /// hash of its id) also runs the whole suite once with the test patch and once with both
+    /// patches, and names the tests outside the scope the fix breaks; 0 turns it off.
+    pub full_suite_every: i64,
 }
 
 /// The network of a stage's test runs (`network`, `network_repos`): none but loopback unless
@@ -295,6 +299,7 @@ pub(super) const VALIDATE_KEYS: &[&str] = &[
     "network_repos",
     "base_run",
     "min_collected",
+    "full_suite_every",
 ];
 
 /// Keys of an `export` stage.
@@ -595,6 +600,7 @@ impl Compiler<'_> {
         let tests = self.test_network(keys);
         let base_run = self.read(keys, "base_run", false, ..);
         let min_collected = self.read(keys, "min_collected", 0.9, 0.0..=1.0);
+        let full_suite_every = self.read(keys, "full_suite_every", 10, 0..=1_000_000);
         Ok(ValidateSettings {
             repeats: repeats?,
             concurrency: concurrency?,
@@ -602,6 +608,7 @@ impl Compiler<'_> {
             tests: tests?,
             base_run: base_run?,
             min_collected: min_collected?,
+            full_suite_every: full_suite_every?,
         })
     }
 

@@ -55,9 +55,14 @@ pub(super) async fn run_baseline(
             )
         {
             step("baseline without the tests that need a network");
-            leaving_out = LeavingOut::OnTrial(work.test.command.clone());
+            // The whole suite's command leaves them out too, where its runner can.
+            let whole = work.test.whole.as_ref().map(|whole| {
+                ecosystems::leave_out(attempted.ecosystem, whole, &record.parser, &ran.offline)
+                    .unwrap_or_else(|| whole.clone())
+            });
+            leaving_out = LeavingOut::OnTrial(work.test.command.clone(), work.test.whole.clone());
             record.tests_left_out = ran.offline;
-            work.test.set(test, record);
+            work.test.replace(test, whole, record);
             continue;
         }
         let (failure, outcome) = match (ran.failure, ran.outcome) {
@@ -70,7 +75,7 @@ pub(super) async fn run_baseline(
                 return Ok(Attempt::Done(None));
             }
             (Some(failure), Some(outcome)) => {
-                if let LeavingOut::OnTrial(whole) =
+                if let LeavingOut::OnTrial(command, whole) =
                     std::mem::replace(&mut leaving_out, LeavingOut::Given)
                 {
                     // The runner here does not take the way of leaving tests out (a pytest
@@ -81,7 +86,7 @@ pub(super) async fn run_baseline(
                         failure.class.as_str()
                     ));
                     record.tests_left_out.clear();
-                    work.test.restore(whole, record);
+                    work.test.replace(command, whole, record);
                     continue;
                 }
                 (failure, outcome)
@@ -147,9 +152,9 @@ pub(super) async fn run_baseline(
 enum LeavingOut {
     /// The baseline has not shown any yet.
     NotTried,
-    /// The command runs without them; the whole command, kept here, comes back if that run
-    /// fails.
-    OnTrial(crate::steps::TestCommand),
+    /// The command runs without them; the commands before, kept here (the test command and
+    /// the whole suite's), come back if that run fails.
+    OnTrial(crate::steps::TestCommand, Option<crate::steps::TestCommand>),
     /// Done, or given up: at most once per launch.
     Given,
 }

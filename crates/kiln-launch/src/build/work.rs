@@ -66,7 +66,7 @@ impl Work {
         Self {
             queue: plan.setup.iter().cloned().collect(),
             rebuild: plan.rebuild.clone(),
-            test: TestCommandSlot::new(plan.test.clone(), record),
+            test: TestCommandSlot::new(plan.test.clone(), plan.whole_test.clone(), record),
             tried: Vec::new(),
             context: plan.repair.clone(),
             repaired_from: record.repairs.len(),
@@ -118,30 +118,42 @@ impl Work {
 }
 
 /// The test command of an attempt, kept typed for the repairs and rendered into the row
-/// whenever it changes.
+/// whenever it changes, with the whole suite's command where the plan narrowed the tests.
 pub(super) struct TestCommandSlot {
     pub(super) command: TestCommand,
+    /// The whole suite's command, while it still goes with `command`.
+    pub(super) whole: Option<TestCommand>,
 }
 
 impl TestCommandSlot {
-    fn new(command: TestCommand, record: &mut EnvironmentRecord) -> Self {
+    fn new(
+        command: TestCommand,
+        whole: Option<TestCommand>,
+        record: &mut EnvironmentRecord,
+    ) -> Self {
         record.test_command = command.render();
-        Self { command }
+        record.whole_test_command = whole.as_ref().map(TestCommand::render);
+        Self { command, whole }
     }
 
     /// A repaired command; what the plan runs before the tests (services, the CI's variables)
-    /// stays.
+    /// stays. The whole suite's command goes: what the repair changed may not hold for it.
     pub(super) fn set(&mut self, mut command: TestCommand, record: &mut EnvironmentRecord) {
         if command.prelude.is_empty() {
             command.prelude.clone_from(&self.command.prelude);
         }
-        record.test_command = command.render();
-        self.command = command;
+        *self = Self::new(command, None, record);
     }
 
-    /// A command this attempt ran before, whole, prelude and all.
-    pub(super) fn restore(&mut self, command: TestCommand, record: &mut EnvironmentRecord) {
-        *self = Self::new(command, record);
+    /// Both commands, as they are to run from now on (tests left out of each, or the ones this
+    /// attempt ran before).
+    pub(super) fn replace(
+        &mut self,
+        command: TestCommand,
+        whole: Option<TestCommand>,
+        record: &mut EnvironmentRecord,
+    ) {
+        *self = Self::new(command, whole, record);
     }
 }
 

@@ -33,6 +33,10 @@ pub fn choose(cx: &PlanContext<'_>) -> Option<(Ecosystem, Plan)> {
         .find_map(|e| (e.plan)(cx).map(|plan| (Ecosystem(e), plan)))?;
     crate::services::apply(&mut plan, &crate::ci::services(cx.root));
     crate::ci_variables::apply(&mut plan, &crate::ci::environment(cx.root));
+    // The whole suite runs with what the tests run before them: the services, the variables.
+    if let Some(whole) = &mut plan.whole_test {
+        whole.prelude.clone_from(&plan.test.prelude);
+    }
     Some((ecosystem, plan))
 }
 

@@ -126,6 +126,7 @@ fn settings(repeats: i64) -> ValidateSettings {
         tests: kiln_core::config::TestNetwork::default(),
         base_run: false,
         min_collected: 0.9,
+        full_suite_every: 0,
     }
 }
 
@@ -497,6 +498,76 @@ async fn runs_that_lose_a_test_the_test_file_defines_reject_the_row_under_min_co
     assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.tests_collected, Some(1.0));
     assert_eq!(record.needs_network, [old]);
+}
+
+#[tokio::test]
+async fn a_sampled_row_runs_the_whole_suite_once_a_side_and_names_what_the_fix_breaks_elsewhere() {
+    const WHOLE: &str = "/opt/kiln/venv/bin/python -m pytest -rA -v everything";
+    const ELSEWHERE: &str = "tests/test_other.py::test_broken";
+    const KEPT: &str = "tests/test_other.py::test_kept";
+    let script = |runtime: &ScriptedRuntime| {
+        runtime.script(after_gold().answer(Answer::pytest(&[(NEW, "PASSED"), (OLD, "PASSED")])));
+        runtime.script(before_gold().answer(Answer::pytest(&[(NEW, "FAILED"), (OLD, "PASSED")])));
+        runtime.script(
+            Script::contains(WHOLE)
+                .after(applies("gold"))
+                .answer(Answer::pytest(&[
+                    (NEW, "PASSED"),
+                    (OLD, "PASSED"),
+                    (ELSEWHERE, "FAILED"),
+                    (KEPT, "PASSED"),
+                ])),
+        );
+        runtime.script(Script::contains(WHOLE).answer(Answer::pytest(&[
+            (NEW, "FAILED"),
+            (OLD, "PASSED"),
+            (ELSEWHERE, "PASSED"),
+            (KEPT, "PASSED"),
+        ])));
+    };
+    let with_whole = |env: &mut EnvironmentRecord| env.whole_test_command = Some(WHOLE.into());
+    let every = |n| ValidateSettings {
+        full_suite_every: n,
+        ..settings(2)
+    };
+    let runtime = runtime();
+    script(&runtime);
+    let record = validated(validate_with(&runtime, every(1), with_whole).await);
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    // The lists are the narrowed runs' alone.
+    assert_eq!(record.FAIL_TO_PASS, [NEW]);
+    assert_eq!(record.PASS_TO_PASS, [OLD]);
+    assert_eq!(
+        record.whole_suite.as_deref(),
+        Some("before: 3 passed, 1 failed, 0 skipped; after: 3 passed, 1 failed, 0 skipped")
+    );
+    assert_eq!(record.broken_outside_scope, [ELSEWHERE]);
+    let whole_runs = |runtime: &ScriptedRuntime| {
+        runtime
+            .commands()
+            .iter()
+            .filter(|c| c.contains(WHOLE))
+            .count()
+    };
+    assert_eq!(whole_runs(&runtime), 2);
+
+    // Not in the sample, or no whole-suite command: no such run, nothing said.
+    for (n, whole) in [(0, true), (1, false)] {
+        let runtime = self::runtime();
+        script(&runtime);
+        let record = validated(
+            validate_with(&runtime, every(n), |env| {
+                if whole {
+                    with_whole(env);
+                }
+            })
+            .await,
+        );
+        assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+        assert_eq!(whole_runs(&runtime), 0);
+        assert_eq!(record.whole_suite, None);
+        assert!(record.broken_outside_scope.is_empty());
+    }
 }
 
 #[tokio::test]

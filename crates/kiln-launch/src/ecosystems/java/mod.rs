@@ -245,6 +245,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         rebuild: vec![Step::Shell(compile)],
         test: TestCommand::plain(test),
         test_scope: "all".into(),
+        whole_test: None,
         parser: "junit-xml",
         resolution,
         cutoff: None,

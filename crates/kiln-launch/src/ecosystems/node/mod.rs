@@ -230,6 +230,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
     // Jest, Vitest and mocha run the touched directories where the scope says so; the
     // script's own files give way to them.
     let mut test_scope = "all".to_string();
+    let whole_args = project.runner_args.clone();
     if matches!(
         project.runner,
         Runner::Jest | Runner::ReactScripts | Runner::Vitest
@@ -284,6 +285,12 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         setup.push(jasmine_reporter_setup());
     }
     let (test, parser) = test_command(&project);
+    let whole_test = (project.runner_args != whole_args).then(|| {
+        let runner_args = std::mem::replace(&mut project.runner_args, whole_args);
+        let (whole, _) = test_command(&project);
+        project.runner_args = runner_args;
+        whole
+    });
     let manager = match project.manager {
         PackageManager::NpmLocked | PackageManager::NpmUnlocked => "npm",
         PackageManager::Yarn { .. } => "yarn",
@@ -320,6 +327,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         rebuild,
         test,
         test_scope,
+        whole_test,
         parser,
         resolution,
         cutoff: if cutoff_applied {
@@ -614,9 +622,15 @@ mod tests {
             "{}",
             selected.test_scope
         );
+        // The whole suite's command is the script's own, for validation's sampled check.
+        assert_eq!(
+            selected.whole_test.as_ref().map(TestCommand::render),
+            Some(plan_for(crate::plan::TestScope::All).test.render())
+        );
         let whole = plan_for(crate::plan::TestScope::All);
         assert!(whole.test.render().contains("jest --runInBand tests --ci"));
         assert_eq!(whole.test_scope, "all");
+        assert_eq!(whole.whole_test, None);
     }
 
     #[test]
@@ -646,6 +660,13 @@ mod tests {
             ),
             "{}",
             narrowed.test.render()
+        );
+        assert!(
+            narrowed.whole_test.as_ref().is_some_and(|whole| whole
+                .render()
+                .contains("mocha --require test/support/env --check-leaks test/ test/acceptance/ --reporter json")),
+            "{:?}",
+            narrowed.whole_test
         );
         assert_eq!(
             narrowed.test_scope,

@@ -68,12 +68,14 @@ pub fn plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
     } else {
         format!("touched: {} Django test modules", labels.len())
     };
-    let mut test = format!("cd tests && {VENV}/bin/python runtests.py --verbosity 2 --parallel 1");
+    let runner = format!("cd tests && {VENV}/bin/python runtests.py --verbosity 2 --parallel 1");
+    let mut test = runner.clone();
     for label in &labels {
         test.push(' ');
         test.push_str(&shell::quote(label));
     }
     test.push_str(" 2>&1");
+    let whole_test = (!labels.is_empty()).then(|| TestCommand::plain(format!("{runner} 2>&1")));
     let pinned = std::fs::read_to_string(cx.root.join(".python-version")).ok();
     let (suite, version_reason) = choose_python(
         project.requires_python.as_deref(),
@@ -89,6 +91,7 @@ pub fn plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
         rebuild: Vec::new(),
         test: TestCommand::plain(test),
         test_scope,
+        whole_test,
         parser: "unittest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),

@@ -44,8 +44,9 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         pinned.as_deref(),
         cx.cutoff,
     );
+    let whole = test_command(cx.case_timeout);
     let (test, test_scope) = selection::scoped_command(
-        &test_command(cx.case_timeout),
+        &whole,
         cx.root,
         cx.scope,
         cx.test_files,
@@ -76,6 +77,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
             .collect(),
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
+        whole_test: (test != whole).then(|| TestCommand::plain(whole)),
         test: TestCommand::plain(test),
         test_scope,
         parser: "pytest",

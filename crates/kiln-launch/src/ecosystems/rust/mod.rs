@@ -238,6 +238,16 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         ci_features: crate::ci::cargo_test_features(&crate::ci::commands(cx.root)),
     };
     let (compile, test) = commands(&scope);
+    // The whole workspace's tests, with the root package's test features: cargo compiles what
+    // the selection left out as the run goes.
+    let whole_test = selection.as_ref().map(|_| {
+        commands(&CargoScope {
+            packages: Vec::new(),
+            features: test_features(&project),
+            ..scope.clone()
+        })
+        .1
+    });
     let mut setup = vec![Step::git_setup()];
     let mut applied_cutoff = None;
     let resolution = if project.lockfile {
@@ -283,6 +293,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         rebuild: vec![compile],
         test,
         test_scope,
+        whole_test,
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,
@@ -407,6 +418,13 @@ mod tests {
         let core = plan_for(&["core/tests/parse.rs"], crate::plan::TestScope::Auto);
         assert_eq!(core.test, "cargo test -p app-core --no-fail-fast 2>&1");
         assert_eq!(core.rebuild, ["cargo test -p app-core --no-run"]);
+        assert_eq!(
+            core.whole_test
+                .as_ref()
+                .map(crate::steps::TestCommand::render)
+                .as_deref(),
+            Some("cargo test --workspace --no-fail-fast --features app/test-utils 2>&1")
+        );
         assert_eq!(
             core.test_scope,
             "touched: packages app-core (1 of 3 in the workspace)"

@@ -230,6 +230,16 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
             Some(_) => "under 90 %".to_string(),
         }]
     });
+    let whole = count_by(rows, |r| {
+        vec![
+            match (&r.whole_suite, r.broken_outside_scope.is_empty()) {
+                (None, _) => "not run",
+                (Some(_), true) => "nothing broken",
+                (Some(_), false) => "breaks tests elsewhere",
+            }
+            .to_string(),
+        ]
+    });
     let judges = count_by(rows, |r| {
         vec![format!(
             "{} ({})",
@@ -288,6 +298,15 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
              environment could not import shows here as missing tests. Validation rejects a row under \
              `[stages.validate] min_collected` (0.9 by default); null where no definition is read (C and \
              C++ suites, titles built at run time).",
+        ),
+        (
+            "`whole_suite` (`broken_outside_scope`)",
+            tally(whole),
+            "Where launch narrowed the tests to those the test patch touches (`test_scope`), one validated \
+             row in `[stages.validate] full_suite_every` (10 by default, by a hash of its id) also ran the \
+             whole suite once with the test patch and once with both patches: what each run reported, and \
+             the tests outside the narrowed scope that passed with the test patch alone and fail with the \
+             fix (a fix that breaks another part of the suite). `not run` elsewhere.",
         ),
         (
             "`filter_judge` (`filter_label`, `filter_reason`)",
@@ -393,9 +412,14 @@ mod tests {
                 filter_judge: None,
                 filter_label: None,
                 filter_flags: vec!["network-access".into(), "image-only".into()],
+                whole_suite: Some("before: 9 passed; after: 8 passed, 1 failed".into()),
+                broken_outside_scope: vec!["tests/test_b.py::test_x".into()],
                 ..row("o__r-2")
             },
-            row("o__r-3"),
+            ReleaseInstance {
+                whole_suite: Some("before: 9 passed; after: 9 passed".into()),
+                ..row("o__r-3")
+            },
         ];
         let mut out = String::new();
         quality(&mut out, "test", &rows);
@@ -407,6 +431,7 @@ mod tests {
             "| `tests_collected` (`tests_defined`) | all: 2, no definitions read: 1 |",
             "| `filter_judge` (`filter_label`, `filter_reason`) | heuristic (ok): 2, no filter (-): 1 |",
             "| `filter_flags` | none: 2, image-only: 1, network-access: 1 |",
+            "| `whole_suite` (`broken_outside_scope`) | breaks tests elsewhere: 1, not run: 1, nothing broken: 1 |",
         ] {
             assert!(out.contains(line), "{line}\n{out}");
         }

@@ -131,6 +131,9 @@ struct Metadata<'a> {
     tests_defined: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     tests_collected: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    whole_suite: Option<&'a str>,
+    broken_outside_scope: &'a [String],
     /// The filter's verdict on the row (none when no filter judged it).
     #[serde(skip_serializing_if = "Option::is_none")]
     filter_judge: Option<&'a str>,
@@ -289,6 +292,8 @@ fn task_toml(
             difficulty: row.difficulty.map(kiln_schema::Difficulty::as_str),
             tests_defined: row.tests_defined,
             tests_collected: row.tests_collected,
+            whole_suite: row.whole_suite.as_deref(),
+            broken_outside_scope: &row.broken_outside_scope,
             filter_judge: row.filter_judge.as_deref(),
             filter_label: row.filter_label.as_deref(),
             filter_reason: row.filter_reason.as_deref(),

@@ -123,6 +123,8 @@ fn release_row(
         difficulty_measures: validation.difficulty_measures.clone(),
         tests_defined: validation.tests_defined,
         tests_collected: validation.tests_collected,
+        whole_suite: validation.whole_suite.clone(),
+        broken_outside_scope: validation.broken_outside_scope.clone(),
         filter_judge: None,
         filter_label: None,
         filter_reason: None,
