@@ -79,6 +79,11 @@ pub struct Plan {
     /// When `test_scope` narrows the tests: the command that runs the whole suite, for
     /// validation's sampled whole-suite check (the environment row's `whole_test_command`).
     pub whole_test: Option<TestCommand>,
+    /// The command that lists the tests of the files given after it, one id per line as
+    /// `parser` names them (`pytest --collect-only -q`), when the runner has one: validation
+    /// counts the tests the test patch's files define with it (the environment row's
+    /// `collect_command`).
+    pub collect: Option<TestCommand>,
     /// The kiln-testlog parser that reads the test command's output.
     pub parser: &'static str,
     /// How dependency versions are fixed: the lockfile that pins them, the cut-off applied, or

@@ -39,7 +39,8 @@ use crate::status::{
 /// the runs reported (`tests_defined`, `tests_collected`; validations also `tests_not_collected`).
 /// 16: environments name the tests that failed for want of a network in the baseline and that
 /// the test command leaves out (`tests_left_out`), and the whole suite's command where the
-/// test command is narrowed (`whole_test_command`); validations and release rows carry the
+/// test command is narrowed (`whole_test_command`), and the runner's listing of tests
+/// (`collect_command`); validations and release rows carry the
 /// sampled whole-suite check (`whole_suite`, `broken_outside_scope`).
 pub const SCHEMA_VERSION: u32 = 16;
 

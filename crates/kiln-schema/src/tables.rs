@@ -209,6 +209,11 @@ table! {
         /// rows (`[stages.validate] full_suite_every`); null when the command runs the whole
         /// suite, or a repair changed the test command.
         pub whole_test_command: Option<String>,
+        /// The command that lists the tests of the files given after it, one id a line as
+        /// `parser` names them (`pytest --collect-only -q`), with what the test command runs
+        /// before it; validation counts the tests the test patch's files define with it
+        /// (`tests_defined`). Null where the runner has no such listing.
+        pub collect_command: Option<String>,
         /// Name of the test-log parser that reads the test command's output.
         pub parser: String,
         /// When `parser` is `status-lines`: the `sh` script, written by the launch agent, that
@@ -333,7 +338,9 @@ table! {
         /// The measures behind `difficulty`: `lines`, `hunks`, `files`, `functions` (touched),
         /// `fail_to_pass`, and their `points`.
         pub difficulty_measures: BTreeMap<String, i64>,
-        /// Test names the test patch's files define, read from the files at the patched commit
+        /// Tests the test patch's files define: the ids the runner's listing names in the
+        /// `after` build (the environment's `collect_command`; pytest), else, and for a file
+        /// the runner could not collect, the names read from the files at the patched commit
         /// in the row's language (kiln-validate's `quality::tests_collected` gives the rules);
         /// 0 when they define none kiln reads.
         pub tests_defined: i64,
@@ -459,9 +466,11 @@ table! {
         /// The measures behind `difficulty` and their `points`: `lines`, `hunks`, `files`,
         /// `functions`, `fail_to_pass`.
         pub difficulty_measures: BTreeMap<String, i64>,
-        /// Test names the test patch's files define (Python `def test…`, Go `func Test…`, Rust
-        /// `#[test]` functions, JUnit `@Test` methods, literal `it`/`test` titles), read from the
-        /// files at the patched commit; 0 when they define none kiln reads (C and C++ suites).
+        /// Tests the test patch's files define: listed by the runner in the fixed build where
+        /// it lists tests (pytest `--collect-only`), else read from the files at the patched
+        /// commit (Python `def test…`, Go `func Test…`, Rust `#[test]` functions, JUnit `@Test`
+        /// methods, literal `it`/`test` titles); 0 when they define none kiln reads (C and C++
+        /// suites).
         pub tests_defined: i64,
         /// The share of `tests_defined` that validation's runs with the gold patch reported;
         /// null when `tests_defined` is 0. A row under `[stages.validate] min_collected` is not

@@ -283,6 +283,8 @@ struct Runs {
     stopped_after_first: bool,
     /// The sampled whole-suite check, when this row had one.
     whole: Option<whole::WholeSuite>,
+    /// The runner's listing of the tests the test patch's files define, in the `after` build.
+    listing: Option<quality::Listing>,
 }
 
 /// One side's build: its image, or why it did not build (the `before` side only: its new
@@ -357,7 +359,49 @@ impl Sides<'_> {
             }
         }
         runs.whole = self.whole_suite(built, &runs).await?;
+        runs.listing = self.listing(built, &runs).await?;
         Ok(Ok(runs))
+    }
+
+    /// The runner's listing of the tests the test patch's files define
+    /// ([`quality::Listing`]), from the environment's `collect_command` in the `after` side's
+    /// build, for a row the runs may validate; `None` without such a command, or when its
+    /// output is no listing (the count is then read from the files' text).
+    async fn listing(
+        &self,
+        built: &[Built],
+        runs: &Runs,
+    ) -> Result<Option<quality::Listing>, ValidateError> {
+        let env = &self.request.environment;
+        let files: Vec<String> = self
+            .effect
+            .test_sources
+            .iter()
+            .filter(|(path, _)| quality::counted(&env.language, &env.parser, path))
+            .map(|(path, _)| harness::quote(path))
+            .collect();
+        let (Some(collect), Some(build)) = (
+            env.collect_command.as_deref(),
+            built
+                .iter()
+                .find(|b| b.side == Side::After)
+                .and_then(|b| b.build.as_ref()),
+        ) else {
+            return Ok(None);
+        };
+        if files.is_empty() || runs.stopped_after_first || decide(&runs.results).rejection.is_some()
+        {
+            return Ok(None);
+        }
+        self.step("after: list the test patch's tests".into());
+        let command = format!("{collect} {}", files.join(" "));
+        let mut spec = self.spec(Side::After, "after-listing");
+        spec.test_command = &command;
+        match run::command_run(Arc::clone(self.runtime), &spec, build).await {
+            Ok(outcome) => Ok(quality::Listing::from_pytest(&outcome.output)),
+            Err(RunFailure::Engine(e)) => Err(ValidateError::Engine(e)),
+            Err(RunFailure::Item(..)) => Ok(None),
+        }
     }
 
     /// The sampled whole-suite check ([`whole`]) of a row the runs validate, where launch
@@ -587,6 +631,7 @@ fn decide_and_record(
         &request.environment.language,
         &request.environment.parser,
         test_sources,
+        runs.listing.as_ref(),
         runs.results
             .iter()
             .filter(|r| r.side == Side::After)

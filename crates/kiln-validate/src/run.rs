@@ -214,6 +214,24 @@ pub async fn test_run(
     .await
 }
 
+/// Runs the spec's test command once, alone, in a fresh container from a side's build, and
+/// gives its outcome unread (a listing of tests, say).
+///
+/// # Errors
+/// See [`RunFailure`].
+pub async fn command_run(
+    runtime: Arc<dyn ContainerRuntime>,
+    spec: &RunSpec<'_>,
+    build: &SideBuild,
+) -> Result<kiln_core::ExecOutcome, RunFailure> {
+    let container = container_spec(spec, &build.image);
+    let mut session = Session::start(Arc::clone(&runtime), &container, &spec.log).await?;
+    charge(&mut session, spec, CpuPhase::ValidationTests);
+    let result = run_test_command(&mut session, spec).await;
+    close(session, spec).await?;
+    result
+}
+
 /// Charges the session's commands to the spec's ledger, if it has one, under `phase`.
 fn charge(session: &mut Session, spec: &RunSpec<'_>, phase: CpuPhase) {
     if let Some(ledger) = spec.cpu {

@@ -67,6 +67,16 @@ pub(super) async fn run_baseline(
         }
         let (failure, outcome) = match (ran.failure, ran.outcome) {
             (None, _) => {
+                // The listing runs with what the tests run before them (services, the CI's
+                // variables, the tests left out).
+                record.collect_command = attempted.plan.collect.as_ref().map(|collect| {
+                    crate::steps::TestCommand {
+                        env: work.test.command.env.clone(),
+                        prelude: work.test.command.prelude.clone(),
+                        ..collect.clone()
+                    }
+                    .render()
+                });
                 record.built_by = Some(if record.repairs.is_empty() {
                     BuiltBy::Rules
                 } else {

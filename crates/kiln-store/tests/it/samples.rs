@@ -103,6 +103,7 @@ pub fn environment(id: &str) -> EnvironmentRecord {
         test_scope: "all".into(),
         tests_left_out: vec!["tests/test_net.py::test_download".into()],
         whole_test_command: Some("pytest".into()),
+        collect_command: Some("pytest --collect-only -q".into()),
         parser: "pytest".into(),
         parser_script: None,
         dependency_cutoff: Some("2024-05-01T12:00:00Z".into()),

@@ -32,6 +32,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::listing::Listing;
+
 /// At most this many missing names are kept in the row; the rest are counted.
 pub const LISTED_MISSING: usize = 50;
 
@@ -232,17 +234,30 @@ fn same_file(file: &str, path: &str) -> bool {
             .is_some_and(|head| head.ends_with('/'))
 }
 
+/// Whether the file at `path` is one whose tests [`tests_collected`] counts for a row of
+/// `language` read by `parser` (a test module the runner collects, not data).
+#[must_use]
+pub fn counted(language: &str, parser: &str, path: &str) -> bool {
+    syntax(language, parser, path).is_some()
+}
+
 /// What the test patch's files (`files`: path and content at the patched commit) define and
 /// how much of it `reported` (the test ids the `after` runs gave, read by `parser`) holds;
-/// `None` when the files define no test kiln can read for `language`. Where the runner names
-/// each test's file, a file's tests are looked for among the ids of that file only.
+/// `None` when the files define no test kiln can read for `language`. With the runner's
+/// `listing` of the files, a file's tests are the ids it lists there, found among the reported
+/// ids as they are; a file it could not collect, or every file without a listing, is read from
+/// its text, its tests looked for by name among the ids of that file where the runner names
+/// each test's file.
 #[must_use]
 pub fn tests_collected<'a>(
     language: &str,
     parser: &str,
     files: &[(String, Vec<u8>)],
+    listing: Option<&Listing>,
     reported: impl IntoIterator<Item = &'a str>,
 ) -> Option<Collected> {
+    let reported: Vec<&str> = reported.into_iter().collect();
+    let exact: BTreeSet<&str> = reported.iter().copied().collect();
     let reported: Vec<(Option<&str>, &str)> = reported.into_iter().filter_map(split_id).collect();
     let names_files = reported.iter().any(|(file, _)| file.is_some());
     let mut defined = 0;
@@ -252,6 +267,17 @@ pub fn tests_collected<'a>(
         let Some(syntax) = syntax(language, parser, path) else {
             continue;
         };
+        if let Some(listing) = listing.filter(|listing| !listing.errored(path)) {
+            for id in listing.ids_of(path) {
+                defined += 1;
+                if exact.contains(id) {
+                    found += 1;
+                } else if missing.len() < LISTED_MISSING {
+                    missing.push(id.to_string());
+                }
+            }
+            continue;
+        }
         let text = String::from_utf8_lossy(content);
         if gated(&syntax, &text) {
             continue;
@@ -488,7 +514,7 @@ mod tests {
             "tests/test_io.py::test_read_more",
         ];
         // `test` nested in a method is no test; `test_guarded` under an `if` is.
-        let got = tests_collected("python", "pytest", &files, ids).unwrap();
+        let got = tests_collected("python", "pytest", &files, None, ids).unwrap();
         assert_eq!((got.defined, got.reported), (5, 3));
         assert_eq!(
             got.missing,
@@ -504,13 +530,48 @@ mod tests {
             "tests/test_plugin.py::test_unload",
         ]);
         assert!(
-            (tests_collected("python", "pytest", &files, all)
+            (tests_collected("python", "pytest", &files, None, all)
                 .unwrap()
                 .share()
                 - 1.0)
                 .abs()
                 < 1e-9
         );
+    }
+
+    #[test]
+    fn the_runners_listing_counts_the_files_it_collected_and_the_text_the_others() {
+        let files = [
+            // A subclass inherits its test methods: the text shows none, the runner lists two.
+            file(
+                "tests/test_io.py",
+                "from base import Base\n\nclass TestIo(Base):\n    pass\n",
+            ),
+            file(
+                "tests/test_plugin.py",
+                "import plugin\n\ndef test_load():\n    pass\n",
+            ),
+        ];
+        let listing = Listing::from_pytest(
+            "tests/test_io.py::TestIo::test_read\ntests/test_io.py::TestIo::test_write\n\n\
+             ERROR tests/test_plugin.py - ModuleNotFoundError: No module named 'plugin'\n\
+             2 tests collected, 1 error in 0.1s\n",
+        )
+        .unwrap();
+        let reported = ["tests/test_io.py::TestIo::test_read"];
+        let got = tests_collected("python", "pytest", &files, Some(&listing), reported).unwrap();
+        // Two listed (one reported), and the file that failed to collect read from its text.
+        assert_eq!((got.defined, got.reported), (3, 1));
+        assert_eq!(
+            got.missing,
+            [
+                "tests/test_io.py::TestIo::test_write",
+                "tests/test_plugin.py::test_load"
+            ]
+        );
+        // From the text alone the subclass defines nothing.
+        let text = tests_collected("python", "pytest", &files, None, reported).unwrap();
+        assert_eq!((text.defined, text.reported), (1, 0));
     }
 
     #[test]
@@ -523,6 +584,7 @@ mod tests {
             "typescript",
             "jest-json",
             std::slice::from_ref(&js),
+            None,
             ["test/parse.test.ts::parse › reads 'quoted' input"],
         )
         .unwrap();
@@ -537,6 +599,7 @@ mod tests {
             "go",
             "go-test-json",
             &[go],
+            None,
             [
                 "example.com/m/pkg::TestParse/sub",
                 "example.com/m/pkg::TestEmptyish",
@@ -549,7 +612,7 @@ mod tests {
             "//go:build integration\n\npackage pkg\n\nfunc TestDB(t *testing.T) {}\n",
         );
         assert_eq!(
-            tests_collected("go", "go-test-json", &[tagged], ["x"]),
+            tests_collected("go", "go-test-json", &[tagged], None, ["x"]),
             None
         );
 
@@ -562,6 +625,7 @@ mod tests {
             "rust",
             "cargo",
             &[rust],
+            None,
             ["parse::parses", "parse::fetches"],
         )
         .unwrap();
@@ -572,7 +636,8 @@ mod tests {
             "class ParseTest {\n  @Test\n  public void parses() {}\n  @Test(expected = X.class)\n  @DisplayName(\"e\")\n  void fails() {}\n  void helper() {}\n}\n",
         );
         // A `@DisplayName` names the test otherwise: it is not counted.
-        let got = tests_collected("java", "junit-xml", &[java], ["a.ParseTest.parses"]).unwrap();
+        let got =
+            tests_collected("java", "junit-xml", &[java], None, ["a.ParseTest.parses"]).unwrap();
         assert_eq!((got.defined, got.reported), (1, 1));
     }
 
@@ -583,13 +648,14 @@ mod tests {
             file("test/x.test.js", "it('x', () => {});\n"),
         ];
         // A Rust row whose test patch also edits Python and JavaScript tests.
-        assert_eq!(tests_collected("rust", "cargo", &files, ["x"]), None);
+        assert_eq!(tests_collected("rust", "cargo", &files, None, ["x"]), None);
         // A C++ row: CTest names are not the source's.
         assert_eq!(
             tests_collected(
                 "cpp",
                 "pytest",
                 &[file("tests/x.cpp", "TEST(A, B) {}\n")],
+                None,
                 ["A.B"]
             ),
             None
@@ -599,6 +665,7 @@ mod tests {
                 "python",
                 "pytest",
                 &[file("tests/conftest.py", "def fixture():\n    pass\n")],
+                None,
                 ["x"]
             ),
             None
@@ -623,6 +690,7 @@ mod tests {
             "python",
             "pytest",
             &files,
+            None,
             [
                 "tests/test_app.py::TestSkips::test_skip",
                 "tests/test_app.py::test_plugin",
@@ -635,6 +703,7 @@ mod tests {
             "python",
             "unittest",
             &files[..1],
+            None,
             ["test_skip (tests.test_app.TestSkips)"],
         )
         .unwrap();
@@ -654,8 +723,14 @@ mod tests {
                 "package pkg\n\n// func TestOld(t *testing.T) {}\nfunc TestShort(t *testing.T) {}\n",
             ),
         ];
-        let got =
-            tests_collected("go", "go-test-json", &go, ["example.com/m/pkg::TestShort"]).unwrap();
+        let got = tests_collected(
+            "go",
+            "go-test-json",
+            &go,
+            None,
+            ["example.com/m/pkg::TestShort"],
+        )
+        .unwrap();
         assert_eq!((got.defined, got.reported), (1, 1));
 
         let rust = [
@@ -672,15 +747,21 @@ mod tests {
                 "#[test]\nfn checks() {\n    let fixture = r#\"\n#[test]\nfn inner() {}\n\"#;\n}\n",
             ),
         ];
-        let got = tests_collected("rust", "cargo", &rust, ["check::checks"]).unwrap();
+        let got = tests_collected("rust", "cargo", &rust, None, ["check::checks"]).unwrap();
         assert_eq!((got.defined, got.reported), (1, 1), "{got:?}");
 
         let js = file(
             "test/a.test.js",
             "// it('old behaviour', () => {});\nit('caf\\u00e9 \\x41', () => {});\n",
         );
-        let got =
-            tests_collected("javascript", "jest-json", &[js], ["test/a.test.js::café A"]).unwrap();
+        let got = tests_collected(
+            "javascript",
+            "jest-json",
+            &[js],
+            None,
+            ["test/a.test.js::café A"],
+        )
+        .unwrap();
         assert_eq!((got.defined, got.reported), (1, 1), "{got:?}");
     }
 
@@ -688,13 +769,15 @@ mod tests {
     fn a_module_reported_as_a_file_or_a_name_in_another_file_is_no_collected_test() {
         let files = [file("tests/test_load.py", "def test_load():\n    pass\n")];
         // pytest names a module that failed to import by its path alone.
-        let got = tests_collected("python", "pytest", &files, ["tests/test_load.py"]).unwrap();
+        let got =
+            tests_collected("python", "pytest", &files, None, ["tests/test_load.py"]).unwrap();
         assert_eq!((got.defined, got.reported), (1, 0));
         // The same name in another file is another test.
         let got = tests_collected(
             "python",
             "pytest",
             &files,
+            None,
             ["tests/test_other.py::test_load"],
         )
         .unwrap();
@@ -704,6 +787,7 @@ mod tests {
             "python",
             "pytest",
             &files,
+            None,
             ["/testbed/tests/test_load.py::test_load"],
         )
         .unwrap();

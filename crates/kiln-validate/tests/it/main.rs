@@ -498,6 +498,34 @@ async fn runs_that_lose_a_test_the_test_file_defines_reject_the_row_under_min_co
     assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
     assert_eq!(record.tests_collected, Some(1.0));
     assert_eq!(record.needs_network, [old]);
+
+    // With the runner's listing, its ids are what the file defines: a listing that names
+    // `test_new` alone (a test pytest does not collect is none) counts one of one.
+    const COLLECT: &str = "/opt/kiln/venv/bin/python -m pytest --collect-only -q";
+    let runtime = self::runtime();
+    script(&runtime);
+    runtime.script(
+        Script::contains(COLLECT)
+            .after(applies("gold"))
+            .answer(Answer::ok().output(format!("{NEW}\n\n1 test collected in 0.01s\n"))),
+    );
+    let record = validated(
+        validate_with(&runtime, settings(2), |env| {
+            env.collect_command = Some(COLLECT.into());
+        })
+        .await,
+    );
+    assert_eq!(record.status.as_str(), "validated", "{:?}", record.reason);
+    assert_eq!(
+        (record.tests_defined, record.tests_collected),
+        (1, Some(1.0))
+    );
+    let listings: Vec<String> = runtime
+        .commands()
+        .into_iter()
+        .filter(|c| c.contains(COLLECT))
+        .collect();
+    assert_eq!(listings, [format!("{COLLECT} 'tests/test_demo.py'")]);
 }
 
 #[tokio::test]

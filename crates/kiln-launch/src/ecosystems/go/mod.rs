@@ -169,6 +169,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         test: TestCommand::plain(format!("{flags}go test -json -count=1 ./... 2>&1")),
         test_scope: "all".into(),
         whole_test: None,
+        collect: None,
         parser: "go-test-json",
         resolution,
         // go.mod states exact minimum versions; there is nothing to resolve as of a date.

@@ -246,6 +246,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         test: TestCommand::plain(test),
         test_scope: "all".into(),
         whole_test: None,
+        collect: None,
         parser: "junit-xml",
         resolution,
         cutoff: None,

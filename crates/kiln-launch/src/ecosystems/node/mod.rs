@@ -328,6 +328,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         test,
         test_scope,
         whole_test,
+        collect: None,
         parser,
         resolution,
         cutoff: if cutoff_applied {

@@ -92,6 +92,7 @@ pub fn plan(cx: &PlanContext<'_>, project: &PythonProject) -> Plan {
         test: TestCommand::plain(test),
         test_scope,
         whole_test,
+        collect: None,
         parser: "unittest",
         resolution: resolution(cx.cutoff),
         cutoff: cx.cutoff.map(str::to_string),

@@ -78,6 +78,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         // An editable install picks up source changes without a rebuild.
         rebuild: Vec::new(),
         whole_test: (test != whole).then(|| TestCommand::plain(whole)),
+        collect: Some(TestCommand::plain(collect_command())),
         test: TestCommand::plain(test),
         test_scope,
         parser: "pytest",
@@ -119,6 +120,16 @@ pub fn test_command(case_timeout: std::time::Duration) -> String {
         command.push_str(&format!(" --kiln-case-timeout={seconds}"));
     }
     command
+}
+
+/// The command that lists the tests of the files given after it, one node id a line
+/// (`--collect-only -q`), as the test command's pytest would collect them: the same plugins
+/// off, a module that fails to import named in an `ERROR` line while the others are listed.
+#[must_use]
+pub fn collect_command() -> String {
+    format!(
+        "{VENV}/bin/python -m pytest --collect-only -q -p no:cacheprovider --color=no --continue-on-collection-errors"
+    )
 }
 
 /// The pytest plugin `kiln_exit`: it keeps the session's exit status and, after every other

@@ -294,6 +294,7 @@ pub fn plan(cx: &PlanContext<'_>) -> Option<Plan> {
         test,
         test_scope,
         whole_test,
+        collect: None,
         parser: "cargo",
         resolution,
         cutoff: applied_cutoff,

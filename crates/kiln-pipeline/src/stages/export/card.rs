@@ -292,7 +292,9 @@ fn quality(out: &mut String, split: &str, rows: &[ReleaseInstance]) {
             "`tests_collected` (`tests_defined`)",
             tally(collected),
             "The share of the tests the test patch's files define that the runs with the gold patch reported. \
-             Definitions are read from the files at the patched commit in the row's language (Python `def \
+             Where the runner lists tests (pytest's `--collect-only`, in the build with both patches), the \
+             definitions are the ids it lists; otherwise, and for a file it could not collect, they are read \
+             from the files at the patched commit in the row's language (Python `def \
              test…`, Go `func Test…`, Rust `#[test]` functions, JUnit `@Test` methods, literal JavaScript and \
              TypeScript `it`/`test` titles) and found among the reported test ids by name; a module the \
              environment could not import shows here as missing tests. Validation rejects a row under \

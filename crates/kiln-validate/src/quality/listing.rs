@@ -1,0 +1,121 @@
+//! The runner's own listing of the tests the test patch's files define, read from its output
+//! in the `after` side's build: what the runner collects there, not what the files' text
+//! suggests (inherited test methods, generated and parametrised tests, classes the runner does
+//! not collect). A file the runner could not import is named apart: its tests are then counted
+//! from its text ([`super::tests_collected`]), since the environment that lost them cannot list
+//! them either.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The tests a listing named, and the files it could not collect.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// Test ids, as the row's parser names them (`path::Class::test[param]`).
+    pub ids: BTreeSet<String>,
+    /// Files whose collection failed (`ERROR path`).
+    pub errored: BTreeSet<String>,
+}
+
+/// pytest's last line of a listing: `3 tests collected in 0.01s`, `2/3 tests collected (1
+/// deselected)`, `1 test collected, 1 error`, `no tests collected`.
+static COLLECTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?m)^=*\s*(?:\d+(?:/\d+)?|no) tests? collected").expect("regex"));
+/// A file pytest could not collect, in its section header or in the short summary.
+static ERRORED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?m)^(?:_+ ERROR collecting (\S+) _+|ERROR (\S+?)(?: - .*)?)\s*$").expect("regex")
+});
+
+impl Listing {
+    /// `pytest --collect-only -q` output read: the node ids it lists before its first section
+    /// (warnings, errors), and the files it names as failing to collect; `None` when the
+    /// output does not end as a listing does (pytest did not run, or stopped).
+    #[must_use]
+    pub fn from_pytest(output: &str) -> Option<Self> {
+        if !COLLECTED.is_match(output) {
+            return None;
+        }
+        let ids = output
+            .lines()
+            .take_while(|line| !line.starts_with('='))
+            .filter(|line| {
+                line.contains("::")
+                    && !line.starts_with(char::is_whitespace)
+                    && !line.starts_with("ERROR")
+            })
+            .map(|line| line.trim_end().to_string())
+            .collect();
+        let errored = ERRORED
+            .captures_iter(output)
+            .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+            .map(|m| m.as_str().to_string())
+            .collect();
+        Some(Self { ids, errored })
+    }
+
+    /// Whether the runner failed to collect `path`.
+    #[must_use]
+    pub fn errored(&self, path: &str) -> bool {
+        self.errored.contains(path)
+    }
+
+    /// The ids the listing names in `path`.
+    pub fn ids_of<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.ids
+            .iter()
+            .filter(move |id| {
+                id.strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with("::"))
+            })
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_names_its_tests_and_the_files_it_could_not_collect() {
+        // pytest 7's output for two files, one of which fails to import, with a warning.
+        let output = "tests/test_a.py::test_one\n\
+                      tests/test_a.py::TestB::test_two[x y]\n\
+                      \n\
+                      ==================================== ERRORS ====================================\n\
+                      _____________________ ERROR collecting tests/test_c.py ______________________\n\
+                      ImportError while importing test module '/testbed/tests/test_c.py'.\n\
+                      E   ModuleNotFoundError: No module named 'yaml'\n\
+                      =============================== warnings summary ===============================\n\
+                      tests/test_a.py::test_one\n  DeprecationWarning: old\n\
+                      =========================== short test summary info ============================\n\
+                      ERROR tests/test_c.py - ModuleNotFoundError: No module named 'yaml'\n\
+                      2 tests collected, 1 error in 0.12s\n";
+        let listing = Listing::from_pytest(output).unwrap();
+        assert_eq!(
+            listing.ids,
+            BTreeSet::from([
+                "tests/test_a.py::test_one".to_string(),
+                "tests/test_a.py::TestB::test_two[x y]".to_string(),
+            ])
+        );
+        assert!(listing.errored("tests/test_c.py"));
+        assert!(!listing.errored("tests/test_a.py"));
+        assert_eq!(listing.ids_of("tests/test_a.py").count(), 2);
+        assert_eq!(listing.ids_of("tests/test_a").count(), 0);
+        // Deselected tests and an empty listing still end as listings; a crash does not.
+        assert!(
+            Listing::from_pytest("t.py::a\n\n1/2 tests collected (1 deselected) in 0.01s\n")
+                .is_some()
+        );
+        assert_eq!(
+            Listing::from_pytest("no tests collected in 0.01s\n"),
+            Some(Listing::default())
+        );
+        assert_eq!(
+            Listing::from_pytest("ERROR: usage: pytest [options]\n"),
+            None
+        );
+    }
+}
