@@ -60,7 +60,11 @@ pub(super) async fn run_baseline(
                 ecosystems::leave_out(attempted.ecosystem, whole, &record.parser, &ran.offline)
                     .unwrap_or_else(|| whole.clone())
             });
-            leaving_out = LeavingOut::OnTrial(work.test.command.clone(), work.test.whole.clone());
+            leaving_out = LeavingOut::OnTrial {
+                command: work.test.command.clone(),
+                whole: work.test.whole.clone(),
+                counted: ran.failure.is_none(),
+            };
             record.tests_left_out = ran.offline;
             work.test.replace(test, whole, record);
             continue;
@@ -85,21 +89,27 @@ pub(super) async fn run_baseline(
                 return Ok(Attempt::Done(None));
             }
             (Some(failure), Some(outcome)) => {
-                if let LeavingOut::OnTrial(command, whole) =
-                    std::mem::replace(&mut leaving_out, LeavingOut::Given)
-                {
+                match std::mem::replace(&mut leaving_out, LeavingOut::Given) {
                     // The runner here does not take the way of leaving tests out (a pytest
-                    // before 3.5 has no --deselect): the whole command, which worked, again.
-                    session.note(&format!(
-                        "# kiln: the test command that leaves out the tests that need a network \
-                         did not work ({}); the whole command again",
-                        failure.class.as_str()
-                    ));
-                    record.tests_left_out.clear();
-                    work.test.replace(command, whole, record);
-                    continue;
+                    // before 3.5 has no --deselect), or the narrowed run lost what the whole
+                    // one had: the whole command again. A narrowed run whose tests fail as the
+                    // whole one's did is that failure, for the rules to repair.
+                    LeavingOut::OnTrial {
+                        command,
+                        whole,
+                        counted,
+                    } if counted || failure.class != FailureClass::TestsFailing => {
+                        session.note(&format!(
+                            "# kiln: the test command that leaves out the tests that need a \
+                             network did not work ({}); the whole command again",
+                            failure.class.as_str()
+                        ));
+                        record.tests_left_out.clear();
+                        work.test.replace(command, whole, record);
+                        continue;
+                    }
+                    _ => (failure, outcome),
                 }
-                (failure, outcome)
             }
             (Some(stopped), None) => {
                 // The run stopped its container, or the environment was refused before any
@@ -162,9 +172,15 @@ pub(super) async fn run_baseline(
 enum LeavingOut {
     /// The baseline has not shown any yet.
     NotTried,
-    /// The command runs without them; the commands before, kept here (the test command and
-    /// the whole suite's), come back if that run fails.
-    OnTrial(crate::steps::TestCommand, Option<crate::steps::TestCommand>),
+    /// The command runs without them; the commands before come back if that run fails.
+    OnTrial {
+        /// The test command before.
+        command: crate::steps::TestCommand,
+        /// The whole suite's command before.
+        whole: Option<crate::steps::TestCommand>,
+        /// Whether the run before counted as a working build.
+        counted: bool,
+    },
     /// Done, or given up: at most once per launch.
     Given,
 }

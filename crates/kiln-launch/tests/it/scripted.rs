@@ -665,6 +665,29 @@ async fn tests_that_failed_for_want_of_a_network_are_left_out_of_the_command_and
 }
 
 #[tokio::test]
+async fn tests_that_still_fail_without_those_that_need_a_network_are_the_launchs_failure() {
+    let runtime = Arc::new(ScriptedRuntime::new());
+    let still_failing = Answer::pytest(&[
+        ("tests/test_demo.py::test_adds", "FAILED"),
+        ("tests/test_demo.py::test_fails", "FAILED"),
+    ]);
+    runtime.script(
+        Script::contains("-m pytest").answers([pytest_with_a_test_offline(true), still_failing]),
+    );
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+
+    assert_eq!(record.status.as_str(), "failed");
+    assert_eq!(
+        record.failure_class.map(FailureClass::as_str),
+        Some("tests-failing")
+    );
+    // Not run a third time: the whole command failed as well.
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, "-m pytest"), 2, "{commands:#?}");
+}
+
+#[tokio::test]
 async fn a_runner_that_cannot_leave_tests_out_keeps_the_whole_command() {
     let runtime = Arc::new(ScriptedRuntime::new());
     // pytest before 3.5 knows no --deselect: a usage error, no test.
