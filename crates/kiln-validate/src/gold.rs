@@ -159,21 +159,24 @@ pub fn examine(
     let gold = patched.diff(&before, &after).map_err(infra)?;
     let changed = contents(&patched, &gold).map_err(infra)?;
     let after_entries = patched.entries(&after).map_err(infra)?;
-    let symlinks: Vec<(String, String)> = {
-        let links: Vec<&kiln_git::scratch::TreeEntry> = after_entries
-            .iter()
-            .filter(|e| e.mode == MODE_SYMLINK)
-            .collect();
-        let oids: Vec<&str> = links.iter().map(|e| e.oid.as_str()).collect();
-        let targets = patched.blobs(&oids).map_err(infra)?;
-        links
-            .iter()
-            .filter_map(|e| {
-                let target = targets.get(&e.oid)?;
-                Some((e.path.clone(), String::from_utf8_lossy(target).into_owned()))
-            })
-            .collect()
-    };
+    // What the after tree's symbolic links point at, and the test patch's files as the tests
+    // will read them, in one read of the blobs.
+    let read: Vec<&kiln_git::scratch::TreeEntry> = after_entries
+        .iter()
+        .filter(|e| {
+            e.mode == MODE_SYMLINK || (test_paths.contains(&e.path) && e.mode != MODE_GITLINK)
+        })
+        .collect();
+    let oids: Vec<&str> = read.iter().map(|e| e.oid.as_str()).collect();
+    let blobs = patched.blobs(&oids).map_err(infra)?;
+    let (links, tests): (Vec<_>, Vec<_>) = read
+        .into_iter()
+        .filter_map(|e| Some((e, blobs.get(&e.oid)?)))
+        .partition(|(e, _)| e.mode == MODE_SYMLINK);
+    let symlinks: Vec<(String, String)> = links
+        .into_iter()
+        .map(|(e, target)| (e.path.clone(), String::from_utf8_lossy(target).into_owned()))
+        .collect();
     if let Some(rejection) = judge_gold(&changed, &test_paths, &symlinks, language) {
         return Err(rejection);
     }
@@ -184,23 +187,11 @@ pub fn examine(
         })
     };
     let after_paths = paths(&patched.diff(&base, &after).map_err(infra)?);
-    let test_sources = {
-        let tests: Vec<&kiln_git::scratch::TreeEntry> = after_entries
-            .iter()
-            .filter(|e| {
-                test_paths.contains(&e.path) && e.mode != MODE_SYMLINK && e.mode != MODE_GITLINK
-            })
-            .collect();
-        let oids: Vec<&str> = tests.iter().map(|e| e.oid.as_str()).collect();
-        let blobs = patched.blobs(&oids).map_err(infra)?;
-        tests
-            .iter()
-            .filter_map(|e| {
-                let content = blobs.get(&e.oid).filter(|b| b.len() <= CONTENT_CAP)?;
-                Some((e.path.clone(), content.clone()))
-            })
-            .collect()
-    };
+    let test_sources = tests
+        .into_iter()
+        .filter(|(_, content)| content.len() <= CONTENT_CAP)
+        .map(|(e, content)| (e.path.clone(), content.clone()))
+        .collect();
     Ok(Effect {
         base: side(&base, BTreeSet::new()).map_err(infra)?,
         before: side(&before, test_paths).map_err(infra)?,
