@@ -61,9 +61,11 @@ pub(crate) async fn fall_back(
     ) {
         return Ok(Some(failure));
     }
-    // A recipe's or the agent's test command is its own: the plan's whole-suite command does
-    // not go with it.
+    // A recipe's or the agent's test command is its own: the plan's whole-suite command, the
+    // tests the plan's command left out and its runner's listing do not go with it.
     record.whole_test_command = None;
+    record.tests_left_out.clear();
+    record.collect_command = None;
     let mut note = tried;
     let found = request.recipes.as_deref().and_then(|dir| {
         recipe::find(

@@ -38,6 +38,28 @@ pub(super) async fn run_baseline(
     loop {
         step("baseline tests");
         let ran = baseline(session, &baseline_run, record).await?;
+        // A narrowed command on trial that did not work here (a pytest before 3.5 has no
+        // --deselect, a run that stopped, or one that lost what the whole one had) brings the
+        // commands before it back. A narrowed run whose tests fail as the whole one's did is
+        // that failure, for the rules to repair.
+        if matches!(leaving_out, LeavingOut::OnTrial { .. })
+            && let LeavingOut::OnTrial {
+                command,
+                whole,
+                counted,
+            } = std::mem::replace(&mut leaving_out, LeavingOut::Given)
+            && let Some(failure) = &ran.failure
+            && (counted || ran.outcome.is_none() || failure.class != FailureClass::TestsFailing)
+        {
+            session.note(&format!(
+                "# kiln: the test command that leaves out the tests that need a network did \
+                 not work ({}); the whole command again",
+                failure.class.as_str()
+            ));
+            record.tests_left_out.clear();
+            work.test.replace(command, whole, record);
+            continue;
+        }
         // Tests that failed for want of a network would cost every validation run their
         // timeouts again, and count against the build they say nothing about: the command
         // leaves them out, and the baseline runs again to show the narrowed command works.
@@ -45,27 +67,34 @@ pub(super) async fn run_baseline(
             .failure
             .as_ref()
             .is_none_or(|failure| failure.class == FailureClass::TestsFailing);
-        if judged_by_its_tests
-            && leaving_out == LeavingOut::NotTried
-            && let Some(test) = ecosystems::leave_out(
-                attempted.ecosystem,
-                &work.test.command,
-                &record.parser,
-                &ran.offline,
-            )
-        {
+        let narrowed = (judged_by_its_tests && leaving_out == LeavingOut::NotTried)
+            .then(|| {
+                let reported: Vec<&str> = record.baseline.keys().map(String::as_str).collect();
+                let leave_out = |command: &crate::steps::TestCommand| {
+                    ecosystems::leave_out(
+                        attempted.ecosystem,
+                        command,
+                        &record.parser,
+                        &ran.offline,
+                        &reported,
+                    )
+                };
+                let (test, left) = leave_out(&work.test.command)?;
+                // The whole suite's command leaves them out too, where its runner can.
+                let whole = work.test.whole.as_ref().map(|whole| {
+                    leave_out(whole).map_or_else(|| whole.clone(), |(whole, _)| whole)
+                });
+                Some((test, whole, left))
+            })
+            .flatten();
+        if let Some((test, whole, left)) = narrowed {
             step("baseline without the tests that need a network");
-            // The whole suite's command leaves them out too, where its runner can.
-            let whole = work.test.whole.as_ref().map(|whole| {
-                ecosystems::leave_out(attempted.ecosystem, whole, &record.parser, &ran.offline)
-                    .unwrap_or_else(|| whole.clone())
-            });
             leaving_out = LeavingOut::OnTrial {
                 command: work.test.command.clone(),
                 whole: work.test.whole.clone(),
                 counted: ran.failure.is_none(),
             };
-            record.tests_left_out = ran.offline;
+            record.tests_left_out = left;
             work.test.replace(test, whole, record);
             continue;
         }
@@ -88,29 +117,7 @@ pub(super) async fn run_baseline(
                 });
                 return Ok(Attempt::Done(None));
             }
-            (Some(failure), Some(outcome)) => {
-                match std::mem::replace(&mut leaving_out, LeavingOut::Given) {
-                    // The runner here does not take the way of leaving tests out (a pytest
-                    // before 3.5 has no --deselect), or the narrowed run lost what the whole
-                    // one had: the whole command again. A narrowed run whose tests fail as the
-                    // whole one's did is that failure, for the rules to repair.
-                    LeavingOut::OnTrial {
-                        command,
-                        whole,
-                        counted,
-                    } if counted || failure.class != FailureClass::TestsFailing => {
-                        session.note(&format!(
-                            "# kiln: the test command that leaves out the tests that need a \
-                             network did not work ({}); the whole command again",
-                            failure.class.as_str()
-                        ));
-                        record.tests_left_out.clear();
-                        work.test.replace(command, whole, record);
-                        continue;
-                    }
-                    _ => (failure, outcome),
-                }
-            }
+            (Some(failure), Some(outcome)) => (failure, outcome),
             (Some(stopped), None) => {
                 // The run stopped its container, or the environment was refused before any
                 // commit: there is no output to repair by.

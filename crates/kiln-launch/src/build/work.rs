@@ -63,6 +63,9 @@ pub(super) struct Work {
 impl Work {
     /// The work of `plan`, its test command written into `record`.
     pub(super) fn new(plan: &Plan, record: &mut EnvironmentRecord) -> Self {
+        // What an earlier attempt's baseline found goes with its commands.
+        record.tests_left_out.clear();
+        record.collect_command = None;
         Self {
             queue: plan.setup.iter().cloned().collect(),
             rebuild: plan.rebuild.clone(),

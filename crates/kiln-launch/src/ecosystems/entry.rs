@@ -9,9 +9,11 @@ use crate::plan::{Plan, PlanContext};
 use crate::repair::Rule;
 use crate::steps::{FreshInstall, TestCommand};
 
-/// The test command without `tests` (ids as the parser named by `parser` reads them), when
-/// the command's runner has a way to leave tests out; `None` otherwise.
-pub(crate) type LeaveOut = fn(&TestCommand, &str, &[String]) -> Option<TestCommand>;
+/// The test command without `tests` (ids as the parser named by `parser` reads them, among
+/// `reported`, every id the run reported), and the ids it leaves out, when the command's runner
+/// has a way to leave (some of) them out exactly; `None` otherwise.
+pub(crate) type LeaveOut =
+    fn(&TestCommand, &str, &[String], &[&str]) -> Option<(TestCommand, Vec<String>)>;
 
 /// The image of a Debian suite's interpreter, with a CA bundle.
 pub(crate) type InterpreterImage = fn(Suite, Option<&[u8]>) -> ImageBuild;

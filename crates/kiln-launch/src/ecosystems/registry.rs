@@ -75,22 +75,25 @@ pub fn fresh_install(ecosystem: Ecosystem) -> Option<FreshInstall> {
     ecosystem.entry().fresh
 }
 
-/// `command` without `tests` (ids as `parser` reads them), when `ecosystem`'s runner for that
-/// parser can leave tests out.
+/// `command` without `tests` (ids as `parser` reads them, among `reported`, all the ids the
+/// run reported), and the tests it leaves out, when `ecosystem`'s runner for that parser can
+/// leave (some of) them out exactly.
 #[must_use]
 pub fn leave_out(
     ecosystem: Ecosystem,
     command: &TestCommand,
     parser: &str,
     tests: &[String],
-) -> Option<TestCommand> {
+    reported: &[&str],
+) -> Option<(TestCommand, Vec<String>)> {
     if tests.is_empty() {
         return None;
     }
     ecosystem
         .entry()
         .leave_out
-        .and_then(|leave_out| leave_out(command, parser, tests))
+        .and_then(|leave_out| leave_out(command, parser, tests, reported))
+        .filter(|(_, left)| !left.is_empty())
 }
 
 /// The repair rules of `ecosystem`'s plans, in the order they are tried.

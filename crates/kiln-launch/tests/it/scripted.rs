@@ -688,6 +688,50 @@ async fn tests_that_still_fail_without_those_that_need_a_network_are_the_launchs
 }
 
 #[tokio::test]
+async fn tests_that_need_a_network_are_left_out_after_a_repair_and_a_narrowed_run_that_stops_brings_the_whole_command_back()
+ {
+    // A missing module repaired first; the next baseline shows the test that needs a network.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answers([
+        pytest_without_yaml(),
+        pytest_with_a_test_offline(false),
+        pytest_baseline(),
+    ]));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
+    assert_eq!(record.tests_left_out, ["tests/test_net.py::test_download"]);
+    assert!(
+        record.test_command.contains("--deselect="),
+        "{}",
+        record.test_command
+    );
+
+    // The narrowed run times out where the whole one counted: the whole command again.
+    let runtime = Arc::new(ScriptedRuntime::new());
+    runtime.script(Script::contains("-m pytest").answers([
+        pytest_with_a_test_offline(false),
+        Answer::timed_out(),
+        pytest_with_a_test_offline(false),
+    ]));
+    let launched = launch_on(&runtime, PYTHON).await;
+    let record = launched.record();
+    assert_eq!(record.status.as_str(), "built", "{:?}", record.log_tail);
+    assert!(
+        record.tests_left_out.is_empty(),
+        "{:?}",
+        record.tests_left_out
+    );
+    assert!(
+        !record.test_command.contains("PYTEST_ADDOPTS"),
+        "{}",
+        record.test_command
+    );
+    let commands = runtime.commands();
+    assert_eq!(count_containing(&commands, "-m pytest"), 3, "{commands:#?}");
+}
+
+#[tokio::test]
 async fn a_runner_that_cannot_leave_tests_out_keeps_the_whole_command() {
     let runtime = Arc::new(ScriptedRuntime::new());
     // pytest before 3.5 knows no --deselect: a usage error, no test.

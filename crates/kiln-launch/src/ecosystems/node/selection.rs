@@ -263,13 +263,20 @@ fn is_script(path: &str) -> bool {
 /// Node's ways of leaving tests out, by the runner whose report the parser reads: jest and
 /// vitest skip the tests whose full name (describe titles and title, space-joined) a
 /// `--testNamePattern` with a negative lookahead excludes; mocha skips those its `--grep`
-/// matches under `--invert`, and for a failed hook (`"before each" hook for "x"`) the whole
-/// suite it guards, whose tests the report does not name (mocha runs no hook of a suite left
-/// with no test). `None` when the command already selects tests by name, or a root hook
-/// failed (every test would go).
+/// matches under `--invert`, and for a failed `before` hook (`"before each" hook for "x"`) the
+/// whole suite it guards, whose tests the report does not name (mocha runs no hook of a suite
+/// left with no test; a sibling suite whose title begins with the same words goes too). A
+/// failed `after` hook is not left out: the tests it follows ran. `None` when the command
+/// already selects tests by name, or a root hook failed (every test would go).
 #[must_use]
-pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Option<TestCommand> {
+pub fn leave_out(
+    command: &TestCommand,
+    parser: &str,
+    tests: &[String],
+    _reported: &[&str],
+) -> Option<(TestCommand, Vec<String>)> {
     let selects = |flags: &[&str]| flags.iter().any(|flag| command.run.contains(flag));
+    let mut left = Vec::new();
     let (anchor, words) = match parser {
         "jest-json" | "vitest-json" => {
             if selects(&[" -t ", " -t=", " --testNamePattern"]) {
@@ -284,6 +291,7 @@ pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Optio
                     regex_escape(&titles.replace(" › ", " "))
                 })
                 .collect();
+            left.extend(tests.iter().cloned());
             let pattern = format!("^(?!(?:{})$)", names.join("|"));
             let anchor = if parser == "jest-json" {
                 JEST_REPORT
@@ -298,16 +306,17 @@ pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Optio
             }
             let mut alternatives = Vec::new();
             for id in tests {
-                // Ids are `<file>::<full title>` when the report names the file.
-                let title = match id.split_once("::") {
-                    Some((file, title)) if file.contains('/') => title,
-                    _ => id.as_str(),
-                };
+                let title = mocha_title(id);
                 match hooked_suite(title) {
-                    Some("") => return None,
-                    Some(suite) => alternatives.push(format!("{} ", regex_escape(suite))),
+                    Some((_, false)) => continue,
+                    Some(("", true)) => return None,
+                    Some((suite, true)) => alternatives.push(format!("{} ", regex_escape(suite))),
                     None => alternatives.push(format!("{}$", regex_escape(title))),
                 }
+                left.push(id.clone());
+            }
+            if alternatives.is_empty() {
+                return None;
             }
             let pattern = format!("^(?:{})", alternatives.join("|"));
             (
@@ -320,22 +329,35 @@ pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Optio
     let at = command.run.find(anchor)?;
     let mut command = command.clone();
     command.run.insert_str(at, &words);
-    Some(command)
+    Some((command, left))
+}
+
+/// The full title in a mocha id: ids are `<file>::<full title>` when the report names the
+/// file (a path, or a script at the root: `test.js`).
+fn mocha_title(id: &str) -> &str {
+    const SCRIPTS: [&str; 7] = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".coffee"];
+    match id.split_once("::") {
+        Some((file, title)) if file.contains('/') || SCRIPTS.iter().any(|e| file.ends_with(e)) => {
+            title
+        }
+        _ => id,
+    }
 }
 
 /// The full title of the suite a mocha hook's full title names (`<suite> "before each" hook
-/// for "x"`; mocha 7 on: `"before each" hook: name for "x"`), when it is a hook's.
-fn hooked_suite(full_title: &str) -> Option<&str> {
+/// for "x"`; mocha 7 on: `"before each" hook: name for "x"`), and whether the hook runs before
+/// the tests, when it is a hook's.
+fn hooked_suite(full_title: &str) -> Option<(&str, bool)> {
     [
-        "\"before each\" hook",
-        "\"before all\" hook",
-        "\"after each\" hook",
-        "\"after all\" hook",
+        ("\"before each\" hook", true),
+        ("\"before all\" hook", true),
+        ("\"after each\" hook", false),
+        ("\"after all\" hook", false),
     ]
     .iter()
-    .filter_map(|hook| full_title.find(hook))
+    .filter_map(|(hook, before)| full_title.find(hook).map(|at| (at, *before)))
     .min()
-    .map(|at| full_title[..at].trim_end())
+    .map(|(at, before)| (full_title[..at].trim_end(), before))
 }
 
 /// `text` as a JavaScript regular expression that matches it literally.
@@ -523,28 +545,29 @@ mod tests {
     #[test]
     fn mocha_leaves_out_failed_tests_and_the_suites_of_failed_hooks() {
         let command = TestCommand::plain(format!("npx mocha --require x{MOCHA_REPORT} 2>&1"));
-        let narrowed = leave_out(
-            &command,
-            "mocha-json",
-            &[
-                "/testbed/test/a.js::Client fetches (v1.2)".to_string(),
-                "Plugins: installed \"before each\" hook for \"keeps semver\"".to_string(),
-            ],
-        )
-        .unwrap();
+        let tests = [
+            "/testbed/test/a.js::Client fetches (v1.2)".to_string(),
+            "test.js::Root fetches".to_string(),
+            "Plugins: installed \"before each\" hook for \"keeps semver\"".to_string(),
+            "Plugins: cleanup \"after all\" hook".to_string(),
+        ];
+        let (narrowed, left) = leave_out(&command, "mocha-json", &tests, &[]).unwrap();
         assert_eq!(
             narrowed.run,
-            "npx mocha --require x --grep '^(?:Client fetches \\(v1\\.2\\)$|Plugins: installed )' \
+            "npx mocha --require x --grep '^(?:Client fetches \\(v1\\.2\\)$|Root fetches$|Plugins: installed )' \
              --invert --reporter json 2>&1"
         );
+        // The tests an after hook follows ran: it is not left out.
+        assert_eq!(left, tests[..3]);
         // A root hook guards every test; a command that already selects by name keeps it.
         let root = ["\"before all\" hook for \"x\"".to_string()];
-        assert_eq!(leave_out(&command, "mocha-json", &root), None);
+        assert_eq!(leave_out(&command, "mocha-json", &root, &[]), None);
         let grep = TestCommand::plain(format!("npx mocha --grep fast{MOCHA_REPORT} 2>&1"));
-        assert_eq!(leave_out(&grep, "mocha-json", &root[..0]), None);
+        assert_eq!(leave_out(&grep, "mocha-json", &tests, &[]), None);
+        assert_eq!(leave_out(&command, "mocha-json", &tests[3..], &[]), None);
         assert_eq!(
             hooked_suite("A b \"after all\" hook: stop for \"c\""),
-            Some("A b")
+            Some(("A b", false))
         );
         assert_eq!(hooked_suite("A b \"c\""), None);
     }
@@ -556,19 +579,20 @@ mod tests {
             "npx jest src{JEST_REPORT} --outputFile=/tmp/kiln-jest.json 2>&1"
         ));
         assert_eq!(
-            leave_out(&jest, "jest-json", &tests).unwrap().run,
+            leave_out(&jest, "jest-json", &tests, &[]).unwrap().0.run,
             "npx jest src --testNamePattern '^(?!(?:api fetch gets \\[1\\])$)' --ci --json \
              --outputFile=/tmp/kiln-jest.json 2>&1"
         );
         let vitest = TestCommand::plain(format!("npx vitest run{VITEST_REPORT} 2>&1"));
         assert!(
-            leave_out(&vitest, "vitest-json", &tests)
+            leave_out(&vitest, "vitest-json", &tests, &[])
                 .unwrap()
+                .0
                 .run
                 .starts_with("npx vitest run --testNamePattern '^(?!(?:api fetch gets")
         );
         let named = TestCommand::plain(format!("npx jest -t slow{JEST_REPORT} 2>&1"));
-        assert_eq!(leave_out(&named, "jest-json", &tests), None);
-        assert_eq!(leave_out(&jest, "tap", &tests), None);
+        assert_eq!(leave_out(&named, "jest-json", &tests, &[]), None);
+        assert_eq!(leave_out(&jest, "tap", &tests, &[]), None);
     }
 }

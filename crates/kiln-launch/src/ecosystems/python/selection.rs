@@ -151,29 +151,45 @@ pub fn selected_command(command: &str, modules: &[String]) -> String {
 /// through `PYTEST_ADDOPTS`, which every pytest the command starts reads whatever the
 /// command's shape (a selection of modules, the CI's variables before it), added to what the
 /// environment sets there already. pytest splits the variable as a shell would, so each option
-/// is quoted. Deselected tests neither run nor set up their fixtures.
+/// is quoted. Deselected tests neither run nor set up their fixtures. `--deselect` takes every
+/// id that starts with its value, so a test whose id begins another reported id
+/// (`test_request` and `test_request_timeout`) is not left out.
 #[must_use]
-pub fn leave_out(command: &TestCommand, parser: &str, tests: &[String]) -> Option<TestCommand> {
-    if parser != "pytest" || tests.is_empty() {
+pub fn leave_out(
+    command: &TestCommand,
+    parser: &str,
+    tests: &[String],
+    reported: &[&str],
+) -> Option<(TestCommand, Vec<String>)> {
+    if parser != "pytest" {
         return None;
     }
-    let options: Vec<String> = tests
-        .iter()
-        .map(|id| {
-            let option = if id.contains("::") {
-                "deselect"
-            } else {
-                "ignore"
-            };
-            shell_quote(&format!("--{option}={id}"))
-        })
-        .collect();
+    let mut left = Vec::new();
+    let mut options = Vec::new();
+    for id in tests {
+        let option = if id.contains("::") {
+            if reported
+                .iter()
+                .any(|other| other.len() > id.len() && other.starts_with(id.as_str()))
+            {
+                continue;
+            }
+            "deselect"
+        } else {
+            "ignore"
+        };
+        options.push(shell_quote(&format!("--{option}={id}")));
+        left.push(id.clone());
+    }
+    if left.is_empty() {
+        return None;
+    }
     let mut command = command.clone();
     command.prelude.push(format!(
         "export PYTEST_ADDOPTS=\"${{PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }}\"{}",
         shell_quote(&options.join(" "))
     ));
-    Some(command)
+    Some((command, left))
 }
 
 #[cfg(test)]
@@ -317,7 +333,13 @@ mod tests {
                 "python3 -c 'import os, shlex; print(*shlex.split(os.environ[\"PYTEST_ADDOPTS\"]), sep=\"\\n\")'",
             )
         };
-        let narrowed = leave_out(&command, "pytest", &tests).unwrap();
+        let reported: Vec<&str> = tests
+            .iter()
+            .map(String::as_str)
+            .chain(["tests/test_net.py::test_ok"])
+            .collect();
+        let (narrowed, left) = leave_out(&command, "pytest", &tests, &reported).unwrap();
+        assert_eq!(left, tests);
         let dir = crate::plan::testutil::tree(&[]);
         assert_eq!(
             run_in(dir.path(), &narrowed.render()),
@@ -326,18 +348,31 @@ mod tests {
              --deselect=tests/test_net.py::test_mirror[it's a url]\n"
         );
         // Without a value before, nothing but the options.
-        let bare = leave_out(
+        let (bare, _) = leave_out(
             &TestCommand::plain(command.run.clone()),
             "pytest",
             &tests[1..2],
+            &reported,
         )
         .unwrap();
         assert_eq!(
             run_in(dir.path(), &bare.render()),
             "--deselect=tests/test_net.py::test_download\n"
         );
+        // --deselect takes every id its value begins: a test that begins another stays.
+        let prefix = strings(&[
+            "tests/test_net.py::test_download",
+            "tests/test_net.py::test_do",
+        ]);
+        let reported = [
+            "tests/test_net.py::test_download",
+            "tests/test_net.py::test_do",
+            "tests/test_net.py::test_download_all",
+        ];
+        assert_eq!(leave_out(&command, "pytest", &prefix[1..], &reported), None);
+        assert_eq!(leave_out(&command, "pytest", &prefix[..1], &reported), None);
         // Only pytest's parser has the way; no test, no change.
-        assert_eq!(leave_out(&command, "django", &tests), None);
-        assert_eq!(leave_out(&command, "pytest", &[]), None);
+        assert_eq!(leave_out(&command, "django", &tests, &reported), None);
+        assert_eq!(leave_out(&command, "pytest", &[], &reported), None);
     }
 }
