@@ -626,11 +626,18 @@ fn decide_and_record(
     record.identical_runs_before = identical(Side::Before);
     record.identical_runs_after = identical(Side::After);
     // The tests the environment's command leaves out for want of a network are accounted
-    // for: the row names them (`needs_network`), and no run could report them.
+    // for: the row names them (`needs_network`), and no run could report them; so are the
+    // modules it leaves out whole (their id is the file's).
+    let left_out = &request.environment.tests_left_out;
+    let test_sources: Vec<(String, Vec<u8>)> = test_sources
+        .iter()
+        .filter(|(path, _)| !left_out.contains(path))
+        .cloned()
+        .collect();
     let collected = quality::tests_collected(
         &request.environment.language,
         &request.environment.parser,
-        test_sources,
+        &test_sources,
         runs.listing.as_ref(),
         runs.results
             .iter()

@@ -224,7 +224,7 @@ fn split_id(id: &str) -> Option<(Option<&str>, &str)> {
 }
 
 /// Whether a runner's name of a test's file (`file`, relative or absolute) is `path`.
-fn same_file(file: &str, path: &str) -> bool {
+pub(super) fn same_file(file: &str, path: &str) -> bool {
     file == path
         || file
             .strip_suffix(path)

@@ -10,6 +10,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::collected::same_file;
+
 /// The tests a listing named, and the files it could not collect.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Listing {
@@ -22,7 +24,7 @@ pub struct Listing {
 /// pytest's last line of a listing: `3 tests collected in 0.01s`, `2/3 tests collected (1
 /// deselected)`, `1 test collected, 1 error`, `no tests collected`.
 static COLLECTED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?m)^=*\s*(?:\d+(?:/\d+)?|no) tests? collected").expect("regex"));
+    LazyLock::new(|| Regex::new(r"(?m)^=*\s*(\d+|no)(?:/\d+)? tests? collected").expect("regex"));
 /// A file pytest could not collect, in its section header or in the short summary.
 static ERRORED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?m)^(?:_+ ERROR collecting (\S+) _+|ERROR (\S+?)(?: - .*)?)\s*$").expect("regex")
@@ -31,13 +33,17 @@ static ERRORED: LazyLock<Regex> = LazyLock::new(|| {
 impl Listing {
     /// `pytest --collect-only -q` output read: the node ids it lists before its first section
     /// (warnings, errors), and the files it names as failing to collect; `None` when the
-    /// output does not end as a listing does (pytest did not run, or stopped).
+    /// output does not end as a listing does (pytest did not run, or stopped), or lists
+    /// another number of ids than it counts (a project's own `-v` in `addopts` turns the list
+    /// into a tree of nodes).
     #[must_use]
     pub fn from_pytest(output: &str) -> Option<Self> {
-        if !COLLECTED.is_match(output) {
-            return None;
-        }
-        let ids = output
+        let count = COLLECTED.captures_iter(output).last()?;
+        let count: usize = match &count[1] {
+            "no" => 0,
+            n => n.parse().ok()?,
+        };
+        let ids: BTreeSet<String> = output
             .lines()
             .take_while(|line| !line.starts_with('='))
             .filter(|line| {
@@ -47,6 +53,9 @@ impl Listing {
             })
             .map(|line| line.trim_end().to_string())
             .collect();
+        if ids.len() != count {
+            return None;
+        }
         let errored = ERRORED
             .captures_iter(output)
             .filter_map(|c| c.get(1).or_else(|| c.get(2)))
@@ -55,10 +64,11 @@ impl Listing {
         Some(Self { ids, errored })
     }
 
-    /// Whether the runner failed to collect `path`.
+    /// Whether the runner failed to collect `path` (named from the repository's root; pytest
+    /// names it from its rootdir, which may be a directory below).
     #[must_use]
     pub fn errored(&self, path: &str) -> bool {
-        self.errored.contains(path)
+        self.errored.iter().any(|file| same_file(file, path))
     }
 
     /// The ids the listing names in `path`.
@@ -66,8 +76,8 @@ impl Listing {
         self.ids
             .iter()
             .filter(move |id| {
-                id.strip_prefix(path)
-                    .is_some_and(|rest| rest.starts_with("::"))
+                id.split_once("::")
+                    .is_some_and(|(file, _)| same_file(file, path))
             })
             .map(String::as_str)
     }
@@ -104,6 +114,9 @@ mod tests {
         assert!(!listing.errored("tests/test_a.py"));
         assert_eq!(listing.ids_of("tests/test_a.py").count(), 2);
         assert_eq!(listing.ids_of("tests/test_a").count(), 0);
+        // pytest names files from its rootdir, which may be below the repository's root.
+        assert_eq!(listing.ids_of("python/tests/test_a.py").count(), 2);
+        assert!(listing.errored("python/tests/test_c.py"));
         // Deselected tests and an empty listing still end as listings; a crash does not.
         assert!(
             Listing::from_pytest("t.py::a\n\n1/2 tests collected (1 deselected) in 0.01s\n")
@@ -117,5 +130,8 @@ mod tests {
             Listing::from_pytest("ERROR: usage: pytest [options]\n"),
             None
         );
+        // A project's `-v` in addopts makes `-q` print the tree of nodes: no listing.
+        let tree = "<Module tests/test_a.py>\n  <Function test_one>\n\n1 test collected in 0.01s\n";
+        assert_eq!(Listing::from_pytest(tree), None);
     }
 }
