@@ -611,6 +611,34 @@ fn side_tag(tag: &str, side: Side) -> String {
     }
 }
 
+/// What the runs with the gold patch reported of the tests the test patch's files define
+/// ([`quality::tests_collected`]). The tests the environment's command leaves out for want of
+/// a network are accounted for: the row names them (`needs_network`), and no run could report
+/// them; so are the modules it leaves out whole (their id is the file's).
+fn collected(
+    runs: &Runs,
+    request: &ValidateRequest,
+    test_sources: &[(String, Vec<u8>)],
+) -> Option<quality::Collected> {
+    let left_out = &request.environment.tests_left_out;
+    let test_sources: Vec<(String, Vec<u8>)> = test_sources
+        .iter()
+        .filter(|(path, _)| !left_out.contains(path))
+        .cloned()
+        .collect();
+    quality::tests_collected(
+        &request.environment.language,
+        &request.environment.parser,
+        &test_sources,
+        runs.listing.as_ref(),
+        runs.results
+            .iter()
+            .filter(|r| r.side == Side::After)
+            .flat_map(|r| r.statuses.keys().map(String::as_str))
+            .chain(left_out.iter().map(String::as_str)),
+    )
+}
+
 /// Decides the instance from its runs and writes the decision into the row: how many runs of
 /// each side repeated its first run's statuses, FAIL_TO_PASS, PASS_TO_PASS (and, validated,
 /// the difficulty band), flaky tests, the tests that needed a network, the agreement with the
@@ -625,32 +653,7 @@ fn decide_and_record(
     let identical = |side| i64::try_from(quality::identical_runs(&runs.results, side)).unwrap_or(0);
     record.identical_runs_before = identical(Side::Before);
     record.identical_runs_after = identical(Side::After);
-    // The tests the environment's command leaves out for want of a network are accounted
-    // for: the row names them (`needs_network`), and no run could report them; so are the
-    // modules it leaves out whole (their id is the file's).
-    let left_out = &request.environment.tests_left_out;
-    let test_sources: Vec<(String, Vec<u8>)> = test_sources
-        .iter()
-        .filter(|(path, _)| !left_out.contains(path))
-        .cloned()
-        .collect();
-    let collected = quality::tests_collected(
-        &request.environment.language,
-        &request.environment.parser,
-        &test_sources,
-        runs.listing.as_ref(),
-        runs.results
-            .iter()
-            .filter(|r| r.side == Side::After)
-            .flat_map(|r| r.statuses.keys().map(String::as_str))
-            .chain(
-                request
-                    .environment
-                    .tests_left_out
-                    .iter()
-                    .map(String::as_str),
-            ),
-    );
+    let collected = collected(&runs, request, test_sources);
     if let Some(collected) = &collected {
         record.tests_defined = i64::try_from(collected.defined).unwrap_or(i64::MAX);
         record.tests_collected = Some(collected.share());

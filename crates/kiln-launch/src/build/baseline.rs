@@ -12,7 +12,7 @@ use crate::ecosystems;
 use crate::fallback::{Stopped, fall_back};
 use crate::repair::{self, Failed, Failing, Repair};
 use crate::request::LaunchRequest;
-use crate::steps::Step;
+use crate::steps::{Step, TestCommand};
 use crate::verify::{BaselineRun, Failure, baseline, run_or_fail};
 
 /// Commits the environment and runs its baseline until it counts, a repair fails, or no rule
@@ -63,29 +63,8 @@ pub(super) async fn run_baseline(
         // Tests that failed for want of a network would cost every validation run their
         // timeouts again, and count against the build they say nothing about: the command
         // leaves them out, and the baseline runs again to show the narrowed command works.
-        let judged_by_its_tests = ran
-            .failure
-            .as_ref()
-            .is_none_or(|failure| failure.class == FailureClass::TestsFailing);
-        let narrowed = (judged_by_its_tests && leaving_out == LeavingOut::NotTried)
-            .then(|| {
-                let reported: Vec<&str> = record.baseline.keys().map(String::as_str).collect();
-                let leave_out = |command: &crate::steps::TestCommand| {
-                    ecosystems::leave_out(
-                        attempted.ecosystem,
-                        command,
-                        &record.parser,
-                        &ran.offline,
-                        &reported,
-                    )
-                };
-                let (test, left) = leave_out(&work.test.command)?;
-                // The whole suite's command leaves them out too, where its runner can.
-                let whole = work.test.whole.as_ref().map(|whole| {
-                    leave_out(whole).map_or_else(|| whole.clone(), |(whole, _)| whole)
-                });
-                Some((test, whole, left))
-            })
+        let narrowed = (leaving_out == LeavingOut::NotTried)
+            .then(|| narrowed(&attempted, work, record, &ran))
             .flatten();
         if let Some((test, whole, left)) = narrowed {
             step("baseline without the tests that need a network");
@@ -103,7 +82,7 @@ pub(super) async fn run_baseline(
                 // The listing runs with what the tests run before them (services, the CI's
                 // variables, the tests left out).
                 record.collect_command = attempted.plan.collect.as_ref().map(|collect| {
-                    crate::steps::TestCommand {
+                    TestCommand {
                         env: work.test.command.env.clone(),
                         prelude: work.test.command.prelude.clone(),
                         ..collect.clone()
@@ -174,6 +153,42 @@ pub(super) async fn run_baseline(
     }
 }
 
+/// The test command and the whole suite's without the tests `ran` read as failed for want of
+/// a network, and the tests left out, when the run is judged by its tests (it counted, or too
+/// few passed) and the ecosystem's runner can leave them out.
+fn narrowed(
+    attempted: &Attempted<'_>,
+    work: &Work,
+    record: &EnvironmentRecord,
+    ran: &crate::verify::Baseline,
+) -> Option<(TestCommand, Option<TestCommand>, Vec<String>)> {
+    let judged_by_its_tests = ran
+        .failure
+        .as_ref()
+        .is_none_or(|failure| failure.class == FailureClass::TestsFailing);
+    if !judged_by_its_tests {
+        return None;
+    }
+    let reported: Vec<&str> = record.baseline.keys().map(String::as_str).collect();
+    let leave_out = |command: &TestCommand| {
+        ecosystems::leave_out(
+            attempted.ecosystem,
+            command,
+            &record.parser,
+            &ran.offline,
+            &reported,
+        )
+    };
+    let (test, left) = leave_out(&work.test.command)?;
+    // The whole suite's command leaves them out too, where its runner can.
+    let whole = work
+        .test
+        .whole
+        .as_ref()
+        .map(|whole| leave_out(whole).map_or_else(|| whole.clone(), |(whole, _)| whole));
+    Some((test, whole, left))
+}
+
 /// Where a launch is with leaving out the tests that failed for want of a network.
 #[derive(PartialEq)]
 enum LeavingOut {
@@ -182,9 +197,9 @@ enum LeavingOut {
     /// The command runs without them; the commands before come back if that run fails.
     OnTrial {
         /// The test command before.
-        command: crate::steps::TestCommand,
+        command: TestCommand,
         /// The whole suite's command before.
-        whole: Option<crate::steps::TestCommand>,
+        whole: Option<TestCommand>,
         /// Whether the run before counted as a working build.
         counted: bool,
     },

@@ -32,7 +32,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::listing::Listing;
+use super::listing::{Listing, same_file};
 
 /// At most this many missing names are kept in the row; the rest are counted.
 pub const LISTED_MISSING: usize = 50;
@@ -221,17 +221,6 @@ fn split_id(id: &str) -> Option<(Option<&str>, &str)> {
         None if SOURCE_EXTENSIONS.iter().any(|e| id.ends_with(e)) => None,
         _ => Some((None, id)),
     }
-}
-
-/// Whether a runner's name of a test's file (`file`, relative or absolute) is `path`.
-pub(super) fn same_file(file: &str, path: &str) -> bool {
-    file == path
-        || file
-            .strip_suffix(path)
-            .is_some_and(|head| head.ends_with('/'))
-        || path
-            .strip_suffix(file)
-            .is_some_and(|head| head.ends_with('/'))
 }
 
 /// Whether the file at `path` is one whose tests [`tests_collected`] counts for a row of

@@ -10,8 +10,6 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::collected::same_file;
-
 /// The tests a listing named, and the files it could not collect.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Listing {
@@ -81,6 +79,17 @@ impl Listing {
             })
             .map(String::as_str)
     }
+}
+
+/// Whether a runner's name of a test's file (`file`, relative or absolute) is `path`.
+pub(super) fn same_file(file: &str, path: &str) -> bool {
+    file == path
+        || file
+            .strip_suffix(path)
+            .is_some_and(|head| head.ends_with('/'))
+        || path
+            .strip_suffix(file)
+            .is_some_and(|head| head.ends_with('/'))
 }
 
 #[cfg(test)]
